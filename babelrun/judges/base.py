@@ -1,0 +1,90 @@
+"""The judge protocol, the typed request/reply, and the errors the engine retries or stops on.
+
+A backend turns one ``JudgeRequest`` into one ``JudgeReply`` (the raw text and what the
+provider says it served). It never parses verdicts and never retries: the engine does both,
+the same way for every backend. Backends that batch (local models) collect concurrent
+requests behind this same per-request call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal, Protocol
+
+import msgspec
+
+from ..items import Item
+from ..manifest import JudgeSpec
+from .prompt import TEMPLATES
+
+Order = Literal["ref_first", "pert_first"]
+ORDERS: tuple[Order, Order] = ("ref_first", "pert_first")
+
+
+class JudgeRequest(msgspec.Struct, frozen=True):
+    item: Item
+    order: Order
+    messages: list[dict[str, str]]
+
+    @property
+    def answer_a(self) -> str:
+        return self.item.reference if self.order == "ref_first" else self.item.perturbed
+
+    @property
+    def answer_b(self) -> str:
+        return self.item.perturbed if self.order == "ref_first" else self.item.reference
+
+
+class JudgeReply(msgspec.Struct, frozen=True):
+    raw: str
+    served_model: str | None = None
+    fingerprint: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+class RetryableError(Exception):
+    """A failure worth trying again: 429, 5xx, timeout, dropped connection, garbled body."""
+
+    def __init__(self, kind: str, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.retry_after = retry_after
+
+
+class FatalJudgeError(Exception):
+    """A failure that repeating cannot fix (bad key, unknown model, bad request): stop the judge."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class Judge(Protocol):
+    spec: JudgeSpec
+    judge_id: str
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+def judge_id(spec: JudgeSpec) -> str:
+    """Short hash of everything that can change a verdict, and nothing that cannot.
+
+    In: backend, model, endpoint, prompt template name and version, sampling parameters, and
+    the simulated judge's knobs. Out: the judge's display name, concurrency, rate limits,
+    timeouts, retries and the key variable, which change how fast verdicts come, not which.
+    """
+    template = TEMPLATES[spec.prompt]
+    identity = {
+        "backend": spec.backend,
+        "model": spec.model,
+        "endpoint": (spec.endpoint or "").rstrip("/"),
+        "prompt": f"{template.name}@v{template.version}",
+        "temperature": spec.temperature,
+        "max_tokens": spec.max_tokens,
+        "simulated": spec.simulated if spec.backend == "simulated" else None,
+    }
+    blob = msgspec.json.encode(identity, order="sorted")
+    return hashlib.blake2b(blob, digest_size=6).hexdigest()

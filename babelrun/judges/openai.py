@@ -1,0 +1,133 @@
+"""OpenAI Chat Completions over aiohttp, for any OpenAI-compatible base URL.
+
+Temperature and ``max_tokens`` come from the judge spec (0 and 8 by default). The key is read
+from the environment variable the manifest names, sent only in the Authorization header, and
+never logged or echoed: error messages carry the status and the provider's message, not the
+request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import aiohttp
+import msgspec
+
+from ..manifest import JudgeSpec
+from .base import FatalJudgeError, JudgeReply, JudgeRequest, RetryableError
+
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+_FATAL = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 422: "bad_request"}
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Completion(msgspec.Struct):
+    choices: list[_Choice]
+    model: str | None = None
+    system_fingerprint: str | None = None
+    usage: _Usage | None = None
+
+
+_decode = msgspec.json.Decoder(_Completion).decode
+
+
+class OpenAIJudge:
+    def __init__(self, spec: JudgeSpec, judge_id: str):
+        self.spec = spec
+        self.judge_id = judge_id
+        self.url = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/chat/completions"
+        headers = {"Content-Type": "application/json"}
+        if spec.api_key_env:
+            headers["Authorization"] = f"Bearer {os.environ[spec.api_key_env]}"
+        self._headers = headers
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        # Created on first use, inside the running event loop; one connection pool per judge,
+        # sized to its concurrency so no request waits for a socket it was promised.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ttl_dns_cache=300)
+            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, headers=self._headers
+            )
+        return self._session
+
+    def body(self, request: JudgeRequest) -> bytes:
+        return msgspec.json.encode(
+            {
+                "model": self.spec.model,
+                "messages": request.messages,
+                "temperature": self.spec.temperature,
+                "max_tokens": self.spec.max_tokens,
+            }
+        )
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        try:
+            async with self._client().post(self.url, data=self.body(request)) as resp:
+                payload = await resp.read()
+                status = resp.status
+                retry_after = _retry_after(resp.headers)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise RetryableError("timeout", f"no reply within {self.spec.timeout_s:g} s") from None
+        except aiohttp.ClientError as e:
+            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
+        if status == 429:
+            raise RetryableError("rate_limited", "429 Too Many Requests", retry_after)
+        if status >= 500:
+            raise RetryableError("server_error", f"HTTP {status}", retry_after)
+        if status in _FATAL or 400 <= status < 500:
+            kind = _FATAL.get(status, "client_error")
+            raise FatalJudgeError(kind, f"HTTP {status} from {self.url}: {_provider_message(payload)}")
+        try:
+            completion = _decode(payload)
+            raw = completion.choices[0].message.content or ""
+        except (msgspec.DecodeError, IndexError):
+            raise RetryableError("bad_response", "malformed response body") from None
+        usage = completion.usage or _Usage()
+        return JudgeReply(
+            raw=raw,
+            served_model=completion.model,
+            fingerprint=completion.system_fingerprint,
+            tokens_in=usage.prompt_tokens,
+            tokens_out=usage.completion_tokens,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _retry_after(headers) -> float | None:
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: rare from LLM providers; fall back to backoff
+
+
+def _provider_message(payload: bytes) -> str:
+    try:
+        err = msgspec.json.decode(payload)
+        if isinstance(err, dict) and isinstance(err.get("error"), dict):
+            return str(err["error"].get("message", ""))[:200]
+    except msgspec.DecodeError:
+        pass
+    return payload[:200].decode("utf-8", "replace")

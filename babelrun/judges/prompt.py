@@ -1,0 +1,77 @@
+"""Judge prompt templates and the strict verdict parser.
+
+A template has a name and a version; both go into ``judge_id``, so editing a template's
+wording (bump its version) never mixes its verdicts with the old ones.
+
+Accepted replies (the whole reply, nothing else): ``A``, ``B`` or ``tie``, case-insensitive,
+after Unicode NFKC normalisation (full-width ``Ａ`` is ``A``) and trimming of whitespace,
+surrounding quotes, brackets, Markdown emphasis and trailing punctuation, with an optional
+English prefix ``Answer:``, ``Verdict:``, ``Final answer:``, ``Winner:``, ``Better:`` or
+``Answer`` / ``Response`` / ``Assistant`` before the letter (``Answer A``). Anything else, in
+any language or script, is ``invalid``: it is kept verbatim and never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Literal
+
+import msgspec
+
+Slot = Literal["A", "B", "tie", "invalid"]
+
+
+class Template(msgspec.Struct, frozen=True):
+    name: str
+    version: int
+    system: str
+    user: str
+
+
+PAIRWISE = Template(
+    name="pairwise",
+    version=1,
+    system=(
+        "You are an impartial judge. You compare two answers to the same question and decide "
+        "which one is better: more correct, complete and coherent. Do not let the order of the "
+        "answers or their length influence you."
+    ),
+    user=(
+        "[Question]\n{prompt}\n\n"
+        "[Answer A]\n{answer_a}\n[End of Answer A]\n\n"
+        "[Answer B]\n{answer_b}\n[End of Answer B]\n\n"
+        "Which answer is better? Reply with exactly one word: A, B, or tie."
+    ),
+)
+
+TEMPLATES: dict[str, Template] = {PAIRWISE.name: PAIRWISE}
+
+
+def render(template: Template, prompt: str, answer_a: str, answer_b: str) -> list[dict[str, str]]:
+    """Chat messages for one presentation. Plain ``str.format`` on our own template only:
+    corpus text is substituted as data and never interpreted."""
+    return [
+        {"role": "system", "content": template.system},
+        {"role": "user", "content": template.user.format(prompt=prompt, answer_a=answer_a, answer_b=answer_b)},
+    ]
+
+
+_PREFIX = re.compile(
+    r"^(?:final\s+answer|answer|verdict|winner|better(?:\s+answer)?|response|assistant)\s*[:：\-]?\s*",
+    re.IGNORECASE,
+)
+_TRIM = " \t\r\n\"'`*_.!,;:()[]{}<>«»“”‘’「」"
+
+
+def parse(reply: str) -> Slot:
+    text = unicodedata.normalize("NFKC", reply).strip(_TRIM)
+    text = _PREFIX.sub("", text, count=1).strip(_TRIM)
+    lowered = text.lower()
+    if lowered == "a":
+        return "A"
+    if lowered == "b":
+        return "B"
+    if lowered == "tie":
+        return "tie"
+    return "invalid"

@@ -1,0 +1,46 @@
+"""Language codes, names, scripts and direction, from langcodes / language-data.
+
+The manifest and corpora may name a language by BCP-47 (``hi``, ``zh-Hant``) or ISO 639-3
+(``hin``); everything inside babelrun uses the standardised BCP-47 tag langcodes returns.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import langcodes
+
+# Scripts written right to left (ISO 15924). A property of the Unicode scripts, not a table
+# of languages: the language -> script step comes from language-data.
+_RTL_SCRIPTS = frozenset(
+    {"Arab", "Hebr", "Syrc", "Thaa", "Nkoo", "Adlm", "Mand", "Samr", "Rohg", "Yezi", "Mend"}
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def normalize(code: str) -> str:
+    """Return the standard BCP-47 tag for ``code``; ``ValueError`` if it is not a language."""
+    code = code.strip()
+    if not code or not langcodes.tag_is_valid(code):
+        raise ValueError(f"{code!r} is not a valid language code")
+    tag = langcodes.standardize_tag(code)
+    if not langcodes.Language.get(tag).is_valid():
+        raise ValueError(f"{code!r} is not a known language")
+    return tag
+
+
+@functools.lru_cache(maxsize=4096)
+def name(code: str) -> str:
+    """English name of the language (``Hindi``, ``Swahili``)."""
+    return langcodes.Language.get(code).display_name()
+
+
+@functools.lru_cache(maxsize=4096)
+def script(code: str) -> str:
+    """ISO 15924 script the language is usually written in (``Deva``, ``Hans``)."""
+    return langcodes.Language.get(code).maximize().script or "Zyyy"
+
+
+def direction(code: str) -> str:
+    """``rtl`` or ``ltr``."""
+    return "rtl" if script(code) in _RTL_SCRIPTS else "ltr"

@@ -1,0 +1,266 @@
+"""The manifest: what to audit, decoded from YAML into typed, frozen msgspec Structs.
+
+Decoding is strict: unknown keys and wrong types are errors naming the field path
+(``judges[1].rate_limit.rpm: expected `float`, got `str```). Nothing in a manifest executes
+code, and secrets never live in it: a judge names the environment variable holding its key.
+
+Relative paths in a manifest are resolved against the manifest file's own folder, so a
+manifest means the same thing from whatever directory it is run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from . import languages
+from .errors import ManifestError
+
+Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+
+DEFAULT_SEVERITIES = (0.3, 0.6)
+
+
+class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Base for every manifest section: strict and immutable."""
+
+
+# ---- corpus -------------------------------------------------------------------------------
+
+
+class BundledSource(_Spec, tag="bundled", tag_field="kind"):
+    """The small multilingual corpus shipped inside the package (``babelrun/corpus/bundled``)."""
+
+
+class JsonlSource(_Spec, tag="jsonl", tag_field="kind"):
+    """A JSON Lines file of references; ``columns`` maps our field names to the file's keys."""
+
+    path: str
+    columns: dict[str, str] = {}
+    language: str | None = None  # for files without a language column
+
+
+CorpusSource = BundledSource | JsonlSource
+
+
+class CorpusSpec(_Spec):
+    sources: list[CorpusSource] = msgspec.field(default_factory=lambda: [BundledSource()])
+    languages: list[str] | Literal["all"] = "all"
+    references_per_language: PositiveInt = 10
+
+
+# ---- perturbations ------------------------------------------------------------------------
+
+
+class PerturbationSpec(_Spec):
+    name: str
+    severities: list[Severity] = msgspec.field(default_factory=lambda: list(DEFAULT_SEVERITIES))
+
+
+def _default_perturbations() -> list[PerturbationSpec]:
+    from .perturb import TEXT_PERTURBATIONS
+
+    return [PerturbationSpec(name=n) for n in TEXT_PERTURBATIONS]
+
+
+# ---- judges -------------------------------------------------------------------------------
+
+
+class RateLimit(_Spec):
+    rpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # requests per minute
+
+
+class SimulatedKnobs(_Spec):
+    """Explicit biases of the ``simulated`` judge: the numbers the metrics must recover.
+
+    On each decisive reply the judge picks slot A with probability ``|position_bias|``
+    (slot B when negative), else the longer answer with probability ``verbosity_bias``, else
+    the reference with probability ``accuracy`` (per language, falling back to ``default``).
+    """
+
+    accuracy: dict[str, Probability] = {}
+    default_accuracy: Probability = 0.9
+    position_bias: Annotated[float, msgspec.Meta(ge=-1.0, le=1.0)] = 0.0
+    verbosity_bias: Probability = 0.0
+    invalid_rate: Probability = 0.0
+    tie_rate: Probability = 0.0
+    latency_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+
+
+class JudgeSpec(_Spec):
+    name: str
+    backend: Literal["simulated", "openai"]
+    model: str = ""
+    endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
+    api_key_env: str | None = None
+    prompt: str = "pairwise"  # judge prompt template name (see babelrun/judges/prompt.py)
+    temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    max_tokens: PositiveInt = 8
+    concurrency: PositiveInt = 8
+    rate_limit: RateLimit = RateLimit()
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0)] = 5
+    simulated: SimulatedKnobs | None = None
+
+
+# ---- the whole ----------------------------------------------------------------------------
+
+
+class ScoringSpec(_Spec):
+    bootstrap: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
+
+
+class Manifest(_Spec):
+    name: str
+    judges: list[JudgeSpec]
+    corpus: CorpusSpec = CorpusSpec()
+    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_perturbations)
+    output_dir: str = "runs/{name}"
+    seed: int = 0
+    scoring: ScoringSpec = ScoringSpec()
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir)
+
+
+# ---- loading ------------------------------------------------------------------------------
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
+
+
+def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
+    """Split msgspec's message into (field path, problem) in the manifest's own terms."""
+    m = _AT.match(str(error))
+    msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
+    for pattern, problem in ((_UNKNOWN, "unknown field"), (_MISSING, "required field is missing")):
+        found = pattern.match(msg)
+        if found:
+            field = found.group("field")
+            return (f"{path}.{field}" if path else field), problem
+    return path, msg[0].lower() + msg[1:] if msg else msg
+
+
+def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> Manifest:
+    """Read, decode and check a manifest. Raises ``ManifestError`` naming the first problem."""
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ManifestError("", f"cannot read manifest: {e.strerror}", source) from None
+    try:
+        manifest = msgspec.yaml.decode(raw, type=Manifest)
+    except msgspec.ValidationError as e:
+        field, problem = _field_path(e)
+        raise ManifestError(field, problem, source) from None
+    except msgspec.DecodeError as e:
+        problem = " ".join(str(e).split())
+        raise ManifestError("", f"not valid YAML: {problem}", source) from None
+    manifest = _resolve_paths(manifest, path.parent.resolve())
+    try:
+        check(manifest, os.environ if environ is None else environ)
+    except ManifestError as e:
+        e.source = source
+        e.args = (f"{source}: {e}",)
+        raise
+    return manifest
+
+
+def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
+    """Make every path absolute, relative to the manifest's folder; fill ``{name}``."""
+
+    def absolute(p: str) -> str:
+        q = Path(p.format(name=manifest.name)).expanduser()
+        return os.path.normpath(q if q.is_absolute() else base / q)
+
+    sources = [
+        msgspec.structs.replace(s, path=absolute(s.path)) if isinstance(s, JsonlSource) else s
+        for s in manifest.corpus.sources
+    ]
+    corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
+    return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(manifest.output_dir))
+
+
+def check(manifest: Manifest, environ) -> None:
+    """Checks that types alone cannot express: names, files, languages, knobs."""
+    from .corpus import available_languages, check_source
+    from .judges.prompt import TEMPLATES
+    from .perturb import TEXT_PERTURBATIONS
+
+    if not manifest.judges:
+        raise ManifestError("judges", "at least one judge is required")
+    seen: set[str] = set()
+    for i, judge in enumerate(manifest.judges):
+        where = f"judges[{i}]"
+        if judge.name in seen:
+            raise ManifestError(f"{where}.name", f"duplicate judge name {judge.name!r}")
+        seen.add(judge.name)
+        _check_judge(judge, where, environ, TEMPLATES)
+
+    for i, pert in enumerate(manifest.perturbations):
+        if pert.name not in TEXT_PERTURBATIONS:
+            known = ", ".join(TEXT_PERTURBATIONS)
+            raise ManifestError(
+                f"perturbations[{i}].name", f"unknown perturbation {pert.name!r} (known: {known})"
+            )
+        if not pert.severities:
+            raise ManifestError(f"perturbations[{i}].severities", "at least one severity")
+
+    for i, src in enumerate(manifest.corpus.sources):
+        check_source(src, manifest, f"corpus.sources[{i}]")
+    if manifest.corpus.languages != "all":
+        offered = available_languages(manifest)
+        for i, code in enumerate(manifest.corpus.languages):
+            where = f"corpus.languages[{i}]"
+            try:
+                tag = languages.normalize(code)
+            except ValueError as e:
+                raise ManifestError(where, str(e)) from None
+            if tag not in offered:
+                have = ", ".join(sorted(offered))
+                raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
+    if judge.prompt not in templates:
+        raise ManifestError(
+            f"{where}.prompt", f"unknown prompt template {judge.prompt!r} (known: {', '.join(templates)})"
+        )
+    if judge.backend == "openai":
+        if not judge.model:
+            raise ManifestError(f"{where}.model", "the openai backend needs a model name")
+        if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
+            raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
+        if judge.api_key_env and judge.api_key_env not in environ:
+            raise ManifestError(
+                f"{where}.api_key_env", f"environment variable {judge.api_key_env} is not set"
+            )
+        if judge.simulated is not None:
+            raise ManifestError(f"{where}.simulated", "only the simulated backend takes these knobs")
+    if judge.backend == "simulated":
+        knobs = judge.simulated or SimulatedKnobs()
+        if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:
+            raise ManifestError(
+                f"{where}.simulated", "|position_bias| + verbosity_bias must not exceed 1"
+            )
+        if knobs.invalid_rate + knobs.tie_rate > 1.0:
+            raise ManifestError(f"{where}.simulated", "invalid_rate + tie_rate must not exceed 1")
+        for code in knobs.accuracy:
+            try:
+                languages.normalize(code)
+            except ValueError as e:
+                raise ManifestError(f"{where}.simulated.accuracy.{code}", str(e)) from None
+
+
+def to_yaml(manifest: Manifest) -> bytes:
+    return msgspec.yaml.encode(manifest)

@@ -1,0 +1,196 @@
+"""Script-aware text handling shared by every perturbation.
+
+Sentences
+    A sentence ends at a run of terminators ``. ! ? 。 ！ ？ ؟ ۔ । ॥ ። ፧`` plus any closing
+    quotes or brackets. Full-width CJK terminators end a sentence wherever they stand (CJK is
+    written without spaces); the others only when followed by whitespace or the end of the
+    text and when the next word does not start with a lower-case letter (so ``3.5`` and
+    ``e.g. the`` do not split). Each sentence keeps the whitespace that followed it, so
+    ``"".join`` of the pieces gives back the text exactly.
+
+Numbers
+    A numeric token is a run of decimal digits of any Unicode digit system, with ``.``/``,``
+    (and the Arabic ``٫ ٬``) between digit groups. ``digits_like`` writes a value in the digit
+    system of the token it replaces (Devanagari stays Devanagari, Arabic-Indic stays
+    Arabic-Indic).
+
+Entity-like tokens (the fallback for caseless scripts)
+    1. In cased scripts (Latin, Cyrillic, Greek, …): a run of capitalised words, except a
+       single capitalised word that starts its sentence; and any all-capitals acronym.
+    2. In every script: names of countries/territories and languages written in the text's
+       own language, from CLDR via language-data (``भारत``, ``مصر``, ``印度``, ``インド``).
+    3. Japanese: runs of two or more katakana (foreign names, loanwords).
+    Caseless scripts (Arabic, Devanagari, Bengali, Han, …) therefore get rules 2 and 3, plus
+    rule 1 for Latin-script names embedded in them. Person and city names written in a
+    caseless script are not found; a reference with no entity-like token makes
+    ``drop_entities`` a no-op, which the item builder skips and counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+import msgspec
+
+_CJK_END = "。！？"
+_END = ".!?؟۔।॥።፧"
+_CLOSE = "\"'”’»」』）)】］]"
+_BOUNDARY = re.compile(
+    rf"[{_CJK_END}]+[{re.escape(_CLOSE)}]*"
+    rf"|[{re.escape(_END)}]+[{re.escape(_CLOSE)}]*(?=\s|$)"
+)
+
+
+class Sentence(msgspec.Struct, frozen=True):
+    text: str
+    gap: str  # the whitespace that followed it in the source
+
+
+def sentences(text: str) -> list[Sentence]:
+    out: list[Sentence] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        end = m.end()
+        rest = text[end:]
+        following = rest.lstrip()
+        if m.group()[0] not in _CJK_END and following[:1].islower():
+            continue  # "e.g. the", "approx. five": not the end of a sentence
+        gap = rest[: len(rest) - len(following)]
+        out.append(Sentence(text[start:end].strip(), gap))
+        start = end + len(gap)
+    tail = text[start:].strip()
+    if tail:
+        out.append(Sentence(tail, ""))
+    return [s for s in out if s.text]
+
+
+def join(parts: list[Sentence]) -> str:
+    return "".join(p.text + p.gap for p in parts).strip()
+
+
+def sentence_gap(parts: list[Sentence]) -> str:
+    """The separator this text puts between sentences: its most common gap, or none for CJK."""
+    gaps = [p.gap for p in parts if p.gap]
+    if gaps:
+        return max(set(gaps), key=gaps.count)
+    return "" if parts and parts[-1].text[-1:] in _CJK_END else " "
+
+
+# ---- numbers ------------------------------------------------------------------------------
+
+NUMBER = re.compile(r"\d+(?:[.,٫٬]\d+)*")
+_GROUP = re.compile(r"\d+")
+
+
+def digits_like(value: int, template: str) -> str:
+    """``value`` in the digit system of ``template``'s first digit, zero-padded to its width."""
+    first = next(ch for ch in template if ch.isdecimal())
+    zero = ord(first) - unicodedata.decimal(first)
+    width = sum(ch.isdecimal() for ch in template)
+    return "".join(chr(zero + int(d)) for d in str(value).zfill(width))
+
+
+def digit_value(group: str) -> int:
+    return int("".join(str(unicodedata.decimal(ch)) for ch in group))
+
+
+# ---- entity-like tokens -------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+(?:['’\-]\w+)*")
+_KATAKANA = re.compile(r"[\u30A0-\u30FF]{2,}(?:・[\u30A0-\u30FF]+)*")
+
+
+def _is_capitalised(word: str) -> bool:
+    return word[:1].isupper()
+
+
+def _is_acronym(word: str) -> bool:
+    letters = [c for c in word if c.isalpha()]
+    return len(letters) >= 2 and all(c.isupper() for c in letters)
+
+
+def _cased_runs(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for sent in sentences(text):
+        offset = text.find(sent.text, pos)
+        pos = offset + len(sent.text)
+        words = list(_WORD.finditer(sent.text))
+        i = 0
+        while i < len(words):
+            if not _is_capitalised(words[i].group()):
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(words) and _is_capitalised(words[j + 1].group()) and _adjacent(
+                sent.text, words[j], words[j + 1]
+            ):
+                j += 1
+            single_initial = i == j and i == 0 and not _is_acronym(words[i].group())
+            if not single_initial:
+                spans.append((offset + words[i].start(), offset + words[j].end()))
+            i = j + 1
+    return spans
+
+
+def _adjacent(text: str, a: re.Match, b: re.Match) -> bool:
+    return text[a.end() : b.start()] in (" ", "\u00a0", "-")
+
+
+@functools.lru_cache(maxsize=256)
+def _place_and_language_names(lang: str) -> tuple[str, ...]:
+    """Country and language names in ``lang`` itself (CLDR via language-data)."""
+    import langcodes
+    from langcodes.data_dicts import TERRITORY_REPLACEMENTS
+    from language_data.language_lists import CLDR_LANGUAGES
+
+    names: set[str] = set()
+    territories = {t for t in TERRITORY_REPLACEMENTS.values() if len(t) == 2 and t.isalpha()}
+    for code in territories:
+        names.add(langcodes.Language.make(territory=code).territory_name(lang))
+    for code in CLDR_LANGUAGES:
+        names.add(langcodes.Language.get(code).language_name(lang))
+    # Codes without a name in ``lang`` come back as "Unknown language [xx]": drop those.
+    real = {n for n in names if len(n) >= 2 and "[" not in n}
+    return tuple(sorted(real, key=len, reverse=True))
+
+
+def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]]:
+    spans = []
+    for name in _place_and_language_names(lang):
+        if name not in text:
+            continue
+        pattern = rf"(?<!\w){re.escape(name)}(?!\w)" if spaced else re.escape(name)
+        spans.extend(m.span() for m in re.finditer(pattern, text))
+    return spans
+
+
+def entity_spans(text: str, lang: str) -> list[tuple[int, int]]:
+    """Non-overlapping (start, end) spans of entity-like tokens, in text order."""
+    spaced = " " in text.strip()
+    spans = _cased_runs(text) + _gazetteer_spans(text, lang, spaced)
+    if lang.startswith("ja"):
+        spans += [m.span() for m in _KATAKANA.finditer(text)]
+    return _merge(spans)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?،؛؟।)\]」』）])")
+
+
+def tidy(text: str) -> str:
+    """Whitespace after a deletion: single spaces, none before punctuation."""
+    text = re.sub(r"[ \t\u00a0]{2,}", " ", text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    return text.strip()

@@ -1,0 +1,86 @@
+"""The cards as Markdown. Corpus and judge text never appears here, only numbers and codes;
+codes and names are still escaped for table cells."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..score import Card, Cards, Interval
+
+THRESHOLD = 0.65  # the research's deployment threshold for R
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+
+
+def _num(iv: Interval, signed: bool = False) -> str:
+    if iv.value is None:
+        return "–"
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    text = fmt.format(iv.value)
+    if iv.lo is not None and iv.hi is not None:
+        text += f" [{fmt.format(iv.lo)}, {fmt.format(iv.hi)}]"
+    return text
+
+
+def _row(label: str, card: Card) -> str:
+    flag = "" if card.reliability.value is None else (" ✓" if card.reliability.value >= THRESHOLD else " ✗")
+    return (
+        f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{flag} | {_num(card.accuracy)} | "
+        f"{_num(card.position_bias, signed=True)} | {_num(card.verbosity)} | "
+        f"{_num(card.order_consistency)} | {card.tie_rate.value or 0:.2f} | {card.invalid_rate.value or 0:.2f} |"
+    )
+
+
+_HEADER = (
+    "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | ties | invalid |\n"
+    "|---|---:|---|---|---|---|---|---:|---:|"
+)
+
+
+def render(cards: Cards) -> str:
+    pct = round(cards.confidence * 100)
+    out = [
+        "# babelrun reliability cards",
+        "",
+        f"Intervals: {pct}% item-clustered bootstrap ({cards.bootstrap} resamples). "
+        f"✓/✗: R at or above / below the {THRESHOLD} deployment threshold. "
+        "Definitions: README, *Metrics*.",
+        "",
+    ]
+    for judge in cards.judges:
+        out += [f"## Judge `{_cell(judge.judge)}` ({judge.judge_id})", "", _HEADER.format(what="language")]
+        out.append(_row("all", judge.overall))
+        out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
+        out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
+        for lc in judge.languages:
+            out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
+        out.append("")
+    out += _audit(cards)
+    return "\n".join(out) + "\n"
+
+
+def _audit(cards: Cards) -> list[str]:
+    if not cards.perturbation_audit:
+        return []
+    cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in cards.perturbation_audit:
+        cells[(row.lang, row.perturbation)][0] += row.emitted
+        cells[(row.lang, row.perturbation)][1] += row.skipped
+    perts = sorted({p for _, p in cells})
+    langs = sorted({lang for lang, _ in cells})
+    out = [
+        "## Perturbation audit",
+        "",
+        "Items emitted / skipped as no-ops (the perturbation changed nothing, so the gold label "
+        "would be false), per language and perturbation, all severities together.",
+        "",
+        "| language | " + " | ".join(perts) + " |",
+        "|---|" + "---:|" * len(perts),
+    ]
+    for lang in langs:
+        out.append(f"| {_cell(lang)} | " + " | ".join(
+            "{} / {}".format(*cells[(lang, p)]) for p in perts) + " |")
+    out.append("")
+    return out

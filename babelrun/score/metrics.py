@@ -1,0 +1,127 @@
+"""Card metrics as ratios of per-item sums: vectorised, and cheap to bootstrap.
+
+Every presentation (one record) has a verdict: ``reference`` (correct), ``perturbed``,
+``tie`` or ``invalid``. Per item (the two orders of one pair) we sum a few counts
+(``STATS``); every metric is a ratio of such sums, so a bootstrap replicate is one matrix
+product of resampling weights with the item table.
+
+Definitions (documented in the README, *Metrics*):
+
+- accuracy          = P(verdict = reference); ties and invalid replies count as wrong.
+- position bias Δ   = P(judge names slot A) − P(judge names slot B), over all presentations.
+                      With both orders shown, an unbiased judge is at 0; ties and invalid
+                      replies name no slot.
+- order consistency = over items seen in both orders, the share whose two verdicts name the
+  (κ_ord)             same answer (both the reference or both the perturbed one); a tie or an
+                      invalid reply is never a consistent decision.
+- verbosity v       = ½·[P(longer | longer is worse) + P(longer | longer is better)] over
+                      decisive verdicts on pairs whose lengths differ by ≥ 10 %: the judge's
+                      preference for the longer answer with accuracy cancelled out; 0.5 is
+                      neutral. Needs pairs of both kinds (undefined otherwise).
+- R                 = (0.6·acc + 0.4·κ_ord)·(1 − 0.8·|Δ|)·(1 − 0.7·max(0, 2v − 1)),
+                      the last factor taken as 1 where v is undefined.
+
+A judge whose every reply is invalid has acc = 0 and κ_ord = 0, hence R = 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Columns of the per-item table.
+STATS = (
+    "n", "correct", "slot_a", "slot_b", "tie", "invalid",
+    "pairs", "consistent", "lw_n", "lw_long", "lb_n", "lb_long",
+)
+_I = {name: i for i, name in enumerate(STATS)}
+LENGTH_GAP = 0.10  # relative length difference for a pair to count in v
+
+VERDICTS = ("reference", "perturbed", "tie", "invalid")
+ORDER_CODES = ("ref_first", "pert_first")
+
+
+def item_table(item: np.ndarray, order: np.ndarray, verdict: np.ndarray,
+               ref_len: np.ndarray, pert_len: np.ndarray, n_items: int) -> np.ndarray:
+    """Sum each presentation into its item's row. All inputs are per-record int arrays:
+    ``item`` (0..n_items-1), ``order`` (0 = ref_first), ``verdict`` (index in VERDICTS)."""
+    correct = verdict == 0
+    decisive = verdict <= 1
+    ref_in_a = order == 0
+    # The judge named slot A when it chose the answer standing in A.
+    slot_a = decisive & (correct == ref_in_a)
+    slot_b = decisive & ~slot_a
+    longer_is_ref = ref_len > pert_len
+    gap = np.abs(ref_len - pert_len) / np.maximum(np.maximum(ref_len, pert_len), 1)
+    differs = gap >= LENGTH_GAP
+    chose_longer = decisive & (correct == longer_is_ref)
+    lw = differs & ~longer_is_ref & decisive  # longer answer is the perturbed (worse) one
+    lb = differs & longer_is_ref & decisive
+
+    cols = np.zeros((n_items, len(STATS)), dtype=np.float64)
+
+    def add(name: str, values: np.ndarray) -> None:
+        cols[:, _I[name]] = np.bincount(item, weights=values.astype(np.float64), minlength=n_items)
+
+    add("n", np.ones_like(item))
+    add("correct", correct)
+    add("slot_a", slot_a)
+    add("slot_b", slot_b)
+    add("tie", verdict == 2)
+    add("invalid", verdict == 3)
+    add("lw_n", lw)
+    add("lw_long", lw & chose_longer)
+    add("lb_n", lb)
+    add("lb_long", lb & chose_longer)
+
+    # Order consistency needs both orders of the item: look at each item's two verdicts.
+    first = np.full(n_items, -1)
+    second = np.full(n_items, -1)
+    first[item[order == 0]] = verdict[order == 0]
+    second[item[order == 1]] = verdict[order == 1]
+    both = (first >= 0) & (second >= 0)
+    cols[:, _I["pairs"]] = both
+    cols[:, _I["consistent"]] = both & (first == second) & (first <= 1)
+    return cols
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
+    """Metrics from summed item tables; ``s`` has shape (..., len(STATS))."""
+    g = {name: s[..., i] for name, i in _I.items()}
+    acc = _ratio(g["correct"], g["n"])
+    delta = _ratio(g["slot_a"] - g["slot_b"], g["n"])
+    kappa = _ratio(g["consistent"], g["pairs"])
+    v = 0.5 * (_ratio(g["lw_long"], g["lw_n"]) + _ratio(g["lb_long"], g["lb_n"]))
+    length_factor = np.where(np.isnan(v), 1.0, 1.0 - 0.7 * np.maximum(0.0, 2.0 * v - 1.0))
+    r = (0.6 * acc + 0.4 * kappa) * (1.0 - 0.8 * np.abs(delta)) * length_factor
+    return {
+        "accuracy": acc,
+        "position_bias": delta,
+        "verbosity": v,
+        "order_consistency": kappa,
+        "reliability": r,
+        "tie_rate": _ratio(g["tie"], g["n"]),
+        "invalid_rate": _ratio(g["invalid"], g["n"]),
+    }
+
+
+def bootstrap(table: np.ndarray, replicates: int, confidence: float,
+              rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """Item-clustered percentile bootstrap: both orders of an item are resampled together."""
+    n = table.shape[0]
+    if replicates == 0 or n == 0:
+        return {}
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=replicates).astype(np.float64)
+    samples = from_sums(weights @ table)
+    tail = (1.0 - confidence) / 2.0
+    out = {}
+    for name, values in samples.items():
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            lo, hi = np.quantile(finite, [tail, 1.0 - tail])
+            out[name] = (float(lo), float(hi))
+    return out
