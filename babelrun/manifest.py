@@ -84,7 +84,7 @@ class SimulatedKnobs(_Spec):
     the reference with probability ``accuracy`` (per language, falling back to ``default``).
     """
 
-    accuracy: dict[str, Probability] = {}
+    accuracy: dict[str, float] = {}  # range checked in check(), to name the language
     default_accuracy: Probability = 0.9
     position_bias: Annotated[float, msgspec.Meta(ge=-1.0, le=1.0)] = 0.0
     verbosity_bias: Probability = 0.0
@@ -255,11 +255,13 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
             )
         if knobs.invalid_rate + knobs.tie_rate > 1.0:
             raise ManifestError(f"{where}.simulated", "invalid_rate + tie_rate must not exceed 1")
-        for code in knobs.accuracy:
+        for code, value in knobs.accuracy.items():
             try:
                 languages.normalize(code)
             except ValueError as e:
                 raise ManifestError(f"{where}.simulated.accuracy.{code}", str(e)) from None
+            if not 0.0 <= value <= 1.0:
+                raise ManifestError(f"{where}.simulated.accuracy.{code}", "expected a probability in [0, 1]")
 
 
 def to_yaml(manifest: Manifest) -> bytes:

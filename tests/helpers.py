@@ -1,0 +1,29 @@
+"""Helpers shared by the tests (imported as `helpers`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def write_manifest(folder: Path, judges: list[dict], **fields) -> Path:
+    """A manifest file in ``folder`` with an output dir inside it; ``fields`` override."""
+    body = {"name": "t", "output_dir": "run", "seed": 1, "judges": judges,
+            "scoring": {"bootstrap": 200}}
+    body.update(fields)
+    path = folder / "manifest.yaml"
+    path.write_bytes(msgspec.yaml.encode(body))
+    return path
+
+
+def simulated(name: str = "sim", **knobs) -> dict:
+    return {"name": name, "backend": "simulated", "simulated": knobs}
+
+
+def env_without(*names: str) -> dict:
+    return {k: v for k, v in os.environ.items() if k not in names}

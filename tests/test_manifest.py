@@ -1,0 +1,84 @@
+import pytest
+
+from babelrun import manifest
+from babelrun.cli import main
+from babelrun.errors import ManifestError
+
+from helpers import simulated, write_manifest
+
+GOOD_JUDGE = {"name": "j", "backend": "simulated"}
+
+
+def _error_for(tmp_path, text: str, env=None) -> ManifestError:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(ManifestError) as info:
+        manifest.load(path, environ=env or {})
+    return info.value
+
+
+BASE = "name: t\noutput_dir: out\njudges:\n  - {name: j, backend: simulated}\n"
+
+
+@pytest.mark.parametrize(("text", "path", "words"), [
+    ("name: t\njudges: []\ncolour: red\n", "colour", "unknown field"),
+    ("judges:\n  - {name: j, backend: simulated}\n", "name", "required field is missing"),
+    (BASE.replace("judges:\n  - {name: j, backend: simulated}",
+                  "judges:\n  - {name: j, backend: simulated}\n  - {name: k, backend: openai, model: m, rate_limit: {rpm: fast}}"),
+     "judges[1].rate_limit.rpm", "expected `float"),
+    (BASE.replace("backend: simulated", "backend: simulated, temprature: 0"), "judges[0].temprature", "unknown field"),
+    (BASE.replace("backend: simulated", "backend: telepathy"), "judges[0].backend", "invalid enum value"),
+    (BASE + "seed: abc\n", "seed", "expected `int`"),
+    (BASE + "corpus: {languages: [en, xx]}\n", "corpus.languages[1]", "'xx' is not"),
+    (BASE + "corpus: {languages: [de]}\n", "corpus.languages[0]", "not in the corpus"),
+    (BASE + "perturbations: [{name: truncate}, {name: scramble}]\n", "perturbations[1].name", "unknown perturbation"),
+    (BASE + "perturbations: [{name: truncate, severities: [0.3, 1.5]}]\n", "perturbations[0].severities[1]", "<= 1.0"),
+    (BASE + "corpus: {sources: [{kind: jsonl, path: nowhere.jsonl}]}\n", "corpus.sources[0].path", "file not found"),
+    (BASE + "corpus: {sources: [{kind: csv}]}\n", "corpus.sources[0].kind", "invalid value 'csv'"),
+    (BASE.replace("{name: j, backend: simulated}", "{name: j, backend: openai, model: m, api_key_env: NOPE_KEY}"),
+     "judges[0].api_key_env", "NOPE_KEY is not set"),
+    (BASE.replace("{name: j, backend: simulated}", "{name: j, backend: simulated}\n  - {name: j, backend: simulated}"),
+     "judges[1].name", "duplicate"),
+    (BASE.replace("backend: simulated", "backend: simulated, simulated: {position_bias: 0.7, verbosity_bias: 0.5}"),
+     "judges[0].simulated", "must not exceed 1"),
+    (BASE.replace("backend: simulated", "backend: simulated, concurrency: 0"), "judges[0].concurrency", ">= 1"),
+])
+def test_each_error_names_its_field(tmp_path, text, path, words):
+    err = _error_for(tmp_path, text)
+    assert err.path == path
+    assert words in err.problem
+    assert str(err).startswith(f"{tmp_path / 'm.yaml'}: {path}: ")
+
+
+def test_cli_prints_one_line_exits_2_and_writes_nothing(tmp_path, capsys):
+    path = write_manifest(tmp_path, [simulated(accuracy={"en": 2.0})])
+    assert main(["audit", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "judges[0].simulated.accuracy.en" in err[0] and "probability in [0, 1]" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_not_yaml_and_missing_file(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    assert main(["validate", str(bad)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read manifest" in capsys.readouterr().err
+
+
+def test_defaults_and_path_resolution(tmp_path):
+    (tmp_path / "sub").mkdir()
+    data = tmp_path / "sub" / "refs.jsonl"
+    data.write_text('{"q": "Q?", "a": "One 1. Two 2. Three.", "language": "swa"}\n')
+    path = tmp_path / "sub" / "m.yaml"
+    path.write_text("name: t\njudges: [{name: j, backend: simulated}]\n"
+                    "corpus: {sources: [{kind: jsonl, path: refs.jsonl, columns: {prompt: q, reference: a}}]}\n")
+    m = manifest.load(path, environ={})
+    assert m.run_dir == tmp_path / "sub" / "runs" / "t"
+    assert [p.name for p in m.perturbations] == ["truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad"]
+    assert all(p.severities == [0.3, 0.6] for p in m.perturbations)
+    from babelrun import corpus
+    refs = corpus.select(m)
+    assert [(r.lang, r.prompt) for r in refs] == [("sw", "Q?")]

@@ -1,0 +1,38 @@
+import pytest
+
+from babelrun.engine import _verdict
+from babelrun.judges.prompt import PAIRWISE, parse, render
+
+TABLE = [
+    ("A", "A"), ("B", "B"), ("tie", "tie"), ("a", "A"), ("b", "B"), ("TIE", "tie"), ("Tie", "tie"),
+    ("  A\n", "A"), ("A.", "A"), ("**B**", "B"), ("`A`", "A"), ('"B"', "B"), ("(A)", "A"),
+    ("[B]", "B"), ("Answer: A", "A"), ("answer: b", "B"), ("Answer A", "A"), ("Verdict: tie", "tie"),
+    ("Final answer: B", "B"), ("Winner - A", "A"), ("Ａ", "A"), ("Ｂ", "B"), ("ｔｉｅ", "tie"),
+    # Everything else is invalid: never guessed.
+    ("", "invalid"), ("AB", "invalid"), ("A or B", "invalid"), ("I prefer A", "invalid"),
+    ("A because it is longer", "invalid"), ("Both are equally good", "invalid"), ("draw", "invalid"),
+    ("equal", "invalid"), ("C", "invalid"), ("1", "invalid"),
+    ("答案是A", "invalid"), ("平局", "invalid"), ("ए", "invalid"), ("بي", "invalid"),
+    ("Ответ: А", "invalid"),  # Cyrillic А, not Latin A
+    ("Α", "invalid"),  # Greek capital alpha
+    ("उत्तर: B", "invalid"), ("Jibu: A", "invalid"), ("回答：B", "invalid"),
+]
+
+
+@pytest.mark.parametrize(("reply", "slot"), TABLE)
+def test_parser_table(reply, slot):
+    assert parse(reply) == slot
+
+
+def test_slot_maps_to_verdict_by_order():
+    assert _verdict("A", "ref_first") == "reference"
+    assert _verdict("B", "ref_first") == "perturbed"
+    assert _verdict("A", "pert_first") == "perturbed"
+    assert _verdict("B", "pert_first") == "reference"
+    assert _verdict("invalid", "pert_first") == "invalid"
+
+
+def test_render_treats_corpus_text_as_data():
+    messages = render(PAIRWISE, "What is {prompt}?", "{answer_b}", "x")
+    assert "What is {prompt}?" in messages[1]["content"]
+    assert "[Answer A]\n{answer_b}\n[End of Answer A]" in messages[1]["content"]
