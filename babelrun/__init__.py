@@ -11,10 +11,10 @@ The public surface is small::
 
 __version__ = "0.1.0"
 
-from .run import audit  # noqa: E402
-from .run import score_run as score  # noqa: E402
 from .compact import load as load_run  # noqa: E402
 from .manifest import Manifest  # noqa: E402
 from .manifest import load as load_manifest  # noqa: E402
+from .run import audit  # noqa: E402
+from .run import score_run as score  # noqa: E402
 
 __all__ = ["Manifest", "__version__", "audit", "load_manifest", "load_run", "score"]

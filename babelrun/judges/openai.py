@@ -8,7 +8,6 @@ request.
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import aiohttp
@@ -82,7 +81,7 @@ class OpenAIJudge:
                 payload = await resp.read()
                 status = resp.status
                 retry_after = _retry_after(resp.headers)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             raise RetryableError("timeout", f"no reply within {self.spec.timeout_s:g} s") from None
         except aiohttp.ClientError as e:
             raise RetryableError("connection", f"{type(e).__name__}: {e}") from None

@@ -98,7 +98,25 @@ def digit_value(group: str) -> int:
 
 # ---- entity-like tokens -------------------------------------------------------------------
 
-_WORD = re.compile(r"\w+(?:['’\-]\w+)*")
+def _mark_class() -> str:
+    """A regex class of every combining mark in the BMP (Mn, Mc, Me): Python's ``\\w`` leaves
+    them out, which would cut ``Gẹ̀ẹ́sì`` or ``भारतीय`` in the middle of a letter."""
+    ranges, start, prev = [], None, None
+    for cp in range(0x300, 0x10000):
+        if unicodedata.category(chr(cp)).startswith("M"):
+            if start is None:
+                start = cp
+            elif cp != prev + 1:
+                ranges.append((start, prev))
+                start = cp
+            prev = cp
+    ranges.append((start, prev))
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" if a != b else f"\\u{a:04x}" for a, b in ranges)
+
+
+_MARKS = _mark_class()
+_WORDCH = rf"[\w{_MARKS}]"
+_WORD = re.compile(rf"{_WORDCH}+(?:['’\-]{_WORDCH}+)*")
 _KATAKANA = re.compile(r"[\u30A0-\u30FF]{2,}(?:・[\u30A0-\u30FF]+)*")
 
 
@@ -162,7 +180,7 @@ def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]
     for name in _place_and_language_names(lang):
         if name not in text:
             continue
-        pattern = rf"(?<!\w){re.escape(name)}(?!\w)" if spaced else re.escape(name)
+        pattern = rf"(?<!{_WORDCH}){re.escape(name)}(?!{_WORDCH})" if spaced else re.escape(name)
         spans.extend(m.span() for m in re.finditer(pattern, text))
     return spans
 

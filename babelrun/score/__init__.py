@@ -102,9 +102,9 @@ def _card(table: np.ndarray, replicates: int, confidence: float, seed_key: str) 
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
           confidence: float = 0.95, seed: int = 0) -> Cards:
     """Cards for every judge in ``data`` (the counted records, one row per key)."""
-    data = data.sort_by([("judge_id", "ascending"), ("item_id", "ascending"), ("order", "ascending")])
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
+    data = data.sort_by([("judge_id", "ascending"), ("item_id", "ascending"), ("order", "ascending")])
     judge, judge_ids = _codes(data["judge_id"])
     item, _ = _codes(pc.binary_join_element_wise(data["judge_id"], data["item_id"], "\x1f"))
     lang, langs = _codes(data["lang"])

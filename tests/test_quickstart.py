@@ -1,0 +1,30 @@
+"""The bundled example runs offline end to end, and a second run repeats nothing."""
+
+import msgspec
+
+from babelrun.cli import main
+from helpers import ROOT
+
+
+def test_quickstart_runs_offline_and_resumes_to_the_same_cards(tmp_path, capsys):
+    body = msgspec.yaml.decode((ROOT / "examples" / "quickstart.yaml").read_bytes())
+    body["output_dir"] = str(tmp_path / "run")
+    path = tmp_path / "quickstart.yaml"
+    path.write_bytes(msgspec.yaml.encode(body))
+
+    assert main(["audit", str(path), "--progress-every", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "4720 new records" in out
+    run = tmp_path / "run"
+    for name in ("cards.json", "report.md", "judgements.parquet", "run.yaml", "plan.json", "stats.json"):
+        assert (run / name).is_file(), name
+    cards = (run / "cards.json").read_bytes()
+    decoded = msgspec.json.decode(cards)
+    assert [j["judge"] for j in decoded["judges"]] == ["biased", "careful"]
+    assert len(decoded["judges"][0]["languages"]) == 12
+    careful, biased = decoded["judges"][1]["overall"], decoded["judges"][0]["overall"]
+    assert careful["reliability"]["value"] > 0.65 > biased["reliability"]["value"]
+
+    assert main(["audit", str(path)]) == 0
+    assert "0 new records; 4720 of 4720" in capsys.readouterr().out
+    assert (run / "cards.json").read_bytes() == cards
