@@ -222,15 +222,16 @@ async def _progress(states: list[JudgeState], started: float, interval: float, t
 
 
 def progress_line(states: list[JudgeState], elapsed: float) -> str:
+    """``name done/total (pct) rate ETA retries errors`` per judge; rate is this session's."""
     parts = []
     for s in states:
-        todo = s.planned - s.done_before
+        done = s.done_before + s.ok
+        pct = 100.0 * done / s.planned if s.planned else 100.0
         rate = s.ok / elapsed if elapsed > 0 else 0.0
         eta = _clock(s.remaining / rate) if rate > 0 and s.remaining > 0 else "-"
         mark = " STOPPED" if s.stopped else ""
-        parts.append(
-            f"{s.name} {s.ok}/{todo} {rate:.1f}/s ETA {eta} retries {s.retries} errors {s.errors}{mark}"
-        )
+        parts.append(f"{s.name} {done}/{s.planned} ({pct:.0f}%) {rate:.1f}/s ETA {eta} "
+                     f"retries {s.retries} errors {s.errors}{mark}")
     return " | ".join(parts)
 
 

@@ -1,9 +1,9 @@
 import pytest
-from helpers import simulated, write_manifest
 
 from babelrun import manifest
 from babelrun.cli import main
 from babelrun.errors import ManifestError
+from helpers import simulated, write_manifest
 
 GOOD_JUDGE = {"name": "j", "backend": "simulated"}
 

@@ -1,12 +1,12 @@
 """The openai backend against a real OpenAI-compatible aiohttp server on 127.0.0.1."""
 
 import msgspec
-from helpers import write_manifest
 
 import babelrun
 from babelrun import log, run
 from babelrun.cli import main
 from babelrun.testing import FakeJudgeServer, choose
+from helpers import write_manifest
 
 SECRET = "sk-test-abc123-never-log-me"
 

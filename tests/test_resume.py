@@ -7,11 +7,10 @@ import sys
 import time
 from collections import Counter
 
-from helpers import ROOT, write_manifest
-
 import babelrun
 from babelrun import log, run
 from babelrun.testing import FakeJudgeServer
+from helpers import ROOT, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["ar", "ja", "sw"], "references_per_language": 4}
 PERTURBATIONS = [{"name": n, "severities": [0.6]} for n in

@@ -2,12 +2,12 @@
 
 import pyarrow as pa
 import pytest
-from helpers import simulated, write_manifest
 
 import babelrun
 from babelrun import compact, run
 from babelrun.log import Record
 from babelrun.score import score
+from helpers import simulated, write_manifest
 
 ALL_LANGS = {"sources": [{"kind": "bundled"}], "languages": "all", "references_per_language": 12}
 

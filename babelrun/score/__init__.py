@@ -68,35 +68,43 @@ class Cards(msgspec.Struct, frozen=True):
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of a string column, numbered in sorted order of the values, so that
+    nothing downstream depends on the order of the records."""
     encoded = pc.dictionary_encode(column).combine_chunks()
-    return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
+    by_value = pc.array_sort_indices(encoded.dictionary).to_numpy()
+    rank = np.empty(len(by_value), dtype=np.int64)
+    rank[by_value] = np.arange(len(by_value))
+    values = encoded.dictionary.take(pa.array(by_value)).to_pylist()
+    return rank[encoded.indices.to_numpy(zero_copy_only=False)], values
 
 
 def _round(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else round(float(x), ROUND)
 
 
-def _card(table: np.ndarray, replicates: int, confidence: float, seed_key: str) -> Card:
-    sums = table.sum(axis=0)
-    point = metrics.from_sums(sums)
-    rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed_key.encode(), digest_size=8).digest()))
-    ci = metrics.bootstrap(table, replicates, confidence, rng)
+def _interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
     col = {name: sums[i] for i, name in enumerate(metrics.STATS)}
-    n = {
+    return {
         "accuracy": col["n"], "position_bias": col["n"], "tie_rate": col["n"],
         "invalid_rate": col["n"], "order_consistency": col["pairs"],
-        "verbosity": col["lw_n"] + col["lb_n"], "reliability": len(table),
+        "verbosity": col["lw_n"] + col["lb_n"], "reliability": items,
     }
 
+
+def _card(table: np.ndarray, sums: np.ndarray, point: dict[str, float], replicates: int,
+          confidence: float, seed_key: str) -> Card:
+    """One card: the point values (already computed for every card at once) and the
+    bootstrap interval over this card's slice of the item table."""
+    digest = hashlib.blake2b(seed_key.encode(), digest_size=8).digest()
+    ci = metrics.bootstrap(table, replicates, confidence, np.random.default_rng(int.from_bytes(digest)))
+    n = _interval_n(sums, len(table))
+
     def interval(name: str) -> Interval:
-        lo, hi = ci.get(name, (None, None))
         value = _round(point[name])
-        if value is None:
-            lo = hi = None
+        lo, hi = ci.get(name, (None, None)) if value is not None else (None, None)
         return Interval(value, _round(lo), _round(hi), int(n[name]))
 
-    return Card(items=len(table), presentations=int(col["n"]),
-                **{name: interval(name) for name in n})
+    return Card(items=len(table), presentations=int(sums[0]), **{name: interval(name) for name in n})
 
 
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
@@ -104,42 +112,67 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     """Cards for every judge in ``data`` (the counted records, one row per key)."""
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
-    data = data.sort_by([("judge_id", "ascending"), ("item_id", "ascending"), ("order", "ascending")])
     judge, judge_ids = _codes(data["judge_id"])
-    item, _ = _codes(pc.binary_join_element_wise(data["judge_id"], data["item_id"], "\x1f"))
+    item_id, item_ids = _codes(data["item_id"])
+    # An item is a (judge, item_id) pair; numbered in that sorted order.
+    _, item = np.unique(judge * len(item_ids) + item_id, return_inverse=True)
     lang, langs = _codes(data["lang"])
     pert, perts = _codes(data["perturbation"])
     verdict = np.asarray(pc.index_in(data["verdict"], pa.array(metrics.VERDICTS)))
     order = np.asarray(pc.index_in(data["order"], pa.array(metrics.ORDER_CODES)))
-    ref_len = data["ref_len"].to_numpy()
-    pert_len = data["pert_len"].to_numpy()
     n_items = int(item.max()) + 1
-    table = metrics.item_table(item, order, verdict, ref_len, pert_len, n_items)
+    table = metrics.item_table(item, order, verdict, data["ref_len"].to_numpy(),
+                               data["pert_len"].to_numpy(), n_items)
 
-    # Attributes of each item (the same on both of its records).
-    item_judge = np.zeros(n_items, dtype=np.int64)
-    item_lang = np.zeros(n_items, dtype=np.int64)
-    item_pert = np.zeros(n_items, dtype=np.int64)
-    item_judge[item], item_lang[item], item_pert[item] = judge, lang, pert
-    names = dict(zip(data["judge_id"].to_pylist(), data["judge"].to_pylist(), strict=True))
+    # Each item's cell (judge, language, perturbation), with codes ranked by name so the
+    # cards come out sorted. Sorting the items by cell makes every card a contiguous slice:
+    # a perturbation cell, a language (a run of cells), a judge (a run of languages).
+    first_row = np.unique(judge, return_index=True)[1]
+    names = dict(zip(judge_ids, data["judge"].take(pa.array(first_row)).to_pylist(), strict=True))
+    j_rank = _rank([(names[j], j) for j in judge_ids])
+    cell = np.zeros(n_items, dtype=np.int64)
+    cell[item] = (j_rank[judge] * len(langs) + lang) * len(perts) + pert
+    by_cell = np.argsort(cell, kind="stable")
+    table, cell = table[by_cell], cell[by_cell]
+    cumulative = np.vstack([np.zeros(len(metrics.STATS)), np.cumsum(table, axis=0)])
 
-    def card(mask: np.ndarray, key: str) -> Card:
-        return _card(table[mask], replicates, confidence, f"{seed}\x1f{key}")
+    def card(start: int, stop: int, key: str) -> Card:
+        sums = cumulative[stop] - cumulative[start]
+        point = {k: float(v) for k, v in metrics.from_sums(sums).items()}
+        return _card(table[start:stop], sums, point, replicates, confidence, f"{seed}\x1f{key}")
 
+    n_langs, n_perts = len(langs), len(perts)
+    judge_of, lang_of, pert_of = cell // (n_langs * n_perts), (cell // n_perts) % n_langs, cell % n_perts
+    judge_names = sorted(judge_ids, key=lambda j: (names[j], j))
     judges = []
-    for j, jid in sorted(enumerate(judge_ids), key=lambda p: names[p[1]]):
-        in_judge = item_judge == j
+    for j_start, j_stop in _runs(judge_of):
+        jid = judge_names[judge_of[j_start]]
         lang_cards = []
-        for li in sorted(set(item_lang[in_judge].tolist()), key=lambda i: langs[i]):
-            in_lang = in_judge & (item_lang == li)
-            per_pert = [
-                PerturbationCard(perts[pi], card(in_lang & (item_pert == pi), f"{jid}/{langs[li]}/{perts[pi]}"))
-                for pi in sorted(set(item_pert[in_lang].tolist()), key=lambda i: perts[i])
-            ]
-            lang_cards.append(LanguageCard(langs[li], languages.name(langs[li]),
-                                           card(in_lang, f"{jid}/{langs[li]}"), per_pert))
-        judges.append(JudgeCards(names[jid], jid, card(in_judge, jid), lang_cards))
+        for l_start, l_stop in _runs(lang_of, j_start, j_stop):
+            code = langs[lang_of[l_start]]
+            per_pert = []
+            for p_start, p_stop in _runs(pert_of, l_start, l_stop):
+                name = perts[pert_of[p_start]]
+                per_pert.append(PerturbationCard(name, card(p_start, p_stop, f"{jid}/{code}/{name}")))
+            lang_card = card(l_start, l_stop, f"{jid}/{code}")
+            lang_cards.append(LanguageCard(code, languages.name(code), lang_card, per_pert))
+        judges.append(JudgeCards(names[jid], jid, card(j_start, j_stop, jid), lang_cards))
     return Cards(judges, audit, replicates, confidence)
+
+
+def _rank(values: list) -> np.ndarray:
+    """Position of each value in sorted order."""
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
+    return ranks
+
+
+def _runs(codes: np.ndarray, start: int = 0, stop: int | None = None):
+    """(start, stop) of each run of equal values in ``codes[start:stop]``."""
+    stop = len(codes) if stop is None else stop
+    edges = np.flatnonzero(np.diff(codes[start:stop])) + 1 + start
+    bounds = [start, *edges.tolist(), stop]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def encode(cards: Cards) -> bytes:

@@ -111,12 +111,22 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
 
 def bootstrap(table: np.ndarray, replicates: int, confidence: float,
               rng: np.random.Generator) -> dict[str, tuple[float, float]]:
-    """Item-clustered percentile bootstrap: both orders of an item are resampled together."""
+    """Item-clustered percentile bootstrap: both orders of an item are resampled together.
+
+    A replicate draws n items with replacement (multinomial counts as weights), so its sums
+    are one matrix product; replicates go in chunks to keep the weight matrix near
+    ``_CHUNK`` entries however large the group.
+    """
     n = table.shape[0]
     if replicates == 0 or n == 0:
         return {}
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=replicates).astype(np.float64)
-    samples = from_sums(weights @ table)
+    per_chunk = max(1, _CHUNK // n)
+    sums = []
+    for start in range(0, replicates, per_chunk):
+        size = min(per_chunk, replicates - start)
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(np.float64)
+        sums.append(weights @ table)
+    samples = from_sums(np.vstack(sums))
     tail = (1.0 - confidence) / 2.0
     out = {}
     for name, values in samples.items():
@@ -125,3 +135,6 @@ def bootstrap(table: np.ndarray, replicates: int, confidence: float,
             lo, hi = np.quantile(finite, [tail, 1.0 - tail])
             out[name] = (float(lo), float(hi))
     return out
+
+
+_CHUNK = 4_000_000
