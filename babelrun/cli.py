@@ -45,26 +45,34 @@ def _parser() -> argparse.ArgumentParser:
                        description="Rebuild judgements.parquet, cards.json and report.md from "
                        "RUN_DIR/log alone (no judge calls).")
     s.add_argument("run_dir", type=Path)
+
+    c = sub.add_parser("compact", help="write RUN_DIR/judgements.parquet from the log",
+                       description="Write the counted records (one per key) of RUN_DIR's log to "
+                       "judgements.parquet, for scoring and for pandas / polars / DuckDB. "
+                       "audit does this at the end of every run.")
+    c.add_argument("run_dir", type=Path)
     return p
 
 
 def _validate(args) -> int:
-    from . import manifest, run
+    from . import manifest
+    from .plan import Plan
 
     m = manifest.load(args.manifest)
-    planned_items, plan_audit = run.plan(m)
-    skipped = sum(row.skipped for row in plan_audit)
-    print(f"{args.manifest}: ok — {len(m.judges)} judge(s), {len({i.lang for i in planned_items})} "
-          f"language(s), {len(planned_items)} items ({skipped} no-op perturbations skipped), "
-          f"{2 * len(planned_items) * len(m.judges)} judge calls; output: {m.run_dir}")
+    p = Plan.from_manifest(m)
+    skipped = sum(row.skipped for row in p.audit)
+    print(f"{args.manifest}: ok — {len(m.judges)} judge(s), {len({r.lang for r in p.references})} "
+          f"language(s), {p.n_items} items ({skipped} no-op perturbations skipped), "
+          f"{p.calls_per_judge * len(m.judges)} judge calls; output: {m.run_dir}")
     return 0
 
 
 def _audit(args) -> int:
     from . import manifest, run
+    from .progress import Progress
 
     m = manifest.load(args.manifest)
-    result = run.audit(m, progress_interval=args.progress_every)
+    result = run.audit(m, progress=Progress(interval=args.progress_every))
     print(f"{result.run_dir}: {result.new_records} new records; "
           f"{result.already_done} of {result.planned_calls} planned calls were already done")
     for reason in result.stop_reasons:
@@ -75,12 +83,40 @@ def _audit(args) -> int:
     elif result.failed_calls:
         print(f"incomplete: {result.failed_calls} call(s) have no verdict yet; run "
               f"`babelrun audit {args.manifest}` again to retry them", file=sys.stderr)
+    print(stats_table(result.stats))
     if result.cards is not None:
         print(f"cards: {Path(result.run_dir) / 'cards.json'}  report: {Path(result.run_dir) / 'report.md'}")
         for jc in result.cards.judges:
             r = jc.overall.reliability
             print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")
     return result.exit_code
+
+
+def stats_table(stats) -> str:
+    """The run's statistics per judge, as aligned text."""
+    head = ("judge", "ok", "failed", "calls", "retries", "429s", "p50 ms", "p95 ms", "p99 ms",
+            "tok in", "tok out", "calls/s")
+    rows = [head]
+    for j in stats.judges:
+        lat = j.latency_ms
+        rows.append((j.judge, j.ok, j.failed, j.calls, j.retries, j.rate_limited,
+                     lat["p50"], lat["p95"], lat["p99"], j.tokens_in, j.tokens_out, j.calls_per_s))
+    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in cells]
+    for j in stats.judges:
+        if j.errors:
+            lines.append(f"{j.judge}: failed calls by kind: " + ", ".join(f"{k} {n}" for k, n in j.errors.items()))
+    return "\n".join(lines)
+
+
+def _compact(args) -> int:
+    from .run import compact_run
+
+    path = compact_run(args.run_dir)
+    print(f"{path}")
+    return 0
 
 
 def _score(args) -> int:
@@ -95,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import UserError
 
     args = _parser().parse_args(argv)
-    handler = {"audit": _audit, "validate": _validate, "score": _score}[args.command]
+    handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact}[args.command]
     try:
         return handler(args)
     except UserError as e:

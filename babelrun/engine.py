@@ -2,55 +2,113 @@
 
 Structure (every task has an owner; nothing is fire-and-forget)::
 
-    run ─┬─ writer            (the only task that touches the log)
-         ├─ signals           (1st Ctrl-C/SIGTERM: drain; 2nd: cancel)
+    run ─┬─ signals           (1st Ctrl-C/SIGTERM: drain; 2nd: cancel)
          ├─ progress
-         └─ judges ─┬─ judge 1 ─┬─ producer  (streams undone keys into a bounded stream)
-                    │           └─ workers × concurrency (limiter → retries → call → record)
-                    └─ judge 2 …
+         └─ pipeline ─┬─ writer            (the only task that touches the log)
+                      └─ judge 1 ─┬─ producer  (streams undone keys into a bounded stream)
+                        judge 2 … └─ workers × concurrency
+                                     (account budget → retries → gate → call → record)
 
-Back pressure: the producer blocks when the judge's stream holds ``2 × concurrency`` calls,
-so memory stays flat however large the plan. A fatal reply (400/401/403/404) stops that
-judge's task group alone; the other judges go on.
+Back pressure: a producer blocks when its judge's stream holds ``2 × concurrency`` calls, so
+memory stays flat however large the plan. Rate limits and Retry-After pauses belong to the
+provider *account* (``limits.Account``), shared by every judge on it. A judge stops on a
+fatal reply (401/403/404) at once, or after ``max_consecutive_failures`` calls in a row
+that ended in error (its breaker); the other judges go on.
 """
 
 from __future__ import annotations
 
-import math
 import random
 import signal
-import sys
 import time
-from collections.abc import Iterable
+from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 
 import anyio
-from aiolimiter import AsyncLimiter
+import msgspec
+import numpy as np
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from . import limits
 from .items import Item
-from .judges import ORDERS, FatalJudgeError, Judge, JudgeReply, JudgeRequest, RetryableError
+from .judges import (
+    ORDERS,
+    FatalJudgeError,
+    Judge,
+    JudgeReply,
+    JudgeRequest,
+    RejectedError,
+    RetryableError,
+)
 from .judges.prompt import TEMPLATES, parse, render
-from .log import LogWriter, Record
+from .log import DoneSet, LogWriter, Record, key_hash
+from .plan import Plan
+from .progress import Progress
+
+
+class JudgeStats(msgspec.Struct, frozen=True):
+    """What one judge did in one run (``stats.json``)."""
+
+    judge: str
+    judge_id: str
+    planned: int
+    done_before: int
+    ok: int
+    failed: int
+    calls: int  # HTTP or model calls, retries included
+    retries: int
+    rate_limited: int  # 429 replies
+    errors: dict[str, int]  # failed calls by final error kind
+    latency_ms: dict[str, float | None]  # p50 / p95 / p99 of successful calls
+    tokens_in: int
+    tokens_out: int
+    calls_per_s: float
+    elapsed_s: float
+    stopped: str | None
 
 
 @dataclass
 class JudgeState:
-    """Live counters of one judge, read by the progress display and the final summary."""
+    """Live counters of one judge, read by the progress display and the final stats."""
 
     name: str
     judge_id: str
     planned: int
     done_before: int
     ok: int = 0
-    errors: int = 0
+    failed: int = 0
+    calls: int = 0
     retries: int = 0
-    stopped: str | None = None  # why the judge was stopped, if it was
+    rate_limited: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    consecutive_failures: int = 0
+    errors: Counter = field(default_factory=Counter)
+    latencies: array = field(default_factory=lambda: array("d"))
+    stopped: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
 
     @property
     def remaining(self) -> int:
         return self.planned - self.done_before - self.ok
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+    def stats(self) -> JudgeStats:
+        lat = np.frombuffer(self.latencies, dtype=np.float64) if self.latencies else None
+        pct = {f"p{q}": None if lat is None else round(float(np.percentile(lat, q)), 2) for q in (50, 95, 99)}
+        return JudgeStats(
+            self.name, self.judge_id, self.planned, self.done_before, self.ok, self.failed,
+            self.calls, self.retries, self.rate_limited, dict(sorted(self.errors.items())), pct,
+            self.tokens_in, self.tokens_out,
+            round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
+            round(self.elapsed, 3), self.stopped,
+        )
 
 
 @dataclass
@@ -59,25 +117,47 @@ class EngineResult:
     interrupted: bool = False
     written: int = 0
     elapsed_s: float = 0.0
-    stop_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        return [s.stopped for s in self.judges if s.stopped]
 
 
-def _limiter(rpm: float | None) -> AsyncLimiter | None:
-    if rpm is None:
-        return None
-    # A bucket one second deep: steady pacing at the configured rate, no minute-sized burst
-    # at start that a provider's sliding window would reject.
-    burst = max(1.0, rpm / 60.0)
-    return AsyncLimiter(burst, burst * 60.0 / rpm)
+class _NoGate:
+    """Fixed concurrency: the worker count is the limit; nothing to adapt."""
+
+    async def __aenter__(self) -> None:
+        pass
+
+    async def __aexit__(self, *exc) -> None:
+        pass
+
+    def success(self) -> None:
+        pass
+
+    def pushback(self) -> None:
+        pass
 
 
-def _wait(retry_state: RetryCallState) -> float:
+def _backoff(failed_attempts: int, exc: BaseException | None) -> float:
     """Jittered exponential backoff; a server's Retry-After wins when it names a time."""
-    exc = retry_state.outcome.exception() if retry_state.outcome else None
     after = getattr(exc, "retry_after", None)
     if after is not None:
         return after + random.uniform(0, 0.1)
-    return random.uniform(0, min(20.0, 0.25 * 2 ** (retry_state.attempt_number - 1)))
+    return random.uniform(0, min(20.0, 0.25 * 2 ** (failed_attempts - 1)))
+
+
+def _wait(retry_state: RetryCallState) -> float:
+    # tenacity counts from the first retry; the bare first attempt came before it.
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    return _backoff(retry_state.attempt_number + 1, exc)
+
+
+def _verdict(slot: str, order: str) -> str:
+    if slot in ("tie", "invalid"):
+        return slot
+    ref_slot = "A" if order == "ref_first" else "B"
+    return "reference" if slot == ref_slot else "perturbed"
 
 
 def _record(judge: Judge, item: Item, order: str, **fields) -> Record:
@@ -86,13 +166,6 @@ def _record(judge: Judge, item: Item, order: str, **fields) -> Record:
         kind=item.kind, lang=item.lang, perturbation=item.perturbation, severity=item.severity,
         ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), **fields,
     )
-
-
-def _verdict(slot: str, order: str) -> str:
-    if slot in ("tie", "invalid"):
-        return slot
-    ref_slot = "A" if order == "ref_first" else "B"
-    return "reference" if slot == ref_slot else "perturbed"
 
 
 def _ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
@@ -105,89 +178,167 @@ def _ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts:
     )
 
 
-class _Stop(Exception):
-    """Raised inside a judge's task group when the judge must stop (a fatal reply)."""
-
-
-async def _call(judge: Judge, request: JudgeRequest, limiter, state: JudgeState) -> Record:
-    attempts = 0
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(judge.spec.retries + 1),
-        wait=_wait,
-        retry=retry_if_exception_type(RetryableError),
-        sleep=anyio.sleep,
-        reraise=True,
-    )
+async def _put(stream: ObjectSendStream, value) -> None:
+    """Send without a checkpoint when the buffer has room. anyio's ``send`` always yields to
+    the event loop first; at thousands of calls a second those yields were most of the
+    engine's own cost. Waits (back pressure) only when the buffer is full."""
     try:
-        async for attempt in retrying:
-            with attempt:
-                attempts += 1
-                if attempts > 1:
-                    state.retries += 1
-                if limiter is not None:
-                    await limiter.acquire()
-                started = time.perf_counter()
-                reply = await judge.judge(request)
-                return _ok_record(judge, request, reply, attempts, time.perf_counter() - started)
-    except RetryableError as e:
-        return _record(judge, request.item, request.order, status="error", attempts=attempts,
-                       error_kind=e.kind, error=str(e))
-    raise AssertionError("unreachable")  # tenacity either returns or reraises
+        stream.send_nowait(value)
+    except anyio.WouldBlock:
+        await stream.send(value)
 
 
-async def _produce(judge: Judge, items: list[Item], done: set, send: ObjectSendStream) -> None:
-    template = TEMPLATES[judge.spec.prompt]
-    async with send:
-        for item in items:
-            for order in ORDERS:
-                if (judge.judge_id, item.item_id, order) in done:
-                    continue
-                a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
-                await send.send(JudgeRequest(item, order, render(template, item.prompt, a, b)))
-
-
-async def _work(judge: Judge, calls: ObjectReceiveStream, records: ObjectSendStream, limiter, state: JudgeState) -> None:
-    async with calls, records:
-        async for request in calls:
+async def _stream(stream: ObjectReceiveStream):
+    """Iterate a stream, taking what is buffered without a checkpoint (see ``_put``)."""
+    while True:
+        try:
+            yield stream.receive_nowait()
+        except anyio.WouldBlock:
             try:
-                record = await _call(judge, request, limiter, state)
-            except FatalJudgeError as e:
-                state.stopped = f"judge {judge.spec.name!r} stopped: {e}"
-                state.errors += 1
-                await records.send(_record(judge, request.item, request.order, status="error",
-                                           error_kind=e.kind, error=str(e)))
-                raise _Stop from None
-            if record.status == "ok":
-                state.ok += 1
-            else:
-                state.errors += 1
-            await records.send(record)
+                yield await stream.receive()
+            except anyio.EndOfStream:
+                return
+        except anyio.EndOfStream:
+            return
 
 
-async def _run_judge(judge: Judge, items: list[Item], done: set, records: ObjectSendStream,
-                     state: JudgeState, producers: list[anyio.CancelScope]) -> None:
-    concurrency = judge.spec.concurrency
-    send, recv = anyio.create_memory_object_stream[JudgeRequest](max_buffer_size=2 * concurrency)
-    limiter = _limiter(judge.spec.rate_limit.rpm)
-    try:
-        async with records, anyio.create_task_group() as tg:
-            scope = anyio.CancelScope()
-            producers.append(scope)
+class _Stop(Exception):
+    """Raised inside a judge's task group when the judge must stop."""
 
-            async def produce() -> None:
-                with scope:
-                    await _produce(judge, items, done, send)
-                await send.aclose()  # also when cancelled: lets the workers drain and end
 
-            tg.start_soon(produce)
-            async with recv:
-                for _ in range(concurrency):
-                    tg.start_soon(_work, judge, recv.clone(), records.clone(), limiter, state)
-    except* _Stop:
-        pass
-    finally:
-        with anyio.CancelScope(shield=True):
-            await judge.aclose()
+@dataclass
+class _JudgeRun:
+    """One judge's share of the run: its backend, budget, gate and counters."""
+
+    judge: Judge
+    account: limits.Account
+    gate: limits.AdaptiveConcurrency | _NoGate
+    state: JudgeState
+
+    async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
+        reserved = await self.account.admit(estimate)
+        self.state.calls += 1
+        started = time.perf_counter()
+        try:
+            async with self.gate:
+                reply = await self.judge.judge(request)
+        except RetryableError as e:
+            await self.account.settle(reserved, 0)  # a refused call used no tokens
+            if e.kind == "rate_limited":
+                self.state.rate_limited += 1
+                self.gate.pushback()
+                if e.retry_after:
+                    self.account.pause(e.retry_after)
+            raise
+        used = None if reply.tokens_in is None else reply.tokens_in + (reply.tokens_out or 0)
+        await self.account.settle(reserved, used)
+        self.gate.success()
+        return reply, time.perf_counter() - started
+
+    async def call(self, request: JudgeRequest) -> Record:
+        """One key, retried under the policy; returns its ``ok`` or ``error`` record.
+
+        The first attempt runs bare; only a retryable failure builds the tenacity controller
+        that drives the rest. Building one per call costs ~30 µs, a sixth of the engine's
+        budget per call at 5,000 calls/s, and most calls succeed first time.
+        """
+        estimate = (limits.estimate_tokens(request.messages, self.judge.spec.max_tokens)
+                    if self.account.tokens is not None else 0)
+        try:
+            reply, latency = await self._attempt(request, estimate)
+            return _ok_record(self.judge, request, reply, 1, latency)
+        except RetryableError as first:
+            failure: Exception = first
+        except RejectedError as e:
+            failure = e
+        attempts = 1
+        retries = self.judge.spec.retries
+        if isinstance(failure, RetryableError) and retries > 0:
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(retries), retry=retry_if_exception_type(RetryableError),
+                wait=_wait, sleep=anyio.sleep, reraise=True,
+            )
+            try:
+                await anyio.sleep(_backoff(1, failure))
+                async for attempt in retrying:
+                    with attempt:
+                        attempts += 1
+                        self.state.retries += 1
+                        reply, latency = await self._attempt(request, estimate)
+                        return _ok_record(self.judge, request, reply, attempts, latency)
+            except (RetryableError, RejectedError) as e:
+                failure = e
+        return _record(self.judge, request.item, request.order, status="error", attempts=attempts,
+                       error_kind=failure.kind, error=str(failure))
+
+    def count(self, record: Record) -> None:
+        s = self.state
+        if record.status == "ok":
+            s.ok += 1
+            s.consecutive_failures = 0
+            s.latencies.append(record.latency_ms or 0.0)
+            s.tokens_in += record.tokens_in or 0
+            s.tokens_out += record.tokens_out or 0
+            return
+        s.failed += 1
+        s.errors[record.error_kind or "error"] += 1
+        s.consecutive_failures += 1
+        if s.consecutive_failures >= self.judge.spec.max_consecutive_failures:
+            s.stopped = (f"judge {s.name!r} stopped after {s.consecutive_failures} failed calls "
+                         f"in a row (last: {record.error})")
+            raise _Stop
+
+    async def work(self, calls: ObjectReceiveStream, records: ObjectSendStream) -> None:
+        async with calls, records:
+            async for request in _stream(calls):
+                try:
+                    record = await self.call(request)
+                except FatalJudgeError as e:
+                    self.state.stopped = f"judge {self.state.name!r} stopped: {e}"
+                    self.state.failed += 1
+                    self.state.errors[e.kind] += 1
+                    await _put(records, _record(self.judge, request.item, request.order,
+                                                status="error", error_kind=e.kind, error=str(e)))
+                    raise _Stop from None
+                await _put(records, record)
+                self.count(record)
+
+    async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream) -> None:
+        template = TEMPLATES[self.judge.spec.prompt]
+        jid = self.judge.judge_id
+        check = len(done) > 0
+        async with send:
+            for item in plan.items():
+                for order in ORDERS:
+                    if check and done.contains_hash(key_hash(jid, item.item_id, order)):
+                        continue
+                    a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
+                    await _put(send, JudgeRequest(item, order, render(template, item.prompt, a, b)))
+
+    async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
+                  producers: list[anyio.CancelScope]) -> None:
+        workers = self.judge.spec.concurrency
+        send, recv = anyio.create_memory_object_stream[JudgeRequest](max_buffer_size=2 * workers)
+        scope = anyio.CancelScope()
+        producers.append(scope)
+        try:
+            async with records, anyio.create_task_group() as tg:
+
+                async def produce() -> None:
+                    with scope:
+                        await self.produce(plan, done, send)
+                    send.close()  # also when cancelled: the workers drain the stream and end
+
+                tg.start_soon(produce)
+                async with recv:
+                    for _ in range(workers):
+                        tg.start_soon(self.work, recv.clone(), records.clone())
+        except* _Stop:
+            pass
+        finally:
+            self.state.ended = time.monotonic()
+            with anyio.CancelScope(shield=True):
+                await self.judge.aclose()
 
 
 async def _write(records: ObjectReceiveStream, writer: LogWriter) -> None:
@@ -199,7 +350,8 @@ async def _write(records: ObjectReceiveStream, writer: LogWriter) -> None:
                     batch.append(records.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            writer.write_batch(batch)
+            if writer.write_batch(batch):
+                await anyio.to_thread.run_sync(writer.sync)
 
 
 async def _signals(on_first, on_second) -> None:
@@ -210,85 +362,50 @@ async def _signals(on_first, on_second) -> None:
             (on_first if count == 1 else on_second)()
 
 
-async def _progress(states: list[JudgeState], started: float, interval: float, tty: bool) -> None:
-    while True:
-        await anyio.sleep(interval)
-        line = progress_line(states, time.monotonic() - started)
-        if tty:
-            sys.stderr.write("\r\x1b[K" + line)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-
-def progress_line(states: list[JudgeState], elapsed: float) -> str:
-    """``name done/total (pct) rate ETA retries errors`` per judge; rate is this session's."""
-    parts = []
-    for s in states:
-        done = s.done_before + s.ok
-        pct = 100.0 * done / s.planned if s.planned else 100.0
-        rate = s.ok / elapsed if elapsed > 0 else 0.0
-        eta = _clock(s.remaining / rate) if rate > 0 and s.remaining > 0 else "-"
-        mark = " STOPPED" if s.stopped else ""
-        parts.append(f"{s.name} {done}/{s.planned} ({pct:.0f}%) {rate:.1f}/s ETA {eta} "
-                     f"retries {s.retries} errors {s.errors}{mark}")
-    return " | ".join(parts)
-
-
-def _clock(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "-"
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
-async def run(judges: Iterable[Judge], items: list[Item], done: set, writer: LogWriter, *,
-              progress_interval: float | None = None, handle_signals: bool = True) -> EngineResult:
-    """Judge every (judge, item, order) not in ``done``; records go to ``writer``."""
-    judges = list(judges)
-    states = [
-        JudgeState(j.spec.name, j.judge_id, 2 * len(items),
-                   sum((j.judge_id, it.item_id, o) in done for it in items for o in ORDERS))
+async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter, *,
+              progress: Progress | None = None, handle_signals: bool = True) -> EngineResult:
+    """Judge every planned (judge, item, order) whose key is not in ``done``."""
+    accounts = limits.accounts([j.spec for j in judges])
+    runs = [
+        _JudgeRun(
+            j, accounts[j.spec.name],
+            limits.AdaptiveConcurrency(min(4, j.spec.concurrency), j.spec.concurrency)
+            if j.spec.adaptive_concurrency else _NoGate(),
+            JudgeState(j.spec.name, j.judge_id, plan.calls_per_judge, plan.done_count(j.judge_id, done)),
+        )
         for j in judges
     ]
-    result = EngineResult(states)
+    result = EngineResult([r.state for r in runs])
+    progress = progress or Progress()
     producers: list[anyio.CancelScope] = []
+    judges_scope = anyio.CancelScope()
     started = time.monotonic()
-    tty = sys.stderr.isatty()
-    if progress_interval is None:
-        progress_interval = 0.5 if tty else 10.0
     send, recv = anyio.create_memory_object_stream[Record](max_buffer_size=1024)
 
-    judges_scope = anyio.CancelScope()
+    def drain() -> None:
+        result.interrupted = True
+        progress.note("interrupted: finishing the calls in flight (press again to abort them)")
+        for scope in producers:
+            scope.cancel()
 
-    async with anyio.create_task_group() as outer:
+    def abort() -> None:
+        result.interrupted = True
+        judges_scope.cancel()
 
-        def drain() -> None:
-            result.interrupted = True
-            sys.stderr.write("\ninterrupted: finishing the calls in flight (again to abort)\n")
-            for scope in producers:
-                scope.cancel()
-
-        def abort() -> None:
-            result.interrupted = True
-            judges_scope.cancel()
-
+    async with anyio.create_task_group() as helpers:
         if handle_signals:
-            outer.start_soon(_signals, drain, abort)
-        outer.start_soon(_progress, states, started, progress_interval, tty)
+            helpers.start_soon(_signals, drain, abort)
+        helpers.start_soon(progress.run, result.judges)
         async with anyio.create_task_group() as pipeline:
             # The writer ends when the last record stream closes: after every judge has ended.
             pipeline.start_soon(_write, recv, writer)
             with judges_scope:
                 async with send, anyio.create_task_group() as tg:
-                    for judge, state in zip(judges, states, strict=True):
-                        tg.start_soon(_run_judge, judge, items, done, send.clone(), state, producers)
-        outer.cancel_scope.cancel()  # the signal and progress helpers
+                    for r in runs:
+                        tg.start_soon(r.run, plan, done, send.clone(), producers)
+        helpers.cancel_scope.cancel()
 
-    if tty:
-        sys.stderr.write("\r\x1b[K" + progress_line(states, time.monotonic() - started) + "\n")
+    progress.finish(result.judges)
     result.written = writer.written
     result.elapsed_s = time.monotonic() - started
-    result.stop_reasons = [s.stopped for s in states if s.stopped]
     return result

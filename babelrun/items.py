@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 import msgspec
@@ -54,18 +54,14 @@ def _same_text(a: str, b: str) -> bool:
     return "".join(a.split()) == "".join(b.split())
 
 
-def build(
-    references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]], seed: int
-) -> tuple[list[Item], list[PerturbationAudit]]:
-    """Every (reference, perturbation, severity) whose perturbation changed something.
+Cell = tuple[str, str, float]  # (lang, perturbation, severity)
 
-    A perturbation that leaves the text unchanged (or changed only in whitespace) would make
-    the gold label false; that item is not emitted, only counted.
-    """
-    perturbations = list(perturbations)
-    items: list[Item] = []
-    emitted: Counter = Counter()
-    skipped: Counter = Counter()
+
+def generate(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]],
+             seed: int) -> Iterator[tuple[Cell, Item | None]]:
+    """Every (reference, perturbation, severity) in plan order: its cell, and its item — or
+    ``None`` where the perturbation changed nothing (or only whitespace). Such an item would
+    carry a false gold label; it is never emitted, only counted."""
     for ref in references:
         for name, severities in perturbations:
             for severity in severities:
@@ -74,15 +70,24 @@ def build(
                 perturbed = TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
                 cell = (ref.lang, name, severity)
                 if _same_text(perturbed, ref.response):
-                    skipped[cell] += 1
-                    continue
-                emitted[cell] += 1
-                items.append(
-                    Item(iid, "text", ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
-                         name, severity, len(ref.response), len(perturbed))
-                )
-    audit = [
-        PerturbationAudit(lang, name, sev, emitted[(lang, name, sev)], skipped[(lang, name, sev)])
-        for lang, name, sev in sorted(set(emitted) | set(skipped))
-    ]
-    return items, audit
+                    yield cell, None
+                else:
+                    yield cell, Item(iid, "text", ref.lang, ref.ref_id, ref.prompt, ref.response,
+                                     perturbed, name, severity, len(ref.response), len(perturbed))
+
+
+def audit_counts(cells: Iterable[tuple[Cell, bool]]) -> list[PerturbationAudit]:
+    """Emitted / skipped per cell from (cell, emitted) pairs."""
+    emitted: Counter = Counter()
+    skipped: Counter = Counter()
+    for cell, was_emitted in cells:
+        (emitted if was_emitted else skipped)[cell] += 1
+    return [PerturbationAudit(lang, name, sev, emitted[(lang, name, sev)], skipped[(lang, name, sev)])
+            for lang, name, sev in sorted(set(emitted) | set(skipped))]
+
+
+def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],
+          seed: int) -> tuple[list[Item], list[PerturbationAudit]]:
+    """All items of a plan in memory, with the perturbation audit (small plans, tests)."""
+    pairs = list(generate(references, list(perturbations), seed))
+    return [it for _, it in pairs if it is not None], audit_counts((c, it is not None) for c, it in pairs)

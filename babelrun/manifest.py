@@ -73,7 +73,11 @@ def _default_perturbations() -> list[PerturbationSpec]:
 
 
 class RateLimit(_Spec):
+    """The provider account's limits. Judges on one account (same endpoint and key variable)
+    share one budget; where they state different limits, the smaller holds."""
+
     rpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # requests per minute
+    tpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # tokens per minute (in + out)
 
 
 class SimulatedKnobs(_Spec):
@@ -102,10 +106,12 @@ class JudgeSpec(_Spec):
     prompt: str = "pairwise"  # judge prompt template name (see babelrun/judges/prompt.py)
     temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     max_tokens: PositiveInt = 8
-    concurrency: PositiveInt = 8
+    concurrency: PositiveInt = 8  # calls in flight (the ceiling, with adaptive_concurrency)
+    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
     rate_limit: RateLimit = RateLimit()
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     retries: Annotated[int, msgspec.Meta(ge=0)] = 5
+    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
     simulated: SimulatedKnobs | None = None
 
 
@@ -117,6 +123,15 @@ class ScoringSpec(_Spec):
     confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
 
 
+class LogSpec(_Spec):
+    """Durability of the verdict log (see babelrun/log.py): ``interval`` fsyncs every
+    ``fsync_interval_s`` and at rotation/exit; ``batch`` fsyncs every write."""
+
+    fsync: Literal["interval", "batch"] = "interval"
+    fsync_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 64.0
+
+
 class Manifest(_Spec):
     name: str
     judges: list[JudgeSpec]
@@ -125,6 +140,7 @@ class Manifest(_Spec):
     output_dir: str = "runs/{name}"
     seed: int = 0
     scoring: ScoringSpec = ScoringSpec()
+    log: LogSpec = LogSpec()
 
     @property
     def run_dir(self) -> Path:

@@ -4,7 +4,8 @@ The run directory holds ``run.yaml`` (the resolved manifest, judge ids, babelrun
 ``plan.json`` (the perturbation audit of the plan), ``log/*.jsonl`` (the source of truth),
 ``judgements.parquet``, ``cards.json``, ``report.md`` and ``stats.json``. Running the same
 manifest again judges only the keys without an ``ok`` record; a changed manifest adds only
-its new keys. Cards cover every record in the run directory.
+its new keys. Cards cover every record in the run directory. One process at a time writes a
+run directory (``log.RunLock``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from . import __version__, compact, corpus, engine, items, judges, log, report, score
+from . import __version__, compact, engine, items, judges, log, report, score
 from .errors import UserError
 from .manifest import Manifest, ScoringSpec
+from .plan import Plan
+from .progress import Progress
 
 
 class RunInfo(msgspec.Struct, frozen=True):
@@ -26,9 +29,15 @@ class RunInfo(msgspec.Struct, frozen=True):
     manifest: Manifest
 
 
-class Plan(msgspec.Struct, frozen=True):
+class PlanSummary(msgspec.Struct, frozen=True):
     items: int
     perturbation_audit: list[items.PerturbationAudit]
+
+
+class RunStats(msgspec.Struct, frozen=True):
+    elapsed_s: float
+    interrupted: bool
+    judges: list[engine.JudgeStats]
 
 
 class AuditResult(msgspec.Struct):
@@ -39,6 +48,7 @@ class AuditResult(msgspec.Struct):
     interrupted: bool
     stop_reasons: list[str]
     failed_calls: int
+    stats: RunStats
     cards: score.Cards | None = None
 
     @property
@@ -46,12 +56,6 @@ class AuditResult(msgspec.Struct):
         if self.interrupted:
             return 130
         return 1 if self.stop_reasons or self.failed_calls else 0
-
-
-def plan(manifest: Manifest) -> tuple[list[items.Item], list[items.PerturbationAudit]]:
-    references = corpus.select(manifest)
-    perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
-    return items.build(references, perturbations, manifest.seed)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -65,61 +69,72 @@ def run_info(manifest: Manifest) -> RunInfo:
     return RunInfo(__version__, ids, manifest)
 
 
-def audit(manifest: Manifest, *, progress_interval: float | None = None,
-          handle_signals: bool = True) -> AuditResult:
-    run_dir = manifest.run_dir
-    planned_items, perturbation_audit = plan(manifest)
+def _prepare(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create output directory {run_dir}: {e.strerror}") from None
-    _write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
-    _write_atomic(run_dir / "plan.json", msgspec.json.encode(Plan(len(planned_items), perturbation_audit)))
 
-    log.repair(run_dir)
-    done = log.done_keys(log.read(run_dir))
-    backends = [judges.build(spec, manifest.seed) for spec in manifest.judges]
-    writer = log.LogWriter(run_dir)
-    try:
-        outcome = anyio.run(lambda: engine.run(backends, planned_items, done, writer,
-                                               progress_interval=progress_interval,
-                                               handle_signals=handle_signals))
-    finally:
-        writer.close()
 
-    planned = 2 * len(planned_items) * len(backends)
-    result = AuditResult(
-        run_dir=str(run_dir), planned_calls=planned,
-        already_done=sum(s.done_before for s in outcome.judges), new_records=outcome.written,
-        interrupted=outcome.interrupted, stop_reasons=outcome.stop_reasons,
-        failed_calls=sum(s.remaining for s in outcome.judges),
-    )
-    _write_atomic(run_dir / "stats.json", msgspec.json.format(msgspec.json.encode(
-        {"elapsed_s": round(outcome.elapsed_s, 3), "judges": [s.__dict__ for s in outcome.judges]}
-    ), indent=2))
-    if not outcome.interrupted:
-        result.cards = score_run(run_dir, manifest.scoring, manifest.seed)
+def audit(manifest: Manifest, *, progress: Progress | None = None,
+          handle_signals: bool = True) -> AuditResult:
+    run_dir = manifest.run_dir
+    plan = Plan.from_manifest(manifest)
+    _prepare(run_dir)
+    with log.RunLock(run_dir):
+        _write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
+        _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit)))
+        log.repair(run_dir)
+        done = log.DoneSet.from_log(run_dir)
+        backends = [judges.build(spec, manifest.seed) for spec in manifest.judges]
+        cfg = manifest.log
+        writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
+                               segment_bytes=int(cfg.segment_mb * (1 << 20)))
+        try:
+            outcome = anyio.run(lambda: engine.run(backends, plan, done, writer, progress=progress,
+                                                   handle_signals=handle_signals))
+        finally:
+            writer.close()
+        stats = RunStats(round(outcome.elapsed_s, 3), outcome.interrupted,
+                         [s.stats() for s in outcome.judges])
+        _write_atomic(run_dir / "stats.json", msgspec.json.format(msgspec.json.encode(stats), indent=2))
+        result = AuditResult(
+            run_dir=str(run_dir), planned_calls=plan.calls_per_judge * len(backends),
+            already_done=sum(s.done_before for s in outcome.judges), new_records=outcome.written,
+            interrupted=outcome.interrupted, stop_reasons=outcome.stop_reasons,
+            failed_calls=sum(s.remaining for s in outcome.judges), stats=stats,
+        )
+        if not outcome.interrupted:
+            result.cards = score_run(run_dir, manifest.scoring, manifest.seed)
     return result
 
 
 def _run_info(run_dir: Path) -> RunInfo:
-    path = run_dir / "run.yaml"
     try:
-        return msgspec.yaml.decode(path.read_bytes(), type=RunInfo)
+        return msgspec.yaml.decode((run_dir / "run.yaml").read_bytes(), type=RunInfo)
     except FileNotFoundError:
         raise UserError(f"{run_dir} is not a babelrun run directory (no run.yaml)") from None
 
 
+def compact_run(run_dir: Path) -> Path:
+    """Write ``judgements.parquet`` from the log (a no-op read when it is current)."""
+    run_dir = Path(run_dir)
+    _run_info(run_dir)
+    return compact.write_parquet(run_dir)
+
+
 def score_run(run_dir: Path, scoring: ScoringSpec | None = None, seed: int | None = None) -> score.Cards:
-    """Recompute cards.json, report.md and judgements.parquet from the log alone."""
+    """Recompute judgements.parquet, cards.json and report.md from the log alone."""
     run_dir = Path(run_dir)
     if scoring is None or seed is None:
         info = _run_info(run_dir)
         scoring, seed = info.manifest.scoring, info.manifest.seed
     plan_file = run_dir / "plan.json"
-    audit_rows = msgspec.json.decode(plan_file.read_bytes(), type=Plan).perturbation_audit if plan_file.exists() else []
+    audit_rows = (msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary).perturbation_audit
+                  if plan_file.exists() else [])
+    if not compact.is_current(run_dir):
+        compact.write_parquet(run_dir)  # stamps the segments first, then reads them
     data = compact.load(run_dir)
-    compact.write_parquet(run_dir, data)
     cards = score.score(data, audit_rows, replicates=scoring.bootstrap,
                         confidence=scoring.confidence, seed=seed)
     _write_atomic(run_dir / "cards.json", score.encode(cards))

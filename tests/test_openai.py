@@ -5,6 +5,7 @@ import msgspec
 import babelrun
 from babelrun import log, run
 from babelrun.cli import main
+from babelrun.plan import Plan
 from babelrun.testing import FakeJudgeServer, choose
 from helpers import write_manifest
 
@@ -36,7 +37,7 @@ def test_audit_end_to_end_through_openai_backend(tmp_path, monkeypatch, small_co
     assert all(r.tokens_in and r.tokens_out == 1 for r in records)
     assert {r.lang for r in records} == {"en", "hi", "zh"}
     # The verdicts are the server's, mapped through the order: reconstruct them.
-    items = {i.item_id: i for i in run.plan(babelrun.load_manifest(path))[0]}
+    items = {i.item_id: i for i in Plan.from_manifest(babelrun.load_manifest(path)).items()}
     for r in records:
         item = items[r.item_id]
         a, b = (item.reference, item.perturbed) if r.order == "ref_first" else (item.perturbed, item.reference)

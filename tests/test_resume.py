@@ -8,7 +8,8 @@ import time
 from collections import Counter
 
 import babelrun
-from babelrun import log, run
+from babelrun import log
+from babelrun.plan import Plan
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, write_manifest
 
@@ -33,9 +34,8 @@ def _lines(run_dir):
 
 def _planned_keys(path):
     m = babelrun.load_manifest(path)
-    items, _ = run.plan(m)
     jid = babelrun.judges.judge_id(m.judges[0])
-    return {(jid, i.item_id, o) for i in items for o in ("ref_first", "pert_first")}
+    return {(jid, iid, o) for iid in Plan.from_manifest(m).item_ids for o in ("ref_first", "pert_first")}
 
 
 def test_sigkill_mid_run_then_resume_equals_uninterrupted_run(tmp_path):

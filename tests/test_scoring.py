@@ -6,6 +6,7 @@ import pytest
 import babelrun
 from babelrun import compact, run
 from babelrun.log import Record
+from babelrun.progress import Progress
 from babelrun.score import score
 from helpers import simulated, write_manifest
 
@@ -15,7 +16,7 @@ ALL_LANGS = {"sources": [{"kind": "bundled"}], "languages": "all", "references_p
 def _audit(tmp_path, knobs, corpus=ALL_LANGS, bootstrap=1000):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = write_manifest(tmp_path, [simulated(**knobs)], corpus=corpus, scoring={"bootstrap": bootstrap})
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False, progress_interval=60)
+    result = run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(interval=60))
     assert result.exit_code == 0
     return result.cards.judges[0].overall
 

@@ -10,6 +10,7 @@ from .base import (
     JudgeReply,
     JudgeRequest,
     Order,
+    RejectedError,
     RetryableError,
     judge_id,
 )
@@ -30,5 +31,5 @@ def build(spec: JudgeSpec, seed: int) -> Judge:
 
 __all__ = [
     "ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "Order",
-    "RetryableError", "build", "judge_id",
+    "RejectedError", "RetryableError", "build", "judge_id",
 ]

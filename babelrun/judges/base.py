@@ -52,8 +52,18 @@ class RetryableError(Exception):
         self.retry_after = retry_after
 
 
+class RejectedError(Exception):
+    """The provider refused this one request (400, 413, 422, …): repeating it cannot help, but
+    other requests may succeed. Recorded as an error; many in a row trip the judge's breaker."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
 class FatalJudgeError(Exception):
-    """A failure that repeating cannot fix (bad key, unknown model, bad request): stop the judge."""
+    """A failure no request of this judge can get past (bad key, no access, unknown model or
+    endpoint): stop the judge at once."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

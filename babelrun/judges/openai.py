@@ -9,15 +9,17 @@ request.
 from __future__ import annotations
 
 import os
+import re
 
 import aiohttp
 import msgspec
 
 from ..manifest import JudgeSpec
-from .base import FatalJudgeError, JudgeReply, JudgeRequest, RetryableError
+from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
-_FATAL = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 422: "bad_request"}
+_FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+_RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
 
 
 class _Message(msgspec.Struct):
@@ -87,11 +89,13 @@ class OpenAIJudge:
             raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
         if status == 429:
             raise RetryableError("rate_limited", "429 Too Many Requests", retry_after)
-        if status >= 500:
-            raise RetryableError("server_error", f"HTTP {status}", retry_after)
-        if status in _FATAL or 400 <= status < 500:
-            kind = _FATAL.get(status, "client_error")
-            raise FatalJudgeError(kind, f"HTTP {status} from {self.url}: {_provider_message(payload)}")
+        if status >= 500 or status in _RETRYABLE_4XX:
+            raise RetryableError("server_error" if status >= 500 else _RETRYABLE_4XX[status],
+                                 f"HTTP {status}", retry_after)
+        if status in _FATAL:
+            raise FatalJudgeError(_FATAL[status], f"HTTP {status} from {self.url}: {_provider_message(payload)}")
+        if status >= 400:
+            raise RejectedError("rejected", f"HTTP {status}: {_provider_message(payload)}")
         try:
             completion = _decode(payload)
             raw = completion.choices[0].message.content or ""
@@ -113,13 +117,34 @@ class OpenAIJudge:
 
 
 def _retry_after(headers) -> float | None:
+    """Seconds the provider asks us to wait: ``Retry-After`` (seconds), else the larger of
+    OpenAI-style ``x-ratelimit-reset-requests`` / ``-tokens`` durations (``1s``, ``6m0s``,
+    ``20ms``). An HTTP-date Retry-After is rare from LLM providers: backoff applies instead."""
     value = headers.get("Retry-After")
-    if value is None:
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+    resets = [_duration(headers.get(h)) for h in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")]
+    resets = [r for r in resets if r is not None]
+    return max(resets) if resets else None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str | None) -> float | None:
+    if not text:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: rare from LLM providers; fall back to backoff
+    parts = _DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip().replace(" ", ""):
+        try:
+            return max(0.0, float(text))
+        except ValueError:
+            return None
+    return sum(float(n) * _UNIT[u] for n, u in parts)
 
 
 def _provider_message(payload: bytes) -> str:

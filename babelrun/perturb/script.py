@@ -48,7 +48,17 @@ class Sentence(msgspec.Struct, frozen=True):
     gap: str  # the whitespace that followed it in the source
 
 
+@functools.lru_cache(maxsize=256)
+def _sentences(text: str) -> tuple[Sentence, ...]:
+    # Cached: the perturbations of one reference split the same text again and again.
+    return tuple(_split(text))
+
+
 def sentences(text: str) -> list[Sentence]:
+    return list(_sentences(text))
+
+
+def _split(text: str) -> list[Sentence]:
     out: list[Sentence] = []
     start = 0
     for m in _BOUNDARY.finditer(text):

@@ -1,0 +1,147 @@
+"""Provider limits, shared by every judge on one provider account.
+
+An account is (base URL, key variable): two judges with different models on the same API
+key draw on one requests/min and one tokens/min budget, as the provider counts them. Where
+their manifests set different limits, the account takes the smaller.
+
+- Requests/min and tokens/min are aiolimiter leaky buckets one second deep: steady pacing at
+  the configured rate, no minute-sized burst that a provider's sliding window would refuse.
+- Tokens are estimated before a call (UTF-8 bytes / 3 of the prompt — safe for CJK and Indic
+  scripts, where a token is often one character — plus ``max_tokens``) and settled from the
+  reply's usage: an overrun is taken from the bucket, an overestimate given back.
+- A 429 with ``Retry-After`` or ``x-ratelimit-reset-*`` pauses the whole account until then,
+  so no other worker spends its attempts against a limit the provider has announced.
+- ``AdaptiveConcurrency`` (optional, per judge) grows the number of calls in flight by one per
+  window of successes and halves it on a 429, at most once per second (AIMD, as TCP does).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import anyio
+from aiolimiter import AsyncLimiter
+
+from .manifest import JudgeSpec
+
+
+class TokenLimiter(AsyncLimiter):
+    """A leaky bucket whose acquisitions can be settled once the true amount is known."""
+
+    def settle(self, estimated: float, actual: float) -> float:
+        """Correct an acquisition of ``estimated`` to ``actual``; returns any amount still
+        owed (an overrun larger than the bucket can take at once is acquired by the caller)."""
+        self._leak()
+        delta = actual - estimated
+        if delta <= 0:
+            self._level = max(0.0, self._level + delta)
+            return 0.0
+        room = max(0.0, self.max_rate - self._level)
+        taken = min(room, delta)
+        self._level += taken
+        return delta - taken
+
+
+def _bucket(per_minute: float | None, cls=AsyncLimiter):
+    if per_minute is None:
+        return None
+    depth = max(1.0, per_minute / 60.0)
+    return cls(depth, depth * 60.0 / per_minute)
+
+
+class Account:
+    """The shared budget of one provider account."""
+
+    def __init__(self, key: tuple[str, str], rpm: float | None, tpm: float | None):
+        self.key = key
+        self.rpm, self.tpm = rpm, tpm
+        self.requests = _bucket(rpm)
+        self.tokens: TokenLimiter | None = _bucket(tpm, TokenLimiter)
+        self._paused_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+
+    async def admit(self, estimated_tokens: int) -> int:
+        """Wait for the account's budget; returns the tokens actually reserved."""
+        while (wait := self._paused_until - time.monotonic()) > 0:
+            await anyio.sleep(wait)
+        if self.requests is not None:
+            await self.requests.acquire()
+        reserved = 0
+        if self.tokens is not None:
+            reserved = min(estimated_tokens, int(self.tokens.max_rate))
+            await self.tokens.acquire(reserved)
+        return reserved
+
+    async def settle(self, reserved: int, used: int | None) -> None:
+        if self.tokens is None or used is None:
+            return
+        owed = self.tokens.settle(reserved, used)
+        while owed > 0:
+            step = min(owed, self.tokens.max_rate)
+            await self.tokens.acquire(step)
+            owed -= step
+
+
+def estimate_tokens(messages: list[dict[str, str]], max_tokens: int) -> int:
+    prompt_bytes = sum(len(m["content"].encode()) for m in messages)
+    return math.ceil(prompt_bytes / 3) + max_tokens
+
+
+def account_key(spec: JudgeSpec) -> tuple[str, str]:
+    if spec.backend == "simulated":
+        return ("simulated", spec.name)  # each simulated judge is its own "provider"
+    return ((spec.endpoint or "").rstrip("/"), spec.api_key_env or "")
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def accounts(specs: list[JudgeSpec]) -> dict[str, Account]:
+    """Judge name -> its account, one Account object per distinct account key."""
+    limits: dict[tuple[str, str], tuple[float | None, float | None]] = {}
+    for spec in specs:
+        rpm, tpm = limits.get(account_key(spec), (None, None))
+        limits[account_key(spec)] = (_smaller(rpm, spec.rate_limit.rpm), _smaller(tpm, spec.rate_limit.tpm))
+    shared = {key: Account(key, rpm, tpm) for key, (rpm, tpm) in limits.items()}
+    return {spec.name: shared[account_key(spec)] for spec in specs}
+
+
+class AdaptiveConcurrency:
+    """A gate whose width moves: +1 per ``width`` successes, halved on pushback."""
+
+    def __init__(self, start: int, maximum: int, cooldown_s: float = 1.0):
+        self.width = float(max(1, min(start, maximum)))
+        self.maximum = maximum
+        self.in_flight = 0
+        self.cooldown_s = cooldown_s
+        self._last_cut = 0.0
+        self._changed = anyio.Event()
+
+    async def __aenter__(self) -> None:
+        while self.in_flight >= int(self.width):
+            await self._changed.wait()
+        self.in_flight += 1
+
+    async def __aexit__(self, *exc) -> None:
+        self.in_flight -= 1
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def success(self) -> None:
+        before = int(self.width)
+        self.width = min(float(self.maximum), self.width + 1.0 / self.width)
+        if int(self.width) > before:
+            self._notify()
+
+    def pushback(self) -> None:
+        now = time.monotonic()
+        if now - self._last_cut >= self.cooldown_s:
+            self.width = max(1.0, self.width / 2)
+            self._last_cut = now

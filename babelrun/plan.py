@@ -1,0 +1,57 @@
+"""The plan: which (judge, item, order) keys an audit must judge.
+
+Items are not held in memory: ``Plan.items()`` regenerates them from the references on each
+pass (perturbing is cheap and deterministic), so memory stays flat however large the plan.
+One survey pass at construction counts the items, keeps their ids (for progress totals and
+the done count) and the perturbation audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from . import corpus
+from .items import Item, PerturbationAudit, audit_counts, generate
+from .judges import ORDERS
+from .log import DoneSet, key_hash
+from .manifest import Manifest
+
+
+class Plan:
+    def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
+                 seed: int):
+        self.references = references
+        self.perturbations = perturbations
+        self.seed = seed
+        cells = []
+        self.item_ids: list[str] = []
+        for cell, item in generate(references, perturbations, seed):
+            cells.append((cell, item is not None))
+            if item is not None:
+                self.item_ids.append(item.item_id)
+        self.audit: list[PerturbationAudit] = audit_counts(cells)
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest) -> Plan:
+        perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
+        return cls(corpus.select(manifest), perturbations, manifest.seed)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    @property
+    def calls_per_judge(self) -> int:
+        return len(ORDERS) * len(self.item_ids)
+
+    def items(self) -> Iterator[Item]:
+        for _, item in generate(self.references, self.perturbations, self.seed):
+            if item is not None:
+                yield item
+
+    def done_count(self, judge_id: str, done: DoneSet) -> int:
+        """How many of this judge's planned keys already have an ``ok`` record."""
+        if not len(done):
+            return 0
+        return sum(done.contains_hash(key_hash(judge_id, iid, order))
+                   for iid in self.item_ids for order in ORDERS)

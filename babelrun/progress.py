@@ -1,0 +1,86 @@
+"""Progress of a running audit, on stderr.
+
+On a terminal: one live line per judge, redrawn in place — a bar, done/total, calls/s over
+the last few seconds, ETA, retries, errors. Elsewhere (CI, log files): one plain line per
+judge every ``interval`` seconds, nothing redrawn.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import deque
+from typing import TextIO
+
+import anyio
+
+BAR = 24
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    def __init__(self, stream: TextIO | None = None, interval: float | None = None,
+                 live: bool | None = None, window_s: float = 10.0):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self.interval = interval if interval is not None else (0.5 if self.live else 10.0)
+        self.window_s = window_s
+        self._history: dict[str, deque] = {}
+        self._drawn = 0  # lines on screen from the last live redraw
+
+    def _rate(self, state, now: float) -> float:
+        """Calls/s over the last ``window_s`` seconds (the whole run until then)."""
+        hist = self._history.setdefault(state.judge_id, deque())
+        hist.append((now, state.ok))
+        while len(hist) > 2 and now - hist[1][0] >= self.window_s:
+            hist.popleft()
+        (t0, n0), (t1, n1) = hist[0], hist[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def line(self, state, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        done = state.done_before + state.ok
+        frac = done / state.planned if state.planned else 1.0
+        rate = self._rate(state, now)
+        eta = _clock(state.remaining / rate) if rate > 0 and state.remaining > 0 else "-"
+        status = "  STOPPED" if state.stopped else ""
+        parts = [f"{state.name:<12}"]
+        if self.live:
+            filled = round(frac * BAR)
+            parts.append("█" * filled + "·" * (BAR - filled))
+        parts.append(f"{done}/{state.planned} ({frac:4.0%}) {rate:7.1f} calls/s ETA {eta}  "
+                     f"retries {state.retries}  errors {state.failed}{status}")
+        return " ".join(parts)
+
+    def draw(self, states) -> None:
+        now = time.monotonic()
+        lines = [self.line(s, now) for s in states]
+        if self.live:
+            up = f"\x1b[{self._drawn}F" if self._drawn else ""
+            self.stream.write(up + "".join(f"\x1b[2K{line}\n" for line in lines))
+            self._drawn = len(lines)
+        else:
+            self.stream.write("".join(f"progress: {line}\n" for line in lines))
+        self.stream.flush()
+
+    def note(self, message: str) -> None:
+        self.stream.write(message + "\n")
+        self.stream.flush()
+        self._drawn = 0  # the note scrolled the bars: draw them afresh below it
+
+    async def run(self, states) -> None:
+        while True:
+            await anyio.sleep(self.interval)
+            self.draw(states)
+
+    def finish(self, states) -> None:
+        if self.live:
+            self.draw(states)
