@@ -326,7 +326,10 @@ class _JudgeRun:
 
                 async def produce() -> None:
                     with scope:
-                        await self.produce(plan, done, send)
+                        try:
+                            await self.produce(plan, done, send)
+                        except anyio.BrokenResourceError:
+                            pass  # every worker has ended (the judge stopped): nothing to feed
                     send.close()  # also when cancelled: the workers drain the stream and end
 
                 tg.start_soon(produce)

@@ -12,7 +12,8 @@ outlives the process. Against power loss or a kernel crash, ``fsync="interval"``
 syncs at most every ``fsync_interval`` seconds, at rotation and at close — the window of
 loss is that interval; ``fsync="batch"`` syncs after every batch — the window is the batch
 in flight, at a cost in throughput. A crash can leave a torn last line; ``repair`` cuts it
-off before the next run appends, and the key is judged again. Errors are recorded but are
+off before the next run appends, and the key is judged again. Rotation happens between
+batches, so a segment can pass ``segment_bytes`` by one batch. Errors are recorded but are
 never done: a resume retries them.
 
 Only one process writes a run directory at a time (``RunLock``); shards of one plan in

@@ -1,26 +1,43 @@
-"""A loopback OpenAI-compatible judge server, for tests, benchmarks and trying a set-up.
+"""A loopback OpenAI-compatible judge server that injects faults, for tests and benchmarks.
 
 It answers ``POST /v1/chat/completions`` like a deterministic judge: it reads the two
 answers out of the prompt and names the one whose content hash is smaller, so it is
-consistent across orders and across runs. Latency, a required key and a schedule of faults
-are settable. It listens on 127.0.0.1 only.
+consistent across orders and across runs. Latency, a required key, a script of faults, random
+faults at set rates and a requests-per-minute limit are settable; every random choice comes
+from one seeded ``random.Random``, so a seed gives the same outcomes again. It listens on
+127.0.0.1 only.
 
-    with FakeJudgeServer(latency_s=0.05, api_key="k") as server:
+    with FakeJudgeServer(latency_s=0.05, api_key="k", rate_429=0.05, seed=1) as server:
         ... endpoint: server.url ...
+        print(server.snapshot())
+
+From a shell (benchmarks run it in its own process; it prints its URL, then serves until
+SIGTERM or Ctrl-C)::
+
+    python -m babelrun.testing --port 8765 --rate-429 0.05 --rpm-limit 600
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
+import random
 import re
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
 
 import msgspec
 from aiohttp import web
 
 _ANSWER = re.compile(r"\[Answer (A|B)\]\n(.*?)\n\[End of Answer \1\]", re.S)
+
+LATENCY_DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
+# The random fault kinds, in the order they take their share of one uniform draw (see _draw).
+FAULT_KINDS = ("429", "5xx", "timeout", "drop", "malformed")
+_5XX = (500, 502, 503)
 
 
 def choose(prompt: str) -> str:
@@ -35,69 +52,333 @@ def choose(prompt: str) -> str:
     return "A" if digest(answers["A"]) <= digest(answers["B"]) else "B"
 
 
+def sample_latency(rng: random.Random, dist: str, mean_s: float, jitter_s: float = 0.0,
+                   sigma: float = 0.5) -> float:
+    """One reply latency in seconds; every distribution has mean ``mean_s``.
+
+    ``fixed``: always ``mean_s``. ``uniform``: uniform on ``mean_s ± jitter_s``.
+    ``lognormal``: lognormal with shape ``sigma`` (the standard deviation of its logarithm),
+    scaled so that its mean, not its median, is ``mean_s``: a long right tail, as real APIs have.
+    """
+    if dist == "fixed" or mean_s <= 0:
+        return mean_s
+    if dist == "uniform":
+        return rng.uniform(mean_s - jitter_s, mean_s + jitter_s)
+    if dist == "lognormal":
+        # E[exp(N(mu, s^2))] = exp(mu + s^2 / 2): choose mu so that this is mean_s.
+        return rng.lognormvariate(math.log(mean_s) - sigma * sigma / 2, sigma)
+    raise ValueError(f"unknown latency distribution {dist!r}; one of {LATENCY_DISTRIBUTIONS}")
+
+
+def _seconds(value: float) -> str:
+    """``1.5`` -> ``"1.5"``: seconds to the millisecond, rounded up so that waiting them is enough."""
+    return f"{math.ceil(value * 1000) / 1000:.3f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the random knobs decided for one request, drawn when it arrives."""
+
+    fault: str | None  # one of FAULT_KINDS, or None
+    status_5xx: int
+    truncate: bool  # a malformed body: cut JSON (True) or JSON without "choices" (False)
+    latency_s: float
+
+
+class _Message(msgspec.Struct):
+    content: str
+
+
+class _ChatRequest(msgspec.Struct):
+    messages: list[_Message]
+
+
+_decode_request = msgspec.json.Decoder(_ChatRequest).decode
+
+
 class FakeJudgeServer:
+    """An OpenAI-compatible fake judge on 127.0.0.1, run in a background thread.
+
+    Every knob is a keyword argument:
+
+    * ``latency_s`` (0): mean seconds before a 200 reply (a verdict or a malformed body).
+      Error replies (401, 429, 5xx) and drops come at once, as from a front end.
+    * ``latency`` ("fixed"): its distribution, "fixed", "uniform" (``latency_s ± jitter_s``)
+      or "lognormal" (shape ``sigma``, mean ``latency_s``); see :func:`sample_latency`.
+    * ``jitter_s`` (0): half-width of the uniform distribution, at most ``latency_s``.
+    * ``sigma`` (0.5): shape of the lognormal distribution.
+    * ``api_key`` (None): if set, requests without ``Authorization: Bearer <key>`` get 401.
+    * ``faults`` (None): HTTP statuses to answer the first requests with, in order (e.g.
+      ``[429, 500]``); ``0`` drops the connection instead. They come before everything below.
+    * ``retry_after`` (0.05): the ``Retry-After`` seconds sent with scripted and random 429s.
+    * ``model`` ("fake-judge-1"): the model name the replies carry.
+    * ``rate_429``, ``rate_5xx``, ``rate_timeout``, ``rate_drop``, ``rate_malformed`` (0):
+      the chance, per request, of each random fault: a 429 with ``Retry-After``; a 500, 502
+      or 503 (equally likely); a hang of ``hang_s`` before the (normal) reply, so that a client
+      with a shorter timeout gives up; a connection closed without a reply; a 200 whose body
+      is cut-off JSON or JSON without ``choices`` (equally likely). The kinds exclude each
+      other, so each happens at exactly its rate and the rates may sum to at most 1.
+    * ``hang_s`` (30): how long a ``timeout`` fault hangs. Shutting the server down ends it.
+    * ``rpm_limit`` (None): at most this many requests admitted per sliding ``rpm_window_s``
+      window; the others get 429 with a ``Retry-After`` saying when a slot frees. Rejected
+      requests take no slot. When set, every reply carries ``x-ratelimit-limit-requests``,
+      ``x-ratelimit-remaining-requests`` and ``x-ratelimit-reset-requests`` (seconds until
+      the next slot frees, OpenAI style: "1.5s").
+    * ``rpm_window_s`` (60): the window of ``rpm_limit``; shorter only to test it quickly.
+    * ``seed`` (0): seeds the one ``random.Random`` behind every random choice. The n-th
+      request to arrive always draws the same fate, whatever the others got.
+    * ``port`` (0): the port to listen on; 0 takes a free one.
+
+    The order of decisions for a request: 401 for a wrong key, 400 for a body that is not a
+    chat request, the scripted ``faults``, the ``rpm_limit``, the random faults, the verdict.
+
+    Attributes, safe to read from any thread (:meth:`snapshot` copies them all at once):
+    ``url``, ``port``, ``requests`` (all received), ``statuses`` (a Counter of the statuses
+    replied; drops have none), ``injected`` (a Counter of injected faults: the random kinds in
+    ``FAULT_KINDS``, "rpm" for rate-limit rejections, "scripted" for the ``faults`` list),
+    ``served_ok`` (verdicts replied with 200 to a client still connected) and
+    ``authorizations`` (the Authorization headers seen).
+    """
+
     def __init__(self, *, latency_s: float = 0.0, api_key: str | None = None,
                  faults: list[int] | None = None, retry_after: float = 0.05,
-                 model: str = "fake-judge-1"):
-        """``faults``: HTTP statuses to answer the first requests with, in order (e.g.
-        ``[429, 500]``); ``0`` in the list drops the connection instead."""
+                 model: str = "fake-judge-1", latency: str = "fixed", jitter_s: float = 0.0,
+                 sigma: float = 0.5, rate_429: float = 0.0, rate_5xx: float = 0.0,
+                 rate_timeout: float = 0.0, rate_drop: float = 0.0, rate_malformed: float = 0.0,
+                 hang_s: float = 30.0, rpm_limit: int | None = None, rpm_window_s: float = 60.0,
+                 seed: int | None = 0, port: int = 0):
         self.latency_s = latency_s
+        self.latency = latency
+        self.jitter_s = jitter_s
+        self.sigma = sigma
         self.api_key = api_key
         self.faults = list(faults or [])
         self.retry_after = retry_after
         self.model = model
+        self.rates = dict(zip(FAULT_KINDS, (rate_429, rate_5xx, rate_timeout, rate_drop,
+                                            rate_malformed), strict=True))
+        self.hang_s = hang_s
+        self.rpm_limit = rpm_limit
+        self.rpm_window_s = rpm_window_s
+        self.seed = seed
+        self.port = port
+        self._check()
+
         self.requests = 0
         self.statuses: Counter = Counter()
+        self.injected: Counter = Counter()
+        self.served_ok = 0
         self.authorizations: set[str] = set()
+        # One lock guards the counters, the script, the random stream and the rpm window: the
+        # handlers run on the server's thread while tests read from theirs.
         self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._admitted: deque[float] = deque()  # monotonic times of admissions in the window
+
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._start_error: BaseException | None = None
         self._stop: asyncio.Event | None = None
-        self.port = 0
+
+    def _check(self) -> None:
+        for kind, rate in self.rates.items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"rate_{kind} must be in [0, 1], not {rate}")
+        if sum(self.rates.values()) > 1.0 + 1e-9:
+            raise ValueError(f"the fault rates sum to {sum(self.rates.values()):g}; at most 1")
+        if self.latency not in LATENCY_DISTRIBUTIONS:
+            raise ValueError(f"latency must be one of {LATENCY_DISTRIBUTIONS}, not {self.latency!r}")
+        if self.latency_s < 0 or self.jitter_s < 0 or self.sigma < 0 or self.hang_s < 0:
+            raise ValueError("latency_s, jitter_s, sigma and hang_s must be >= 0")
+        if self.latency == "uniform" and self.jitter_s > self.latency_s:
+            raise ValueError("jitter_s must be at most latency_s: latencies cannot be negative")
+        if self.rpm_limit is not None and self.rpm_limit < 1:
+            raise ValueError(f"rpm_limit must be >= 1, not {self.rpm_limit}")
+        if self.rpm_window_s <= 0:
+            raise ValueError("rpm_window_s must be > 0")
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def snapshot(self) -> dict:
+        """A consistent copy of the counters, taken under the lock."""
+        with self._lock:
+            return {"requests": self.requests, "served_ok": self.served_ok,
+                    "statuses": dict(self.statuses), "injected": dict(self.injected)}
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def _draw(self) -> _Plan:
+        """The random fate of the next request. Call under the lock.
+
+        It always makes the same draws, whatever they decide, so that the n-th request's fate
+        depends only on the seed and n, not on what came before (scripted faults, rpm).
+        """
+        u = self._rng.random()
+        status_5xx = self._rng.choice(_5XX)
+        truncate = self._rng.random() < 0.5
+        latency_s = sample_latency(self._rng, self.latency, self.latency_s, self.jitter_s, self.sigma)
+        fault = None
+        for kind in FAULT_KINDS:  # each kind owns a slice of [0, 1) as wide as its rate
+            if u < self.rates[kind]:
+                fault = kind
+                break
+            u -= self.rates[kind]
+        return _Plan(fault, status_5xx, truncate, latency_s)
+
+    def _admit(self) -> float | None:
+        """Take an rpm slot: None if admitted, else seconds until one frees. Call under the lock."""
+        now = self._prune()
+        if len(self._admitted) < self.rpm_limit:
+            self._admitted.append(now)
+            return None
+        return self._admitted[0] + self.rpm_window_s - now
+
+    def _prune(self) -> float:
+        """Forget admissions older than the window; returns now."""
+        now = time.monotonic()
+        while self._admitted and self._admitted[0] <= now - self.rpm_window_s:
+            self._admitted.popleft()
+        return now
+
+    def _rate_headers(self) -> dict[str, str]:
+        if self.rpm_limit is None:
+            return {}
+        with self._lock:
+            now = self._prune()
+            remaining = self.rpm_limit - len(self._admitted)
+            reset = self._admitted[0] + self.rpm_window_s - now if self._admitted else 0.0
+        return {"x-ratelimit-limit-requests": str(self.rpm_limit),
+                "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": _seconds(reset) + "s"}
+
+    # -- handling -------------------------------------------------------------------------
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        authorization = request.headers.get("Authorization", "")
         with self._lock:
             self.requests += 1
-            fault = self.faults.pop(0) if self.faults else None
-        self.authorizations.add(request.headers.get("Authorization", ""))
-        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
-            return self._status(401, {"error": {"message": "Incorrect API key provided"}})
-        body = msgspec.json.decode(await request.read())
-        if fault is not None:
-            if fault == 0:
-                request.transport.close()  # drop the connection mid-request
-                return web.Response(status=500)
-            headers = {"Retry-After": str(self.retry_after)} if fault == 429 else {}
-            return self._status(fault, {"error": {"message": f"injected {fault}"}}, headers)
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        prompt = body["messages"][-1]["content"]
-        reply = {
+            scripted = self.faults.pop(0) if self.faults else None
+            plan = self._draw()
+            self.authorizations.add(authorization)
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            return self._error(401, "Incorrect API key provided")
+        try:
+            prompt = _decode_request(await request.read()).messages[-1].content
+        except (msgspec.DecodeError, IndexError):
+            return self._error(400, "expected a chat completion request with messages")
+        if scripted is not None:
+            return self._scripted(request, scripted)
+        if self.rpm_limit is not None:
+            with self._lock:
+                wait = self._admit()
+            if wait is not None:
+                self._count_fault("rpm")
+                return self._error(429, "Rate limit reached for requests",
+                                   {"Retry-After": _seconds(wait)})
+        if plan.fault is not None:
+            self._count_fault(plan.fault)
+            return await self._inject(request, plan, prompt)
+        return await self._verdict(request, prompt, plan.latency_s)
+
+    def _scripted(self, request: web.Request, fault: int) -> web.StreamResponse:
+        self._count_fault("scripted")
+        if fault == 0:
+            return self._drop(request)
+        headers = {"Retry-After": str(self.retry_after)} if fault == 429 else None
+        return self._error(fault, f"injected {fault}", headers)
+
+    async def _inject(self, request: web.Request, plan: _Plan, prompt: str) -> web.StreamResponse:
+        if plan.fault == "429":
+            return self._error(429, "injected 429", {"Retry-After": str(self.retry_after)})
+        if plan.fault == "5xx":
+            return self._error(plan.status_5xx, f"injected {plan.status_5xx}")
+        if plan.fault == "drop":
+            return self._drop(request)
+        if plan.fault == "timeout":
+            # The hang stands in for the latency; a client still there after it gets its verdict.
+            return await self._verdict(request, prompt, self.hang_s)
+        # malformed: the model "answered", so it takes the usual time.
+        if not await self._pause(plan.latency_s):
+            return self._drop(request)
+        completion = self._completion(prompt)
+        if plan.truncate:
+            body = msgspec.json.encode(completion)
+            body = body[: len(body) // 2]  # cut mid-object: not JSON at all
+        else:
+            del completion["choices"]  # JSON, but no answer in it
+            body = msgspec.json.encode(completion)
+        return self._reply(200, body)
+
+    async def _verdict(self, request: web.Request, prompt: str, delay_s: float) -> web.StreamResponse:
+        if not await self._pause(delay_s):
+            return self._drop(request)  # shutting down: no reply, no waiting
+        if request.transport is None:  # the client gave up during the delay
+            return web.Response(status=499)  # aiohttp sends nothing to a closed connection
+        with self._lock:
+            self.served_ok += 1
+        return self._reply(200, msgspec.json.encode(self._completion(prompt)))
+
+    def _completion(self, prompt: str) -> dict:
+        return {
             "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
             "system_fingerprint": "fp_fake",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": choose(prompt)},
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 1},
         }
-        return self._status(200, reply)
 
-    def _status(self, status: int, payload: dict, headers: dict | None = None) -> web.Response:
-        self.statuses[status] += 1
-        return web.Response(status=status, body=msgspec.json.encode(payload),
-                            content_type="application/json", headers=headers)
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep ``seconds``, but wake at once if the server stops: True if it slept them all.
+
+        Waiting on the stop event instead of ``asyncio.sleep`` keeps long hangs from holding
+        up shutdown (aiohttp would wait up to its shutdown timeout for them).
+        """
+        if seconds <= 0:
+            return not self._stop.is_set()
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            return True
+        return False
+
+    def _drop(self, request: web.Request) -> web.StreamResponse:
+        if request.transport is not None:
+            request.transport.close()  # close the connection without a reply
+        return web.Response(status=500)  # never sent: the transport is gone
+
+    def _count_fault(self, kind: str) -> None:
+        with self._lock:
+            self.injected[kind] += 1
+
+    def _error(self, status: int, message: str, headers: dict | None = None) -> web.Response:
+        return self._reply(status, msgspec.json.encode({"error": {"message": message}}), headers)
+
+    def _reply(self, status: int, body: bytes, headers: dict | None = None) -> web.Response:
+        with self._lock:
+            self.statuses[status] += 1
+        headers = {**self._rate_headers(), **(headers or {})}
+        return web.Response(status=status, body=body, content_type="application/json",
+                            headers=headers)
+
+    # -- running --------------------------------------------------------------------------
 
     async def _serve(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        runner = web.AppRunner(app, access_log=None)
+        # The short shutdown timeout is a backstop only: every wait in a handler ends on _stop.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", self.port)
-        await site.start()
+        try:
+            site = web.TCPSite(runner, "127.0.0.1", self.port)
+            await site.start()
+        except BaseException as e:  # e.g. the port is taken: tell __enter__ at once
+            self._start_error = e
+            self._ready.set()
+            await runner.cleanup()
+            return
         self.port = site._server.sockets[0].getsockname()[1]
         self._stop = asyncio.Event()
         self._ready.set()
@@ -111,33 +392,73 @@ class FakeJudgeServer:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("fake judge server did not start")
+        if self._start_error is not None:
+            self._thread.join(10)
+            self._loop.close()
+            raise self._start_error
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._loop is None or self._loop.is_closed():
+            return  # never started, or already stopped
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
         self._loop.close()
 
 
-def main() -> None:
-    """``python -m babelrun.testing [--port P] [--latency S] [--key K]``: serve until Ctrl-C."""
+def _parser():
     import argparse
-    import time
 
-    p = argparse.ArgumentParser(prog="python -m babelrun.testing", description=main.__doc__)
-    p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
+    p = argparse.ArgumentParser(
+        prog="python -m babelrun.testing",
+        description="Serve the fake OpenAI-compatible judge on 127.0.0.1 until SIGTERM or "
+                    "Ctrl-C. It prints its URL when ready, and its counters (JSON) on stderr "
+                    "when it stops. See FakeJudgeServer for what each knob does.")
+    p.add_argument("--port", type=int, default=8765, help="0 takes a free port (default 8765)")
     p.add_argument("--key", help="require this API key")
-    args = p.parse_args()
-    server = FakeJudgeServer(latency_s=args.latency, api_key=args.key)
-    server.port = args.port
+    p.add_argument("--model", default="fake-judge-1", help="the model name replies carry")
+    p.add_argument("--latency", type=float, default=0.0, help="mean seconds per 200 reply")
+    p.add_argument("--latency-dist", choices=LATENCY_DISTRIBUTIONS, default="fixed")
+    p.add_argument("--jitter", type=float, default=0.0, help="uniform: half-width, seconds")
+    p.add_argument("--sigma", type=float, default=0.5, help="lognormal: shape")
+    for kind, what in (("429", "429 with Retry-After"), ("5xx", "500/502/503"),
+                       ("timeout", "hang --hang seconds"), ("drop", "close without reply"),
+                       ("malformed", "200 with a broken body")):
+        p.add_argument(f"--rate-{kind}", type=float, default=0.0, metavar="P",
+                       help=f"chance per request: {what}")
+    p.add_argument("--hang", type=float, default=30.0, help="seconds a timeout fault hangs")
+    p.add_argument("--retry-after", type=float, default=0.05, help="Retry-After of injected 429s")
+    p.add_argument("--rpm-limit", type=int, help="requests admitted per sliding minute")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m babelrun.testing [--port P] [--latency S] [--rate-429 P] ...``."""
+    import signal
+    import sys
+
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        server = FakeJudgeServer(
+            latency_s=args.latency, latency=args.latency_dist, jitter_s=args.jitter,
+            sigma=args.sigma, api_key=args.key, retry_after=args.retry_after, model=args.model,
+            rate_429=args.rate_429, rate_5xx=args.rate_5xx, rate_timeout=args.rate_timeout,
+            rate_drop=args.rate_drop, rate_malformed=args.rate_malformed, hang_s=args.hang,
+            rpm_limit=args.rpm_limit, seed=args.seed, port=args.port)
+    except ValueError as e:
+        p.error(str(e))
+    stop = threading.Event()
+    # SIGTERM (how benchmarks stop it) and Ctrl-C both end the loop below, so the server shuts
+    # down cleanly and the counters get printed.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     with server:
         print(f"fake judge at {server.url}", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
+        while not stop.wait(0.5):
             pass
+    print(msgspec.json.encode(server.snapshot()).decode(), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
