@@ -51,6 +51,18 @@ def _parser() -> argparse.ArgumentParser:
                        "judgements.parquet, for scoring and for pandas / polars / DuckDB. "
                        "audit does this at the end of every run.")
     c.add_argument("run_dir", type=Path)
+
+    b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
+                       description="Run a small sample of the manifest's real requests against "
+                       "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
+                       "calls/s, tokens/s and latency percentiles per level, and where throughput "
+                       "stops growing: the concurrency to set for the audit. Rate limits in the "
+                       "manifest apply. Nothing is written to the run directory.")
+    b.add_argument("manifest", type=Path)
+    b.add_argument("--sample", type=int, default=64, metavar="N", help="requests per level (default 64)")
+    b.add_argument("--max-concurrency", type=int, default=64, metavar="C", help="the highest level (default 64)")
+    b.add_argument("--judge", metavar="NAME", help="only this judge")
+    b.add_argument("--json", action="store_true", help="print the results as JSON")
     return p
 
 
@@ -119,6 +131,25 @@ def _compact(args) -> int:
     return 0
 
 
+def _bench_judge(args) -> int:
+    import msgspec
+
+    from . import benchjudge, manifest
+    from .errors import UsageError
+
+    m = manifest.load(args.manifest)
+    if args.judge is not None and args.judge not in {j.name for j in m.judges}:
+        raise UsageError(f"no judge named {args.judge!r} in {args.manifest}")
+    if args.sample < 1 or args.max_concurrency < 1:
+        raise UsageError("--sample and --max-concurrency must be at least 1")
+    results = benchjudge.run(m, sample=args.sample, cap=args.max_concurrency, only=args.judge)
+    if args.json:
+        print(msgspec.json.format(msgspec.json.encode(results), indent=2).decode())
+    else:
+        print("\n\n".join(benchjudge.table(r) for r in results))
+    return 0
+
+
 def _score(args) -> int:
     from .run import score_run
 
@@ -131,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import UserError
 
     args = _parser().parse_args(argv)
-    handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact}[args.command]
+    handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
+               "bench-judge": _bench_judge}[args.command]
     try:
         return handler(args)
     except UserError as e:

@@ -25,3 +25,9 @@ class ManifestError(UserError):
         where = f"{source}: " if source else ""
         field = f"{path}: " if path else ""
         super().__init__(f"{where}{field}{problem}")
+
+
+class UsageError(UserError):
+    """A command-line argument is wrong (nothing was run or written)."""
+
+    exit_code = 2

@@ -4,8 +4,13 @@ An account is (base URL, key variable): two judges with different models on the 
 key draw on one requests/min and one tokens/min budget, as the provider counts them. Where
 their manifests set different limits, the account takes the smaller.
 
-- Requests/min and tokens/min are aiolimiter leaky buckets one second deep: steady pacing at
-  the configured rate, no minute-sized burst that a provider's sliding window would refuse.
+- Requests/min is an aiolimiter leaky bucket. A bucket ``d`` deep draining at ``r`` admits at
+  most ``d + 60·r`` calls in any minute, so with ``d = 2`` it drains at ``(rpm − 2)/60`` per
+  second: a provider counting over any sliding minute never sees more than ``rpm``, and the
+  second slot absorbs the event loop's timer lateness, which a one-deep bucket accumulates
+  (measured: 96 % of the rate at 40 calls/s). Below 40 rpm the bucket is one deep
+  and drains at ``(rpm − 1)/60``.
+  Tokens/min is a bucket one second deep (a call's tokens must fit in it).
 - Tokens are estimated before a call (UTF-8 bytes / 3 of the prompt — safe for CJK and Indic
   scripts, where a token is often one character — plus ``max_tokens``) and settled from the
   reply's usage: an overrun is taken from the bucket, an overestimate given back.
@@ -43,11 +48,19 @@ class TokenLimiter(AsyncLimiter):
         return delta - taken
 
 
-def _bucket(per_minute: float | None, cls=AsyncLimiter):
+def _bucket(per_minute: float | None, depth: float, cls=AsyncLimiter):
+    """A bucket ``depth`` deep that drains at ``per_minute``."""
     if per_minute is None:
         return None
-    depth = max(1.0, per_minute / 60.0)
     return cls(depth, depth * 60.0 / per_minute)
+
+
+def _request_bucket(rpm: float | None) -> AsyncLimiter | None:
+    if rpm is None:
+        return None
+    depth = 2.0 if rpm >= 40 else 1.0
+    per_minute = rpm - depth if rpm > 2 * depth else rpm
+    return AsyncLimiter(depth, depth * 60.0 / per_minute)
 
 
 class Account:
@@ -56,8 +69,8 @@ class Account:
     def __init__(self, key: tuple[str, str], rpm: float | None, tpm: float | None):
         self.key = key
         self.rpm, self.tpm = rpm, tpm
-        self.requests = _bucket(rpm)
-        self.tokens: TokenLimiter | None = _bucket(tpm, TokenLimiter)
+        self.requests = _request_bucket(rpm)
+        self.tokens: TokenLimiter | None = _bucket(tpm, max(1.0, (tpm or 0) / 60.0), TokenLimiter)
         self._paused_until = 0.0
 
     def pause(self, seconds: float) -> None:
