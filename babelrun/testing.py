@@ -132,7 +132,8 @@ class FakeJudgeServer:
     The order of decisions for a request: 401 for a wrong key, 400 for a body that is not a
     chat request, the scripted ``faults``, the ``rpm_limit``, the random faults, the verdict.
 
-    Attributes, safe to read from any thread (:meth:`snapshot` copies them all at once):
+    Attributes, updated under a lock; read them from another thread through :meth:`snapshot`,
+    which copies the counters at one instant (plain numbers may also be read directly):
     ``url``, ``port``, ``requests`` (all received), ``statuses`` (a Counter of the statuses
     replied; drops have none), ``injected`` (a Counter of injected faults: the random kinds in
     ``FAULT_KINDS``, "rpm" for rate-limit rejections, "scripted" for the ``faults`` list),

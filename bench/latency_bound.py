@@ -1,0 +1,57 @@
+"""Latency-bound throughput: with a 100 ms judge and concurrency C, the ideal is C / 0.1
+calls/s. Prints achieved ÷ ideal (target >= 0.95).
+
+    python bench/latency_bound.py [--concurrency 32] [--calls 1600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _server import fake_judge  # noqa: E402
+from engine_overhead import plan  # noqa: E402
+
+from babelrun import engine, judges, log  # noqa: E402
+from babelrun.manifest import JudgeSpec  # noqa: E402
+from babelrun.progress import Progress  # noqa: E402
+
+LATENCY = 0.1
+
+
+async def through_babelrun(url: str, planned, concurrency: int, folder: Path) -> float:
+    spec = JudgeSpec(name="bench", backend="openai", model="m", endpoint=url, concurrency=concurrency)
+    writer = log.LogWriter(folder)
+    started = time.perf_counter()
+    try:
+        result = await engine.run([judges.build(spec, 0)], planned, log.DoneSet(), writer,
+                                  progress=Progress(interval=3600), handle_signals=False)
+    finally:
+        writer.close()
+    assert result.judges[0].ok == planned.calls_per_judge
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--calls", type=int, default=1600)
+    args = p.parse_args()
+    planned = plan(args.calls)
+    with fake_judge(latency=LATENCY) as url, tempfile.TemporaryDirectory() as tmp:
+        elapsed = anyio.run(through_babelrun, url, planned, args.concurrency, Path(tmp))
+    n = planned.calls_per_judge
+    ideal = args.concurrency / LATENCY
+    print(f"calls={n} concurrency={args.concurrency} latency={LATENCY * 1000:.0f}ms "
+          f"achieved={n / elapsed:.1f}/s ideal={ideal:.0f}/s")
+    print(f"latency_bound_ratio={n / elapsed / ideal:.3f}  (achieved ÷ C/latency; target >= 0.95)")
+
+
+if __name__ == "__main__":
+    main()
