@@ -80,11 +80,13 @@ def segments(run_dir: Path) -> list[Path]:
 
 
 def repair(run_dir: Path) -> int:
-    """Cut a torn (unterminated) last line off every segment. Returns bytes removed."""
+    """Cut a torn (unterminated) last line off every segment, and delete empty segments.
+    Returns the bytes removed. Runs under the run lock: no segment has a live writer."""
     removed = 0
     for seg in segments(run_dir):
         size = seg.stat().st_size
         if size == 0:
+            seg.unlink()  # a writer killed before its first record
             continue
         with seg.open("rb+") as f:
             f.seek(-1, os.SEEK_END)
@@ -205,12 +207,7 @@ class LogWriter:
         self._size = 0
         self._last_sync = time.monotonic()
         self.written = 0
-        self.paths: list[Path] = []
-        self._open_next()
-
-    @property
-    def path(self) -> Path:
-        return self.paths[-1]
+        self.paths: list[Path] = []  # opened on the first write: no empty segments
 
     def _open_next(self) -> None:
         self._sequence += 1
@@ -233,7 +230,7 @@ class LogWriter:
         policy; the caller runs ``sync`` (off the event loop: it can take milliseconds)."""
         if not records:
             return False
-        if self._size >= self._segment_bytes:
+        if self._fd < 0 or self._size >= self._segment_bytes:
             self._close_current()
             self._open_next()
         buf = bytearray()
@@ -249,7 +246,8 @@ class LogWriter:
         return self._fsync_every_batch or time.monotonic() - self._last_sync >= self._fsync_interval
 
     def sync(self) -> None:
-        os.fsync(self._fd)
+        if self._fd >= 0:
+            os.fsync(self._fd)
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
