@@ -158,10 +158,19 @@ def _score(args) -> int:
     return 0
 
 
+def _lean_arrow() -> None:
+    # Arrow's default allocator (mimalloc/jemalloc) keeps freed memory for reuse; a CLI run
+    # reads its log once, so the system allocator's prompt release keeps peak RSS lower.
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def main(argv: list[str] | None = None) -> int:
     from .errors import UserError
 
     args = _parser().parse_args(argv)
+    _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
                "bench-judge": _bench_judge}[args.command]
     try:

@@ -86,7 +86,8 @@ def main() -> None:
     # Alternate the two, several rounds, and compare medians: client and server share the
     # machine's cores, so any one round is noisy.
     bare, ours = [], []
-    with fake_judge() as url, tempfile.TemporaryDirectory() as tmp:
+    with fake_judge() as server, tempfile.TemporaryDirectory() as tmp:
+        url = server.url
         anyio.run(bare_loop, url, bodies[:500], args.concurrency)  # warm-up
         for i in range(args.rounds):
             bare.append(anyio.run(bare_loop, url, bodies, args.concurrency))

@@ -44,8 +44,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=1600)
     args = p.parse_args()
     planned = plan(args.calls)
-    with fake_judge(latency=LATENCY) as url, tempfile.TemporaryDirectory() as tmp:
-        elapsed = anyio.run(through_babelrun, url, planned, args.concurrency, Path(tmp))
+    with fake_judge(latency=LATENCY) as server, tempfile.TemporaryDirectory() as tmp:
+        elapsed = anyio.run(through_babelrun, server.url, planned, args.concurrency, Path(tmp))
     n = planned.calls_per_judge
     ideal = args.concurrency / LATENCY
     print(f"calls={n} concurrency={args.concurrency} latency={LATENCY * 1000:.0f}ms "

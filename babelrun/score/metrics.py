@@ -137,4 +137,4 @@ def bootstrap(table: np.ndarray, replicates: int, confidence: float,
     return out
 
 
-_CHUNK = 4_000_000
+_CHUNK = 1_000_000  # weight-matrix entries per chunk: ~16 MB of int64 + float64
