@@ -9,14 +9,12 @@ stays the source of truth.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from . import log
@@ -40,25 +38,6 @@ def table(records: list[Record]) -> pa.Table:
 
 def _segment_stamp(run_dir: Path) -> bytes:
     return msgspec.json.encode([[p.name, p.stat().st_size] for p in log.segments(run_dir)])
-
-
-_READ = pajson.ReadOptions(use_threads=False)  # threads cost ~30 MB of peak RSS per 100k records
-
-
-def _read_segment(path: Path) -> pa.Table:
-    options = pajson.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
-    with path.open("rb") as f:
-        f.seek(0, io.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - 1))
-        whole = size > 0 and f.read(1) == b"\n"
-    if whole:
-        return pajson.read_json(path, parse_options=options, read_options=_READ)
-    data = path.read_bytes()
-    data = data[: data.rfind(b"\n") + 1]  # a torn last line belongs to a writer still running
-    if not data:
-        return SCHEMA.empty_table()
-    return pajson.read_json(io.BytesIO(data), parse_options=options, read_options=_READ)
 
 
 def counted(records: pa.Table) -> pa.Table:
@@ -88,8 +67,7 @@ def load(run_dir: Path) -> pa.Table:
     """The counted records of a run: from Parquet when current, else from the log."""
     if is_current(run_dir):
         return pq.read_table(run_dir / PARQUET).replace_schema_metadata(None)
-    parts = [_read_segment(p) for p in log.segments(run_dir)]
-    return counted(pa.concat_tables(parts) if parts else SCHEMA.empty_table())
+    return counted(log.read_table(run_dir, SCHEMA))
 
 
 def write_parquet(run_dir: Path, data: pa.Table | None = None) -> Path:

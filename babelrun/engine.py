@@ -43,7 +43,7 @@ from .judges import (
     RetryableError,
 )
 from .judges.prompt import TEMPLATES, parse, render
-from .log import DoneSet, LogWriter, Record, key_hash
+from .log import DoneSet, LogWriter, Record
 from .plan import Plan
 from .progress import Progress
 
@@ -310,7 +310,7 @@ class _JudgeRun:
         async with send:
             for item in plan.items():
                 for order in ORDERS:
-                    if check and done.contains_hash(key_hash(jid, item.item_id, order)):
+                    if check and done.contains(jid, item.item_id, order):
                         continue
                     a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
                     await _put(send, JudgeRequest(item, order, render(template, item.prompt, a, b)))

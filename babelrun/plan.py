@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from . import corpus
 from .items import Item, PerturbationAudit, audit_counts, generate
 from .judges import ORDERS
-from .log import DoneSet, key_hash
+from .log import DoneSet
 from .manifest import Manifest
 
 
@@ -51,7 +51,4 @@ class Plan:
 
     def done_count(self, judge_id: str, done: DoneSet) -> int:
         """How many of this judge's planned keys already have an ``ok`` record."""
-        if not len(done):
-            return 0
-        return sum(done.contains_hash(key_hash(judge_id, iid, order))
-                   for iid in self.item_ids for order in ORDERS)
+        return done.count(judge_id, self.item_ids)

@@ -38,16 +38,29 @@ def test_second_process_on_one_run_dir_is_refused(tmp_path, small_corpus):
     assert _audit(path).exit_code == 0
 
 
-def test_done_set_holds_a_million_keys_in_tens_of_mb():
+def test_done_set_holds_a_million_keys_in_tens_of_mb(tmp_path):
     rng = np.random.default_rng(0)
-    hashes = rng.integers(0, 2**63, size=1_000_000, dtype=np.uint64)
-    done = log.DoneSet(int(h) for h in hashes[:1000])
-    assert all(done.contains_hash(int(h)) for h in hashes[:1000])
-    assert not any(done.contains_hash(int(h)) for h in hashes[1000:2000])
-    big = log.DoneSet(hashes.tolist())
-    assert len(big) == 1_000_000 and big.nbytes <= 10 * 2**20
-    assert ("j", "i", "ref_first") not in big
-    assert ("j", "i", "ref_first") in log.DoneSet([log.key_hash("j", "i", "ref_first")])
+    ids = [f"{x:020x}" for x in rng.integers(0, 2**63, size=2000, dtype=np.uint64)]
+    done = log.DoneSet.of(("j", i, "ref_first") for i in ids[:1000])
+    assert all(("j", i, "ref_first") in done for i in ids[:1000])
+    assert not any(("j", i, "pert_first") in done for i in ids[:1000])
+    assert not any(("j", i, "ref_first") in done for i in ids[1000:])
+    assert not any(("k", i, "ref_first") in done for i in ids[:1000])
+    assert done.count("j", ids) == 1000 and done.count("k", ids) == 0
+    assert ("j", "not-hex-id", "ref_first") in log.DoneSet.of([("j", "not-hex-id", "ref_first")])
+    big = log.DoneSet({"j": rng.integers(0, 2**61, size=1_000_000, dtype=np.uint64)})
+    assert len(big) > 999_000 and big.nbytes <= 10 * 2**20
+
+
+def test_done_set_from_the_log_matches_the_records(tmp_path, small_corpus):
+    path = write_manifest(tmp_path, [simulated(), simulated("sim2", invalid_rate=0.5)], corpus=small_corpus)
+    _audit(path)
+    records = list(log.read(tmp_path / "run"))
+    done = log.DoneSet.from_log(tmp_path / "run")
+    assert len(done) == len(records)
+    assert all(r.key in done for r in records)
+    other = msgspec.structs.replace(records[0], item_id="0" * 20)
+    assert other.key not in done
 
 
 def test_segments_rotate_and_merge_back(tmp_path, small_corpus):
