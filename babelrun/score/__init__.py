@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import languages
+from .. import languages, log
 from ..items import PerturbationAudit
 from . import metrics
 
@@ -91,20 +91,50 @@ def _interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
     }
 
 
-def _card(table: np.ndarray, sums: np.ndarray, point: dict[str, float], replicates: int,
-          confidence: float, seed_key: str) -> Card:
-    """One card: the point values (already computed for every card at once) and the
-    bootstrap interval over this card's slice of the item table."""
+def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point: dict[str, float],
+          replicates: int, confidence: float, seed_key: str) -> Card:
+    """One card: its point values (computed for every card at once) and the bootstrap
+    interval over its items (given as counts of each distinct item row)."""
     digest = hashlib.blake2b(seed_key.encode(), digest_size=8).digest()
-    ci = metrics.bootstrap(table, replicates, confidence, np.random.default_rng(int.from_bytes(digest)))
-    n = _interval_n(sums, len(table))
+    ci = metrics.bootstrap(pattern_counts, rows, replicates, confidence,
+                           np.random.default_rng(int.from_bytes(digest)))
+    items = int(pattern_counts.sum())
+    n = _interval_n(sums, items)
 
     def interval(name: str) -> Interval:
         value = _round(point[name])
         lo, hi = ci.get(name, (None, None)) if value is not None else (None, None)
         return Interval(value, _round(lo), _round(hi), int(n[name]))
 
-    return Card(items=len(table), presentations=int(sums[0]), **{name: interval(name) for name in n})
+    return Card(items=items, presentations=int(sums[0]), **{name: interval(name) for name in n})
+
+
+def _items(judge: np.ndarray, item_ids: pa.ChunkedArray) -> np.ndarray:
+    """Each record's item number: items are (judge, item id) pairs numbered in sorted order,
+    so nothing depends on the order of the records. Item ids are blake2b hex, and their first
+    60 bits (``log.item_bits``) are parsed straight from Arrow's buffer: no string sort. The
+    counted records come sorted by key already; then no sort happens here either."""
+    bits = log._item_bits_column(item_ids.combine_chunks())
+    if judge.max() < 16:  # the judge code fits in the 4 spare bits: one key to sort
+        key = bits | (judge.astype(np.uint64) << np.uint64(60))
+        in_order = bool((key[1:] >= key[:-1]).all())
+        by_item = None if in_order else np.argsort(key, kind="stable")
+        sorted_key = key if in_order else key[by_item]
+        new = np.empty(len(key), dtype=bool)
+        new[0] = True
+        np.not_equal(sorted_key[1:], sorted_key[:-1], out=new[1:])
+    else:
+        by_item = np.lexsort((bits, judge))
+        sorted_judge, sorted_bits = judge[by_item], bits[by_item]
+        new = np.empty(len(bits), dtype=bool)
+        new[0] = True
+        new[1:] = (sorted_judge[1:] != sorted_judge[:-1]) | (sorted_bits[1:] != sorted_bits[:-1])
+    numbered = np.cumsum(new) - 1
+    if by_item is None:
+        return numbered
+    item = np.empty(len(bits), dtype=np.int64)
+    item[by_item] = numbered
+    return item
 
 
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
@@ -113,9 +143,7 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
     judge, judge_ids = _codes(data["judge_id"])
-    item_id, item_ids = _codes(data["item_id"])
-    # An item is a (judge, item_id) pair; numbered in that sorted order.
-    _, item = np.unique(judge * len(item_ids) + item_id, return_inverse=True)
+    item = _items(judge, data["item_id"])
     lang, langs = _codes(data["lang"])
     pert, perts = _codes(data["perturbation"])
     verdict = np.asarray(pc.index_in(data["verdict"], pa.array(metrics.VERDICTS)))
@@ -134,29 +162,51 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     cell[item] = (j_rank[judge] * len(langs) + lang) * len(perts) + pert
     by_cell = np.argsort(cell, kind="stable")
     table, cell = table[by_cell], cell[by_cell]
-    cumulative = np.vstack([np.zeros(len(metrics.STATS)), np.cumsum(table, axis=0)])
+    cumulative = np.zeros((n_items + 1, len(metrics.STATS)))
+    np.cumsum(table, axis=0, out=cumulative[1:])
 
-    def card(start: int, stop: int, key: str) -> Card:
-        sums = cumulative[stop] - cumulative[start]
-        point = {k: float(v) for k, v in metrics.from_sums(sums).items()}
-        return _card(table[start:stop], sums, point, replicates, confidence, f"{seed}\x1f{key}")
-
+    # Lay the cards out (judge > language > perturbation), then compute every card's point
+    # values in one vectorised pass, then bootstrap each slice.
     n_langs, n_perts = len(langs), len(perts)
     judge_of, lang_of, pert_of = cell // (n_langs * n_perts), (cell // n_perts) % n_langs, cell % n_perts
     judge_names = sorted(judge_ids, key=lambda j: (names[j], j))
-    judges = []
+    spans: list[tuple[int, int, str]] = []
+
+    def span(start: int, stop: int, key: str) -> int:
+        spans.append((start, stop, key))
+        return len(spans) - 1
+
+    layout = []
     for j_start, j_stop in _runs(judge_of):
         jid = judge_names[judge_of[j_start]]
-        lang_cards = []
+        lang_layout = []
         for l_start, l_stop in _runs(lang_of, j_start, j_stop):
             code = langs[lang_of[l_start]]
-            per_pert = []
-            for p_start, p_stop in _runs(pert_of, l_start, l_stop):
-                name = perts[pert_of[p_start]]
-                per_pert.append(PerturbationCard(name, card(p_start, p_stop, f"{jid}/{code}/{name}")))
-            lang_card = card(l_start, l_stop, f"{jid}/{code}")
-            lang_cards.append(LanguageCard(code, languages.name(code), lang_card, per_pert))
-        judges.append(JudgeCards(names[jid], jid, card(j_start, j_stop, jid), lang_cards))
+            pert_layout = [(perts[pert_of[a]], span(a, b, f"{jid}/{code}/{perts[pert_of[a]]}"))
+                           for a, b in _runs(pert_of, l_start, l_stop)]
+            lang_layout.append((code, span(l_start, l_stop, f"{jid}/{code}"), pert_layout))
+        layout.append((jid, span(j_start, j_stop, jid), lang_layout))
+
+    starts, stops = (np.array(x) for x in zip(*[(a, b) for a, b, _ in spans], strict=True))
+    sums = cumulative[stops] - cumulative[starts]
+    points = metrics.from_sums(sums)
+
+    rows, pattern_of = metrics.patterns(table)
+
+    def card(i: int) -> Card:
+        start, stop, key = spans[i]
+        point = {name: float(values[i]) for name, values in points.items()}
+        counts = np.bincount(pattern_of[start:stop], minlength=len(rows))
+        return _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
+
+    judges = [
+        JudgeCards(names[jid], jid, card(j), [
+            LanguageCard(code, languages.name(code), card(li),
+                         [PerturbationCard(name, card(pi)) for name, pi in pert_layout])
+            for code, li, pert_layout in lang_layout
+        ])
+        for jid, j, lang_layout in layout
+    ]
     return Cards(judges, audit, replicates, confidence)
 
 

@@ -109,24 +109,33 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def bootstrap(table: np.ndarray, replicates: int, confidence: float,
+def patterns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an item table and each item's row number among them.
+
+    An item's row holds a few small counts (each 0, 1 or 2: an item has two presentations),
+    so a whole run has only some dozens of distinct rows. Rows are numbered through one
+    integer key per row (the counts as digits), which sorts far faster than rows do.
+    """
+    base = int(table.max()) + 1 if table.size else 1
+    key = table.astype(np.int64) @ (base ** np.arange(table.shape[1], dtype=np.int64))
+    _, first, pattern_of = np.unique(key, return_index=True, return_inverse=True)
+    return table[first], pattern_of
+
+
+def bootstrap(counts: np.ndarray, rows: np.ndarray, replicates: int, confidence: float,
               rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     """Item-clustered percentile bootstrap: both orders of an item are resampled together.
 
-    A replicate draws n items with replacement (multinomial counts as weights), so its sums
-    are one matrix product; replicates go in chunks to keep the weight matrix near
-    ``_CHUNK`` entries however large the group.
+    ``counts[k]`` items of the card have the distinct row ``rows[k]`` (see ``patterns``).
+    Drawing n items with replacement is drawing multinomial counts over the distinct rows
+    with probabilities ``counts / n``: the same distribution as resampling items, at a cost
+    of replicates × distinct rows instead of replicates × items.
     """
-    n = table.shape[0]
+    n = int(counts.sum())
     if replicates == 0 or n == 0:
         return {}
-    per_chunk = max(1, _CHUNK // n)
-    sums = []
-    for start in range(0, replicates, per_chunk):
-        size = min(per_chunk, replicates - start)
-        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(np.float64)
-        sums.append(weights @ table)
-    samples = from_sums(np.vstack(sums))
+    weights = rng.multinomial(n, counts / n, size=replicates).astype(np.float64)
+    samples = from_sums(weights @ rows)
     tail = (1.0 - confidence) / 2.0
     out = {}
     for name, values in samples.items():
@@ -135,6 +144,3 @@ def bootstrap(table: np.ndarray, replicates: int, confidence: float,
             lo, hi = np.quantile(finite, [tail, 1.0 - tail])
             out[name] = (float(lo), float(hi))
     return out
-
-
-_CHUNK = 1_000_000  # weight-matrix entries per chunk: ~16 MB of int64 + float64
