@@ -1,14 +1,17 @@
-"""Columnar form of the log: one row per key (its counted record), as an Arrow table.
+"""Columnar form of the log: one row per key (its counted record), in Parquet.
 
-``write_parquet`` puts it in ``RUN_DIR/judgements.parquet`` for scoring and for users' own
-tools (pandas, polars, DuckDB), stamped with the segments (name and size) it was built from.
-``load`` reads that file when the stamp still matches the log — it is *current* — and
-otherwise parses the JSONL segments with Arrow's multithreaded JSON reader. The JSONL log
-stays the source of truth.
+``write_parquet`` streams the log into ``RUN_DIR/judgements.parquet`` a few megabytes of
+JSON at a time — peak memory stays flat however long the run — keeping each key's first ``ok``
+record, and stamps the file with the segments (name and size) it was built from. ``load``
+reads that file, rebuilding it first when the stamp no longer matches the log. The file is
+for scoring and for users' own tools (pandas, polars, DuckDB); the JSONL log stays the
+source of truth. Rows are in log order; string columns with few values come back
+dictionary-encoded.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
@@ -28,6 +31,9 @@ _TYPES = {
     "tokens_out": pa.int64(), "ts": pa.float64(),
 }
 SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
+# Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
+DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "perturbation",
+                      "verdict", "slot", "served_model", "fingerprint", "error_kind")
 
 
 def table(records: list[Record]) -> pa.Table:
@@ -36,23 +42,39 @@ def table(records: list[Record]) -> pa.Table:
                      for name in SCHEMA.names})
 
 
-def _segment_stamp(run_dir: Path) -> bytes:
-    return msgspec.json.encode([[p.name, p.stat().st_size] for p in log.segments(run_dir)])
+class FirstOk:
+    """Keeps each key's first ``ok`` row across the tables it is shown, in order; remembers
+    8 bytes per key seen (the done-set's keys), not the rows."""
+
+    def __init__(self):
+        self._seen: dict[str, np.ndarray] = {}
+
+    def __call__(self, records: pa.Table) -> pa.Table:
+        ok = records.filter(pc.equal(records["status"], "ok"))
+        keep = np.zeros(ok.num_rows, dtype=bool)
+        for jid, rows, bits in log.keys_by_judge(ok):
+            _, first = np.unique(bits, return_index=True)  # first row of each key here
+            seen = self._seen.get(jid, np.zeros(0, dtype=np.uint64))
+            fresh = first[~_member(bits[first], seen)]
+            keep[rows[fresh]] = True
+            self._seen[jid] = log._sorted_unique(np.concatenate([seen, bits[fresh]]))
+        return ok.filter(pa.array(keep))
+
+
+def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
 
 
 def counted(records: pa.Table) -> pa.Table:
-    """One row per key: its first ``ok`` record, rows sorted by key. One ``take`` of the
-    table: dedupe and order are worked out on the key column alone."""
-    ok_rows = np.flatnonzero(pc.equal(records["status"], "ok").to_numpy(zero_copy_only=False))
-    if ok_rows.size == 0:
-        return records.slice(0, 0)
-    ok = records.select(["judge_id", "item_id", "order"]).take(pa.array(ok_rows))
-    key = pc.binary_join_element_wise(ok["judge_id"], ok["item_id"], ok["order"], "\x1f")
-    encoded = pc.dictionary_encode(key).combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    _, first = np.unique(codes, return_index=True)  # first row of each code, by code
-    by_key = pc.array_sort_indices(encoded.dictionary).to_numpy()
-    return records.take(pa.array(ok_rows[first[by_key]]))
+    """One row per key: its first ``ok`` record."""
+    return FirstOk()(records)
+
+
+def _segment_stamp(run_dir: Path) -> bytes:
+    return msgspec.json.encode([[p.name, p.stat().st_size] for p in log.segments(run_dir)])
 
 
 def is_current(run_dir: Path) -> bool:
@@ -63,19 +85,27 @@ def is_current(run_dir: Path) -> bool:
     return metadata.get(_STAMP) == _segment_stamp(run_dir)
 
 
-def load(run_dir: Path) -> pa.Table:
-    """The counted records of a run: from Parquet when current, else from the log."""
-    if is_current(run_dir):
-        return pq.read_table(run_dir / PARQUET).replace_schema_metadata(None)
-    return counted(log.read_table(run_dir, SCHEMA))
-
-
-def write_parquet(run_dir: Path, data: pa.Table | None = None) -> Path:
-    """Write the counted records, stamped with the segments they came from."""
-    stamp = _segment_stamp(run_dir)
-    data = load(run_dir) if data is None else data
+def write_parquet(run_dir: Path) -> Path:
+    """Stream the log's counted records into judgements.parquet, block by block."""
+    stamp = _segment_stamp(run_dir)  # before reading: a later append makes the file stale
     path = run_dir / PARQUET
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(data.replace_schema_metadata({_STAMP: stamp}), tmp)
+    tmp = path.with_name(f"{PARQUET}.{os.getpid()}.tmp")
+    first_ok = FirstOk()
+    with pq.ParquetWriter(tmp, SCHEMA.with_metadata({_STAMP: stamp})) as writer:
+        for seg in log.segments(run_dir):
+            for batch in log.stream_segment(seg, SCHEMA):
+                rows = first_ok(pa.Table.from_batches([batch]))
+                if rows.num_rows:
+                    writer.write_table(rows)
     tmp.replace(path)
     return path
+
+
+def load(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
+    """The counted records of a run (``columns`` only, if given), from a current Parquet."""
+    if not is_current(run_dir):
+        write_parquet(run_dir)
+    wanted = SCHEMA.names if columns is None else columns
+    data = pq.read_table(run_dir / PARQUET, columns=columns,
+                         read_dictionary=[c for c in DICTIONARY_COLUMNS if c in wanted])
+    return data.replace_schema_metadata(None)

@@ -131,26 +131,48 @@ def read(run_dir: Path) -> Iterator[Record]:
                 continue
 
 
-def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False) -> pa.Table:
-    """The given columns of every record, parsed by Arrow's JSON reader (C++, and
+def _source(seg: Path):
+    """The segment to parse: its path, or its bytes up to the last newline when the last line
+    is torn (a writer still running, or one killed mid-write before a repair)."""
+    with seg.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - 1))
+        if size > 0 and f.read(1) == b"\n":
+            return seg
+    data = seg.read_bytes()
+    return io.BytesIO(data[: data.rfind(b"\n") + 1])
+
+
+def _parse_options(schema: pa.Schema) -> pajson.ParseOptions:
+    return pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+
+
+def read_segment(seg: Path, schema: pa.Schema, *, threads: bool = False) -> pa.Table:
+    """The given columns of one segment's records, parsed by Arrow's JSON reader (C++;
     multithreaded when ``threads``: faster, at ~30 MB more peak memory per 100k records).
     Fields outside ``schema`` are skipped; a torn last line is left out."""
-    options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    reading = pajson.ReadOptions(use_threads=threads)
-    parts = []
-    for seg in segments(run_dir):
-        with seg.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 1))
-            whole = size > 0 and f.read(1) == b"\n"
-        if whole:
-            parts.append(pajson.read_json(seg, parse_options=options, read_options=reading))
-            continue
-        data = seg.read_bytes()
-        data = data[: data.rfind(b"\n") + 1]
-        if data:
-            parts.append(pajson.read_json(io.BytesIO(data), parse_options=options, read_options=reading))
+    source = _source(seg)
+    if isinstance(source, io.BytesIO) and not source.getbuffer().nbytes:
+        return schema.empty_table()
+    return pajson.read_json(source, parse_options=_parse_options(schema),
+                            read_options=pajson.ReadOptions(use_threads=threads))
+
+
+def stream_segment(seg: Path, schema: pa.Schema, block_bytes: int = 4 << 20) -> Iterator[pa.RecordBatch]:
+    """``read_segment`` in record batches of about ``block_bytes`` of JSON each: memory stays
+    at one block however large the segment."""
+    source = _source(seg)
+    if isinstance(source, io.BytesIO) and not source.getbuffer().nbytes:
+        return
+    reader = pajson.open_json(source, parse_options=_parse_options(schema),
+                              read_options=pajson.ReadOptions(use_threads=False, block_size=block_bytes))
+    yield from reader
+
+
+def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False) -> pa.Table:
+    """``read_segment`` over every segment, concatenated."""
+    parts = [read_segment(seg, schema, threads=threads) for seg in segments(run_dir)]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
@@ -205,6 +227,22 @@ def _item_bits_column(item_ids: pa.Array) -> np.ndarray:
     return out
 
 
+def keys_by_judge(table: pa.Table) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """For each judge in ``table`` (columns judge_id, item_id, order): its rows and their
+    61-bit keys (60 bits of item id, 1 bit of order)."""
+    if table.num_rows == 0:
+        return []
+    judge = pc.dictionary_encode(table["judge_id"]).combine_chunks()
+    codes = judge.indices.to_numpy(zero_copy_only=False)
+    bits = _key_bits(_item_bits_column(table["item_id"].combine_chunks()),
+                     pc.equal(table["order"], "pert_first").to_numpy(zero_copy_only=False))
+    out = []
+    for j, jid in enumerate(judge.dictionary.to_pylist()):
+        rows = np.flatnonzero(codes == j)
+        out.append((jid, rows, bits[rows]))
+    return out
+
+
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
     # Sort and drop repeats; np.unique hashes instead, three times slower on a million keys.
     keys = np.sort(keys.astype(np.uint64))
@@ -232,13 +270,7 @@ class DoneSet:
     def from_log(cls, run_dir: Path) -> DoneSet:
         table = read_table(run_dir, cls._KEYS, threads=True)
         table = table.filter(pc.equal(table["status"], "ok"))
-        if table.num_rows == 0:
-            return cls()
-        judge = pc.dictionary_encode(table["judge_id"]).combine_chunks()
-        codes = judge.indices.to_numpy(zero_copy_only=False)
-        bits = _key_bits(_item_bits_column(table["item_id"].combine_chunks()),
-                         pc.equal(table["order"], "pert_first").to_numpy(zero_copy_only=False))
-        return cls({jid: bits[codes == j] for j, jid in enumerate(judge.dictionary.to_pylist())})
+        return cls({jid: bits for jid, _, bits in keys_by_judge(table)})
 
     @classmethod
     def of(cls, keys) -> DoneSet:
@@ -290,7 +322,7 @@ class LogWriter:
     """Appends records to this process's own segments. One task owns it (the engine's writer)."""
 
     def __init__(self, run_dir: Path, *, fsync: Literal["interval", "batch"] = "interval",
-                 fsync_interval: float = 1.0, segment_bytes: int = 64 << 20):
+                 fsync_interval: float = 1.0, segment_bytes: int = 16 << 20):
         self._dir = run_dir / "log"
         self._dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())

@@ -129,7 +129,7 @@ class LogSpec(_Spec):
 
     fsync: Literal["interval", "batch"] = "interval"
     fsync_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
-    segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 64.0
+    segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 16.0
 
 
 class Manifest(_Spec):

@@ -132,9 +132,7 @@ def score_run(run_dir: Path, scoring: ScoringSpec | None = None, seed: int | Non
     plan_file = run_dir / "plan.json"
     audit_rows = (msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary).perturbation_audit
                   if plan_file.exists() else [])
-    if not compact.is_current(run_dir):
-        compact.write_parquet(run_dir)  # stamps the segments first, then reads them
-    data = compact.load(run_dir)
+    data = compact.load(run_dir, score.SCORING_COLUMNS)
     cards = score.score(data, audit_rows, replicates=scoring.bootstrap,
                         confidence=scoring.confidence, seed=seed)
     _write_atomic(run_dir / "cards.json", score.encode(cards))

@@ -67,15 +67,33 @@ class Cards(msgspec.Struct, frozen=True):
     confidence: float
 
 
+# The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
+SCORING_COLUMNS = ["judge_id", "judge", "item_id", "order", "lang", "perturbation", "verdict",
+                   "ref_len", "pert_len"]
+
+
+def _dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray:
+    """The column as one dictionary array: as read from Parquet, or encoded here."""
+    array = column.combine_chunks()
+    return array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
+
+
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a string column, numbered in sorted order of the values, so that
     nothing downstream depends on the order of the records."""
-    encoded = pc.dictionary_encode(column).combine_chunks()
+    encoded = _dictionary(column)
     by_value = pc.array_sort_indices(encoded.dictionary).to_numpy()
     rank = np.empty(len(by_value), dtype=np.int64)
     rank[by_value] = np.arange(len(by_value))
     values = encoded.dictionary.take(pa.array(by_value)).to_pylist()
     return rank[encoded.indices.to_numpy(zero_copy_only=False)], values
+
+
+def _lookup(column: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
+    """Each row's position in ``values`` (looked up once per distinct value)."""
+    encoded = _dictionary(column)
+    position = pc.index_in(encoded.dictionary, pa.array(values)).to_numpy(zero_copy_only=False)
+    return position[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def _round(x: float) -> float | None:
@@ -109,65 +127,52 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
     return Card(items=items, presentations=int(sums[0]), **{name: interval(name) for name in n})
 
 
-def _items(judge: np.ndarray, item_ids: pa.ChunkedArray) -> np.ndarray:
-    """Each record's item number: items are (judge, item id) pairs numbered in sorted order,
-    so nothing depends on the order of the records. Item ids are blake2b hex, and their first
-    60 bits (``log.item_bits``) are parsed straight from Arrow's buffer: no string sort. The
-    counted records come sorted by key already; then no sort happens here either."""
-    bits = log._item_bits_column(item_ids.combine_chunks())
-    if judge.max() < 16:  # the judge code fits in the 4 spare bits: one key to sort
-        key = bits | (judge.astype(np.uint64) << np.uint64(60))
-        in_order = bool((key[1:] >= key[:-1]).all())
-        by_item = None if in_order else np.argsort(key, kind="stable")
-        sorted_key = key if in_order else key[by_item]
-        new = np.empty(len(key), dtype=bool)
-        new[0] = True
-        np.not_equal(sorted_key[1:], sorted_key[:-1], out=new[1:])
-    else:
-        by_item = np.lexsort((bits, judge))
-        sorted_judge, sorted_bits = judge[by_item], bits[by_item]
-        new = np.empty(len(bits), dtype=bool)
-        new[0] = True
-        new[1:] = (sorted_judge[1:] != sorted_judge[:-1]) | (sorted_bits[1:] != sorted_bits[:-1])
-    numbered = np.cumsum(new) - 1
-    if by_item is None:
-        return numbered
-    item = np.empty(len(bits), dtype=np.int64)
-    item[by_item] = numbered
-    return item
+def _by_cell_and_item(cell: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """The order that sorts records by (cell, item): cells in card order, and within a cell
+    each item's records adjacent. Items are told apart by the first 60 bits of their id
+    (``log.item_bits``, parsed straight from Arrow's buffer: no string sort). The order
+    depends on the records' content only, never on their order in the log."""
+    n_cells = int(cell.max()) + 1
+    if n_cells <= 1 << 10:  # one 64-bit key: 10 bits of cell, the top 54 bits of the item
+        return np.argsort((cell.astype(np.uint64) << np.uint64(54)) | (bits >> np.uint64(6)))
+    return np.lexsort((bits, cell))
 
 
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
           confidence: float = 0.95, seed: int = 0) -> Cards:
-    """Cards for every judge in ``data`` (the counted records, one row per key)."""
+    """Cards for every judge in ``data`` (the counted records, one row per key).
+
+    Records are sorted once by (cell, item), cell = (judge, language, perturbation) in card
+    order. Then an item is a run of adjacent records, a perturbation card a run of items, a
+    language card a run of cells and a judge card a run of languages: every card is a slice
+    of one item table, and its sums a difference of two cumulative rows.
+    """
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
+    data = data.unify_dictionaries()  # Parquet row groups each bring their own dictionaries
     judge, judge_ids = _codes(data["judge_id"])
-    item = _items(judge, data["item_id"])
     lang, langs = _codes(data["lang"])
     pert, perts = _codes(data["perturbation"])
-    verdict = np.asarray(pc.index_in(data["verdict"], pa.array(metrics.VERDICTS)))
-    order = np.asarray(pc.index_in(data["order"], pa.array(metrics.ORDER_CODES)))
-    n_items = int(item.max()) + 1
-    table = metrics.item_table(item, order, verdict, data["ref_len"].to_numpy(),
-                               data["pert_len"].to_numpy(), n_items)
-
-    # Each item's cell (judge, language, perturbation), with codes ranked by name so the
-    # cards come out sorted. Sorting the items by cell makes every card a contiguous slice:
-    # a perturbation cell, a language (a run of cells), a judge (a run of languages).
-    first_row = np.unique(judge, return_index=True)[1]
+    first_row = [int(np.argmax(judge == j)) for j in range(len(judge_ids))]  # a row of each judge
     names = dict(zip(judge_ids, data["judge"].take(pa.array(first_row)).to_pylist(), strict=True))
     j_rank = _rank([(names[j], j) for j in judge_ids])
-    cell = np.zeros(n_items, dtype=np.int64)
-    cell[item] = (j_rank[judge] * len(langs) + lang) * len(perts) + pert
-    by_cell = np.argsort(cell, kind="stable")
-    table, cell = table[by_cell], cell[by_cell]
-    cumulative = np.zeros((n_items + 1, len(metrics.STATS)))
+    n_langs, n_perts = len(langs), len(perts)
+    cell = (j_rank[judge] * n_langs + lang) * n_perts + pert
+
+    bits = log._item_bits_column(data["item_id"].combine_chunks())
+    by = _by_cell_and_item(cell, bits)
+    cell, bits = cell[by], bits[by]
+    starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
+    table = metrics.item_table(starts, _lookup(data["order"], metrics.ORDER_CODES)[by],
+                               _lookup(data["verdict"], metrics.VERDICTS)[by],
+                               data["ref_len"].to_numpy()[by], data["pert_len"].to_numpy()[by])
+    cell = cell[starts]  # one per item, in order
+    n_items = len(starts)
+    cumulative = np.zeros((n_items + 1, len(metrics.STATS)), order="F")  # columns contiguous
     np.cumsum(table, axis=0, out=cumulative[1:])
 
     # Lay the cards out (judge > language > perturbation), then compute every card's point
     # values in one vectorised pass, then bootstrap each slice.
-    n_langs, n_perts = len(langs), len(perts)
     judge_of, lang_of, pert_of = cell // (n_langs * n_perts), (cell // n_perts) % n_langs, cell % n_perts
     judge_names = sorted(judge_ids, key=lambda j: (names[j], j))
     spans: list[tuple[int, int, str]] = []

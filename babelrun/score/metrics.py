@@ -40,48 +40,44 @@ VERDICTS = ("reference", "perturbed", "tie", "invalid")
 ORDER_CODES = ("ref_first", "pert_first")
 
 
-def item_table(item: np.ndarray, order: np.ndarray, verdict: np.ndarray,
-               ref_len: np.ndarray, pert_len: np.ndarray, n_items: int) -> np.ndarray:
-    """Sum each presentation into its item's row. All inputs are per-record int arrays:
-    ``item`` (0..n_items-1), ``order`` (0 = ref_first), ``verdict`` (index in VERDICTS)."""
+def item_table(starts: np.ndarray, order: np.ndarray, verdict: np.ndarray,
+               ref_len: np.ndarray, pert_len: np.ndarray) -> np.ndarray:
+    """Sum each presentation into its item's row.
+
+    The records come sorted so that each item's records are adjacent (one or two of them:
+    its two orders); ``starts`` holds each item's first record. Per record: ``order``
+    (0 = ref_first), ``verdict`` (index in VERDICTS), the two lengths.
+    """
     correct = verdict == 0
     decisive = verdict <= 1
-    ref_in_a = order == 0
     # The judge named slot A when it chose the answer standing in A.
-    slot_a = decisive & (correct == ref_in_a)
-    slot_b = decisive & ~slot_a
+    slot_a = decisive & (correct == (order == 0))
     longer_is_ref = ref_len > pert_len
-    gap = np.abs(ref_len - pert_len) / np.maximum(np.maximum(ref_len, pert_len), 1)
-    differs = gap >= LENGTH_GAP
+    differs = np.abs(ref_len - pert_len) >= LENGTH_GAP * np.maximum(np.maximum(ref_len, pert_len), 1)
     chose_longer = decisive & (correct == longer_is_ref)
-    lw = differs & ~longer_is_ref & decisive  # longer answer is the perturbed (worse) one
+    lw = differs & ~longer_is_ref & decisive  # the longer answer is the perturbed (worse) one
     lb = differs & longer_is_ref & decisive
 
-    cols = np.zeros((n_items, len(STATS)), dtype=np.float64)
-
-    def add(name: str, values: np.ndarray) -> None:
-        cols[:, _I[name]] = np.bincount(item, weights=values.astype(np.float64), minlength=n_items)
-
-    add("n", np.ones_like(item))
-    add("correct", correct)
-    add("slot_a", slot_a)
-    add("slot_b", slot_b)
-    add("tie", verdict == 2)
-    add("invalid", verdict == 3)
-    add("lw_n", lw)
-    add("lw_long", lw & chose_longer)
-    add("lb_n", lb)
-    add("lb_long", lb & chose_longer)
-
-    # Order consistency needs both orders of the item: look at each item's two verdicts.
-    first = np.full(n_items, -1)
-    second = np.full(n_items, -1)
-    first[item[order == 0]] = verdict[order == 0]
-    second[item[order == 1]] = verdict[order == 1]
-    both = (first >= 0) & (second >= 0)
-    cols[:, _I["pairs"]] = both
-    cols[:, _I["consistent"]] = both & (first == second) & (first <= 1)
-    return cols
+    per_record = np.empty((len(verdict), len(STATS)), dtype=np.uint8)
+    for name, values in (
+        ("n", True), ("correct", correct), ("slot_a", slot_a), ("slot_b", decisive & ~slot_a),
+        ("tie", verdict == 2), ("invalid", verdict == 3), ("pairs", False), ("consistent", False),
+        ("lw_n", lw), ("lw_long", lw & chose_longer), ("lb_n", lb), ("lb_long", lb & chose_longer),
+    ):
+        per_record[:, _I[name]] = values
+    # An item has one or two records (its orders): add the second where there is one.
+    # (Two gathers are ten times faster than np.add.reduceat along axis 0.)
+    counts = np.diff(np.append(starts, len(verdict)))
+    if counts.max() > 2:
+        raise ValueError("an item has more than two records: the records are not counted ones")
+    both = counts == 2
+    table = np.asfortranarray(per_record[starts], dtype=np.float64)
+    table[both] += per_record[starts[both] + 1]
+    second = np.minimum(starts + 1, len(verdict) - 1)
+    first_v, second_v = verdict[starts], verdict[second]
+    table[:, _I["pairs"]] = both
+    table[:, _I["consistent"]] = both & (first_v == second_v) & (first_v <= 1)
+    return table
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
