@@ -1,7 +1,7 @@
 """Latency-bound throughput: with a 100 ms judge and concurrency C, the ideal is C / 0.1
 calls/s. Prints achieved ÷ ideal (target >= 0.95).
 
-    python bench/latency_bound.py [--concurrency 32] [--calls 1600]
+    python bench/latency_bound.py [--concurrency 32] [--calls 3200]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ async def through_babelrun(url: str, planned, concurrency: int, folder: Path) ->
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--calls", type=int, default=1600)
+    p.add_argument("--calls", type=int, default=3200)
     args = p.parse_args()
     planned = plan(args.calls)
     with fake_judge(latency=LATENCY) as server, tempfile.TemporaryDirectory() as tmp:
