@@ -18,23 +18,9 @@ import anyio
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _server import fake_judge  # noqa: E402
+from _common import fake_judge, plan, run_engine  # noqa: E402
 
-from babelrun import corpus, engine, judges, log  # noqa: E402
 from babelrun.judges.prompt import PAIRWISE, render  # noqa: E402
-from babelrun.manifest import JudgeSpec, Manifest  # noqa: E402
-from babelrun.plan import Plan  # noqa: E402
-from babelrun.progress import Progress  # noqa: E402
-
-
-def plan(n_calls: int) -> Plan:
-    """About ``n_calls`` calls (both orders) from the bundled corpus."""
-    refs = corpus.select(Manifest(name="bench", judges=[]))
-    refs = sorted(refs, key=lambda r: (r.ref_id, r.lang))
-    perts = [("truncate", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
-             ("repeat_pad", [0.1, 0.3, 0.5, 0.7, 0.9]), ("number_corrupt", [0.2, 0.4, 0.6, 0.8])]
-    per_ref = 18  # at most, before no-ops
-    return Plan(refs[: max(1, n_calls // (2 * per_ref) + 1)], perts, seed=0)
 
 
 async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> float:
@@ -59,17 +45,10 @@ async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> float:
         return time.perf_counter() - started
 
 
-async def through_babelrun(url: str, planned: Plan, concurrency: int, folder: Path) -> float:
-    spec = JudgeSpec(name="bench", backend="openai", model="m", endpoint=url, concurrency=concurrency)
-    judge = judges.build(spec, seed=0)
-    writer = log.LogWriter(folder)
-    started = time.perf_counter()
-    try:
-        result = await engine.run([judge], planned, log.DoneSet(), writer, progress=Progress(interval=3600), handle_signals=False)
-    finally:
-        writer.close()
-    assert result.judges[0].ok == planned.calls_per_judge, result
-    return time.perf_counter() - started
+async def through_babelrun(url: str, planned, concurrency: int, folder: Path) -> float:
+    state, elapsed = await run_engine(url, planned, folder, concurrency=concurrency)
+    assert state.ok == planned.calls_per_judge, state
+    return elapsed
 
 
 def main() -> None:

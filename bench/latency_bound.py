@@ -9,33 +9,20 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _server import fake_judge  # noqa: E402
-from engine_overhead import plan  # noqa: E402
-
-from babelrun import engine, judges, log  # noqa: E402
-from babelrun.manifest import JudgeSpec  # noqa: E402
-from babelrun.progress import Progress  # noqa: E402
+from _common import fake_judge, plan, run_engine  # noqa: E402
 
 LATENCY = 0.1
 
 
 async def through_babelrun(url: str, planned, concurrency: int, folder: Path) -> float:
-    spec = JudgeSpec(name="bench", backend="openai", model="m", endpoint=url, concurrency=concurrency)
-    writer = log.LogWriter(folder)
-    started = time.perf_counter()
-    try:
-        result = await engine.run([judges.build(spec, 0)], planned, log.DoneSet(), writer,
-                                  progress=Progress(interval=3600), handle_signals=False)
-    finally:
-        writer.close()
-    assert result.judges[0].ok == planned.calls_per_judge
-    return time.perf_counter() - started
+    state, elapsed = await run_engine(url, planned, folder, concurrency=concurrency)
+    assert state.ok == planned.calls_per_judge
+    return elapsed
 
 
 def main() -> None:

@@ -10,31 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _server import fake_judge  # noqa: E402
-from engine_overhead import plan  # noqa: E402
-
-from babelrun import engine, judges, log  # noqa: E402
-from babelrun.manifest import JudgeSpec, RateLimit  # noqa: E402
-from babelrun.progress import Progress  # noqa: E402
-
-
-async def audit(url: str, planned, rpm: float, concurrency: int, folder: Path):
-    spec = JudgeSpec(name="bench", backend="openai", model="m", endpoint=url, concurrency=concurrency,
-                     rate_limit=RateLimit(rpm=rpm))
-    writer = log.LogWriter(folder)
-    started = time.perf_counter()
-    try:
-        result = await engine.run([judges.build(spec, 0)], planned, log.DoneSet(), writer,
-                                  progress=Progress(interval=3600), handle_signals=False)
-    finally:
-        writer.close()
-    return result.judges[0], time.perf_counter() - started
+from _common import fake_judge, plan, run_engine  # noqa: E402
 
 
 def main() -> None:
@@ -45,7 +26,8 @@ def main() -> None:
     args = p.parse_args()
     planned = plan(args.calls)
     with fake_judge(rpm_limit=args.rpm) as server, tempfile.TemporaryDirectory() as tmp:
-        state, elapsed = anyio.run(audit, server.url, planned, args.rpm, args.concurrency, Path(tmp))
+        state, elapsed = anyio.run(lambda: run_engine(server.url, planned, Path(tmp), concurrency=args.concurrency,
+                                                         rate_limit={"rpm": args.rpm}))
     rejected = server.counters.get("injected", {}).get("rpm", 0)
     achieved = state.ok / elapsed * 60
     print(f"calls={state.ok} rpm_limit={args.rpm} elapsed={elapsed:.1f}s achieved={achieved:.0f}/min "
