@@ -25,12 +25,17 @@ from .log import Record
 
 PARQUET = "judgements.parquet"
 _STAMP = b"babelrun.segments"
+_FORMAT_KEY = b"babelrun.format"
 _TYPES = {
     "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
     "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
     "tokens_out": pa.int64(), "ts": pa.float64(),
 }
 SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
+# The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
+# (``log.item_bits``), computed once here so scoring groups by an integer, not a string.
+PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
+_FORMAT = b"2"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
 DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "perturbation",
                       "verdict", "slot", "served_model", "fingerprint", "error_kind")
@@ -43,8 +48,8 @@ def table(records: list[Record]) -> pa.Table:
 
 
 class FirstOk:
-    """Keeps each key's first ``ok`` row across the tables it is shown, in order; remembers
-    8 bytes per key seen (the done-set's keys), not the rows."""
+    """Keeps each key's first ``ok`` row across the tables it is shown, in order, with its
+    ``item_key``; remembers 8 bytes per key seen (the done-set's keys), not the rows."""
 
     def __init__(self):
         self._seen: dict[str, np.ndarray] = {}
@@ -52,13 +57,16 @@ class FirstOk:
     def __call__(self, records: pa.Table) -> pa.Table:
         ok = records.filter(pc.equal(records["status"], "ok"))
         keep = np.zeros(ok.num_rows, dtype=bool)
+        item_key = np.zeros(ok.num_rows, dtype=np.uint64)
         for jid, rows, bits in log.keys_by_judge(ok):
+            item_key[rows] = bits >> np.uint64(1)  # the key without its order bit
             _, first = np.unique(bits, return_index=True)  # first row of each key here
             seen = self._seen.get(jid, np.zeros(0, dtype=np.uint64))
             fresh = first[~_member(bits[first], seen)]
             keep[rows[fresh]] = True
             self._seen[jid] = log._sorted_unique(np.concatenate([seen, bits[fresh]]))
-        return ok.filter(pa.array(keep))
+        mask = pa.array(keep)
+        return ok.filter(mask).append_column("item_key", pa.array(item_key).filter(mask))
 
 
 def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
@@ -82,7 +90,7 @@ def is_current(run_dir: Path) -> bool:
     if not path.exists():
         return False
     metadata = pq.read_schema(path).metadata or {}
-    return metadata.get(_STAMP) == _segment_stamp(run_dir)
+    return metadata.get(_FORMAT_KEY) == _FORMAT and metadata.get(_STAMP) == _segment_stamp(run_dir)
 
 
 def write_parquet(run_dir: Path) -> Path:
@@ -91,7 +99,7 @@ def write_parquet(run_dir: Path) -> Path:
     path = run_dir / PARQUET
     tmp = path.with_name(f"{PARQUET}.{os.getpid()}.tmp")
     first_ok = FirstOk()
-    with pq.ParquetWriter(tmp, SCHEMA.with_metadata({_STAMP: stamp})) as writer:
+    with pq.ParquetWriter(tmp, PARQUET_SCHEMA.with_metadata({_STAMP: stamp, _FORMAT_KEY: _FORMAT})) as writer:
         for seg in log.segments(run_dir):
             for batch in log.stream_segment(seg, SCHEMA):
                 rows = first_ok(pa.Table.from_batches([batch]))
@@ -105,7 +113,7 @@ def load(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     """The counted records of a run (``columns`` only, if given), from a current Parquet."""
     if not is_current(run_dir):
         write_parquet(run_dir)
-    wanted = SCHEMA.names if columns is None else columns
+    wanted = PARQUET_SCHEMA.names if columns is None else columns
     data = pq.read_table(run_dir / PARQUET, columns=columns,
                          read_dictionary=[c for c in DICTIONARY_COLUMNS if c in wanted])
     return data.replace_schema_metadata(None)

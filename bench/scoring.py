@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -18,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from babelrun import compact
 from babelrun.compact import DICTIONARY_COLUMNS
 from babelrun.score import SCORING_COLUMNS, score
 from babelrun.score.metrics import LENGTH_GAP
@@ -43,6 +45,7 @@ def synthetic(n_records: int, seed: int = 0) -> pa.Table:
         "lang": pa.array(np.array(LANGS)[lang][idx]),
         "perturbation": pa.array(np.array(PERTS)[pert][idx]),
         "verdict": pa.array(verdict),
+        "status": pa.array(np.full(n_records, "ok")),
         "ref_len": pa.array(ref_len[idx]),
         "pert_len": pa.array(pert_len[idx]),
     })
@@ -107,15 +110,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         # babelrun scores from judgements.parquet: its time includes reading the file.
         path = Path(tmp) / "judgements.parquet"
-        pq.write_table(data, path)
+        pq.write_table(compact.counted(data), path)  # as compaction writes it
 
         def read() -> pa.Table:
             return pq.read_table(path, columns=SCORING_COLUMNS,
                                  read_dictionary=[c for c in DICTIONARY_COLUMNS if c in SCORING_COLUMNS])
 
-        started = time.perf_counter()
-        cards = score(read(), [], replicates=0)
-        ours_s = time.perf_counter() - started
+        times = []
+        for _ in range(5):  # a 0.3 s run is at the mercy of the machine: take the median of 5
+            started = time.perf_counter()
+            cards = score(read(), [], replicates=0)
+            times.append(time.perf_counter() - started)
+        ours_s = statistics.median(times)
         started = time.perf_counter()
         score(read(), [], replicates=1000)
         boot_s = time.perf_counter() - started

@@ -68,7 +68,7 @@ class Cards(msgspec.Struct, frozen=True):
 
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
-SCORING_COLUMNS = ["judge_id", "judge", "item_id", "order", "lang", "perturbation", "verdict",
+SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
                    "ref_len", "pert_len"]
 
 
@@ -159,16 +159,20 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     n_langs, n_perts = len(langs), len(perts)
     cell = (j_rank[judge] * n_langs + lang) * n_perts + pert
 
-    bits = log._item_bits_column(data["item_id"].combine_chunks())
+    if "item_key" in data.column_names:  # from judgements.parquet: computed at compaction
+        bits = data["item_key"].to_numpy()
+    else:  # records from elsewhere (tests, users' tables)
+        bits = log._item_bits_column(data["item_id"].combine_chunks())
     by = _by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
-    table = metrics.item_table(starts, _lookup(data["order"], metrics.ORDER_CODES)[by],
-                               _lookup(data["verdict"], metrics.VERDICTS)[by],
-                               data["ref_len"].to_numpy()[by], data["pert_len"].to_numpy()[by])
+    code = metrics.presentation_code(_lookup(data["order"], metrics.ORDER_CODES),
+                                     _lookup(data["verdict"], metrics.VERDICTS),
+                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
+    table = metrics.item_table(starts, code[by])
     cell = cell[starts]  # one per item, in order
     n_items = len(starts)
-    cumulative = np.zeros((n_items + 1, len(metrics.STATS)), order="F")  # columns contiguous
+    cumulative = np.zeros((n_items + 1, len(metrics.STATS)), dtype=np.int64, order="F")
     np.cumsum(table, axis=0, out=cumulative[1:])
 
     # Lay the cards out (judge > language > perturbation), then compute every card's point
@@ -196,12 +200,13 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     sums = cumulative[stops] - cumulative[starts]
     points = metrics.from_sums(sums)
 
-    rows, pattern_of = metrics.patterns(table)
+    rows, pattern_of = metrics.patterns(table) if replicates else (np.zeros((1, table.shape[1])), None)
 
     def card(i: int) -> Card:
         start, stop, key = spans[i]
         point = {name: float(values[i]) for name, values in points.items()}
-        counts = np.bincount(pattern_of[start:stop], minlength=len(rows))
+        counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if replicates
+                  else np.array([stop - start]))
         return _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
 
     judges = [
