@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 
 from . import judges, limits
-from .engine import JudgeState, _JudgeRun, _NoGate
+from .engine import FixedConcurrency, JudgeRunner, JudgeState
 from .judges import ORDERS, JudgeRequest
 from .judges.prompt import TEMPLATES, render
 from .manifest import JudgeSpec, Manifest
@@ -70,7 +70,7 @@ def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
     return out
 
 
-async def _level(runner: _JudgeRun, requests: list[JudgeRequest], concurrency: int) -> Level:
+async def _level(runner: JudgeRunner, requests: list[JudgeRequest], concurrency: int) -> Level:
     latencies: list[float] = []
     tokens = failed = 0
     queue = iter(requests)
@@ -103,7 +103,7 @@ async def bench_judge(spec: JudgeSpec, account: limits.Account, requests: list[J
                       cap: int, seed: int) -> JudgeBench:
     judge = judges.build(spec, seed)
     state = JudgeState(spec.name, judge.judge_id, len(requests), 0)
-    runner = _JudgeRun(judge, account, _NoGate(), state)
+    runner = JudgeRunner(judge, account, FixedConcurrency(), state)
     try:
         results = [await _level(runner, requests, c) for c in levels(cap)]
     finally:

@@ -123,7 +123,7 @@ class EngineResult:
         return [s.stopped for s in self.judges if s.stopped]
 
 
-class _NoGate:
+class FixedConcurrency:
     """Fixed concurrency: the worker count is the limit; nothing to adapt."""
 
     async def __aenter__(self) -> None:
@@ -207,20 +207,21 @@ class _Stop(Exception):
 
 
 @dataclass
-class _JudgeRun:
-    """One judge's share of the run: its backend, budget, gate and counters."""
+class JudgeRunner:
+    """One judge's share of the run: its backend, budget, gate and counters. Also used by
+    ``bench-judge``, so that measuring goes through the same path as auditing."""
 
     judge: Judge
     account: limits.Account
-    gate: limits.AdaptiveConcurrency | _NoGate
+    gate: limits.AdaptiveConcurrency | FixedConcurrency
     state: JudgeState
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
         reserved = await self.account.admit(estimate)
         self.state.calls += 1
-        started = time.perf_counter()
         try:
             async with self.gate:
+                started = time.perf_counter()  # the judge's latency, not our queueing
                 reply = await self.judge.judge(request)
         except RetryableError as e:
             await self.account.settle(reserved, 0)  # a refused call used no tokens
@@ -370,10 +371,10 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     """Judge every planned (judge, item, order) whose key is not in ``done``."""
     accounts = limits.accounts([j.spec for j in judges])
     runs = [
-        _JudgeRun(
+        JudgeRunner(
             j, accounts[j.spec.name],
             limits.AdaptiveConcurrency(min(4, j.spec.concurrency), j.spec.concurrency)
-            if j.spec.adaptive_concurrency else _NoGate(),
+            if j.spec.adaptive_concurrency else FixedConcurrency(),
             JudgeState(j.spec.name, j.judge_id, plan.calls_per_judge, plan.done_count(j.judge_id, done)),
         )
         for j in judges
