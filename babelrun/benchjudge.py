@@ -20,7 +20,7 @@ import numpy as np
 from . import judges, limits
 from .engine import FixedConcurrency, JudgeRunner, JudgeState
 from .judges import ORDERS, JudgeRequest
-from .judges.prompt import TEMPLATES, render
+from .judges.prompt import TEMPLATES
 from .manifest import JudgeSpec, Manifest
 from .plan import Plan
 
@@ -63,8 +63,7 @@ def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
     out: list[JudgeRequest] = []
     for item in plan.items():
         for order in ORDERS:
-            a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
-            out.append(JudgeRequest(item, order, render(template, item.prompt, a, b)))
+            out.append(JudgeRequest.of(item, order, template))
             if len(out) == n:
                 return out
     return out

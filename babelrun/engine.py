@@ -42,7 +42,7 @@ from .judges import (
     RejectedError,
     RetryableError,
 )
-from .judges.prompt import TEMPLATES, parse, render
+from .judges.prompt import TEMPLATES, parse
 from .log import DoneSet, LogWriter, Record
 from .plan import Plan
 from .progress import Progress
@@ -313,8 +313,7 @@ class JudgeRunner:
                 for order in ORDERS:
                     if check and done.contains(jid, item.item_id, order):
                         continue
-                    a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
-                    await _put(send, JudgeRequest(item, order, render(template, item.prompt, a, b)))
+                    await _put(send, JudgeRequest.of(item, order, template))
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
                   producers: list[anyio.CancelScope]) -> None:

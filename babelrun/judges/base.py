@@ -15,7 +15,7 @@ import msgspec
 
 from ..items import Item
 from ..manifest import JudgeSpec
-from .prompt import TEMPLATES
+from .prompt import TEMPLATES, Template, render
 
 Order = Literal["ref_first", "pert_first"]
 ORDERS: tuple[Order, Order] = ("ref_first", "pert_first")
@@ -25,6 +25,13 @@ class JudgeRequest(msgspec.Struct, frozen=True):
     item: Item
     order: Order
     messages: list[dict[str, str]]
+
+    @classmethod
+    def of(cls, item: Item, order: Order, template: Template) -> JudgeRequest:
+        """The presentation of ``item`` in ``order``: the reference in slot A for
+        ``ref_first``, in slot B for ``pert_first``."""
+        a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
+        return cls(item, order, render(template, item.prompt, a, b))
 
     @property
     def answer_a(self) -> str:
