@@ -74,6 +74,9 @@ def test_bad_key_stops_the_judge_fast_with_a_clear_message(tmp_path, monkeypatch
     assert "judge 'remote' stopped: HTTP 401" in err and "Incorrect API key" in err
     assert "wrong-key" not in err
     assert requests <= 4  # stops within the calls already in flight (concurrency 4)
+    for seg in log.segments(tmp_path / "run"):  # the log is intact: every line a whole record
+        lines = seg.read_bytes().split(b"\n")
+        assert lines[-1] == b"" and all(msgspec.json.decode(x, type=log.Record) for x in lines[:-1])
     records = list(log.read(tmp_path / "run"))
     remote = [r for r in records if r.judge == "remote"]
     assert remote and all(r.status == "error" and r.error_kind == "unauthorized" for r in remote)

@@ -208,3 +208,51 @@ def test_progress_draws_bars_in_place_on_a_terminal():
     out = stream.getvalue()
     assert out.count("\x1b[2F") == 1  # the second draw moves up over the first two lines
     assert "50/100 ( 50%)" in out and "100/100 (100%)" in out and "█" in out
+
+
+def test_adaptive_concurrency_backs_off_on_429s_and_completes(tmp_path, small_corpus):
+    # The server allows 40 requests per 2-second window and answers 429 with Retry-After
+    # above it; the judge starts at 4 in flight and may grow to 32.
+    with FakeJudgeServer(latency_s=0.02, rpm_limit=40, rpm_window_s=2.0) as server:
+        judge = {"name": "adaptive", "backend": "openai", "model": "m", "endpoint": server.url,
+                 "concurrency": 32, "adaptive_concurrency": True, "retries": 20}
+        path = write_manifest(tmp_path, [judge], corpus=small_corpus)
+        result = _audit(path)
+        seen = server.snapshot()
+    assert result.exit_code == 0
+    (stats,) = result.stats.judges
+    assert stats.ok == stats.planned
+    assert seen["injected"]["rpm"] == stats.rate_limited > 0  # it met the limit, and backed off
+    assert stats.calls == seen["requests"]
+
+
+def test_tokens_per_minute_paces_calls(tmp_path):
+    # ~1,100 tokens a call (prompt bytes / 3 + max_tokens) against 60,000 tokens/min: about
+    # 55 calls a minute, so 12 calls need ~11 s without the limit's first second of depth.
+    judge = {"name": "tpm", "backend": "simulated", "rate_limit": {"tpm": 60000}}
+    corpus = {"languages": ["en"], "references_per_language": 1}
+    path = write_manifest(tmp_path, [judge], corpus=corpus,
+                          perturbations=[{"name": "truncate", "severities": [0.3, 0.6]},
+                                         {"name": "repeat_pad", "severities": [0.3, 0.6]}])
+    m = babelrun.load_manifest(path)
+    from babelrun.plan import Plan
+
+    plan = Plan.from_manifest(m)
+    spec = m.judges[0]
+    account = limits.accounts([spec])["tpm"]
+    from babelrun.judges import JudgeRequest
+    from babelrun.judges.prompt import TEMPLATES
+
+    requests = [JudgeRequest.of(it, "ref_first", TEMPLATES["pairwise"]) for it in plan.items()]
+    estimates = [limits.estimate_tokens(r.messages, spec.max_tokens) for r in requests]
+
+    async def admit_all():
+        started = anyio.current_time()
+        for e in estimates:
+            await account.admit(e)
+        return anyio.current_time() - started
+
+    elapsed = anyio.run(admit_all)
+    budget_per_s = 60000 / 60
+    expected = (sum(estimates) - account.tokens.max_rate) / budget_per_s
+    assert elapsed >= 0.9 * expected > 0
