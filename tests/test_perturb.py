@@ -138,10 +138,11 @@ def test_combining_marks_stay_with_their_letters():
         out = drop_entities(yo, 0.6, rng(seed), "yo")
         for word in out.split():
             assert not unicodedata.category(word[0]).startswith("M"), out
-    # A name is not matched inside a longer word whose next letter is a vowel sign.
+    # A name takes its whole word, suffix and vowel signs included: never half a letter.
     hi = "भारतीय रेल बड़ी है। भारत में २ करोड़ लोग।"
-    assert [hi[a:b] for a, b in script.entity_spans(hi, "hi")] == ["भारत"]
-    assert hi.index("भारत में") == script.entity_spans(hi, "hi")[0][0]
+    assert [hi[a:b] for a, b in script.entity_spans(hi, "hi")] == ["भारतीय", "भारत"]
+    bn = "ভারতের রাজধানী দিল্লি।"
+    assert [bn[a:b] for a, b in script.entity_spans(bn, "bn")] == ["ভারতের"]
 
 
 def test_rtl_text_survives_every_perturbation():

@@ -18,7 +18,8 @@ Entity-like tokens (the fallback for caseless scripts)
     1. In cased scripts (Latin, Cyrillic, Greek, …): a run of capitalised words, except a
        single capitalised word that starts its sentence; and any all-capitals acronym.
     2. In every script: names of countries/territories and languages written in the text's
-       own language, from CLDR via language-data (``भारत``, ``مصر``, ``印度``, ``インド``).
+       own language, from CLDR via language-data (``भारत``, ``مصر``, ``印度``, ``インド``); in
+       spaced scripts the whole word that starts with the name (``ভারতের``: with its suffix).
     3. Japanese: runs of two or more katakana (foreign names, loanwords).
     Caseless scripts (Arabic, Devanagari, Bengali, Han, …) therefore get rules 2 and 3, plus
     rule 1 for Latin-script names embedded in them. Person and city names written in a
@@ -190,7 +191,9 @@ def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]
     for name in _place_and_language_names(lang):
         if name not in text:
             continue
-        pattern = rf"(?<!{_WORDCH}){re.escape(name)}(?!{_WORDCH})" if spaced else re.escape(name)
+        # In spaced scripts a name starts a word and takes the word's inflection with it
+        # (Bengali ভারতের, Turkish Türkiye'nin, Swahili-style suffixes): the whole word goes.
+        pattern = rf"(?<!{_WORDCH}){re.escape(name)}{_WORDCH}*" if spaced else re.escape(name)
         spans.extend(m.span() for m in re.finditer(pattern, text))
     return spans
 
