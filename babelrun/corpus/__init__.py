@@ -11,13 +11,12 @@ Every loader module has the same two verbs, so adding a format copies no plumbin
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from . import bundled, jsonl
 
 if TYPE_CHECKING:
     from ..manifest import CorpusSource, Manifest
@@ -32,11 +31,13 @@ class Reference(msgspec.Struct, frozen=True):
     response: str
 
 
-_LOADERS = {"bundled": bundled, "jsonl": jsonl}
+# The manifest's ``kind`` -> the module that reads it (imported when first used).
+_LOADERS = {"bundled": "bundled", "jsonl": "table", "csv": "table", "parquet": "table",
+            "udhr": "udhr", "aya": "aya", "flores": "flores", "labelled_pairs": "labelled"}
 
 
 def _loader(source: CorpusSource):
-    return _LOADERS[type(source).__struct_config__.tag]
+    return importlib.import_module(f".{_LOADERS[type(source).__struct_config__.tag]}", __package__)
 
 
 def check_source(source: CorpusSource, manifest: Manifest, where: str) -> None:

@@ -1,4 +1,5 @@
-"""A JSON Lines file of references, with a column map for files that use other key names.
+"""A JSON Lines, CSV or Parquet file of references, with a column map for files that use other
+names.
 
 Fields: ``prompt``, ``reference``, ``language`` and ``id`` (optional; the line number is used
 when absent). ``columns: {prompt: question, reference: answer}`` maps them to the file's keys;
