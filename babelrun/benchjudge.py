@@ -60,10 +60,11 @@ def knee(results: list[Level], gain: float = 0.10) -> int:
 
 def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
     template = TEMPLATES[spec.prompt]
+    localized = spec.prompt_language == "item"
     out: list[JudgeRequest] = []
     for item in plan.items():
         for order in ORDERS:
-            out.append(JudgeRequest.of(item, order, template))
+            out.append(JudgeRequest.of(item, order, template, localized))
             if len(out) == n:
                 return out
     return out

@@ -306,6 +306,7 @@ class JudgeRunner:
 
     async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream) -> None:
         template = TEMPLATES[self.judge.spec.prompt]
+        localized = self.judge.spec.prompt_language == "item"
         jid = self.judge.judge_id
         check = len(done) > 0
         async with send:
@@ -313,7 +314,7 @@ class JudgeRunner:
                 for order in ORDERS:
                     if check and done.contains(jid, item.item_id, order):
                         continue
-                    await _put(send, JudgeRequest.of(item, order, template))
+                    await _put(send, JudgeRequest.of(item, order, template, localized))
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
                   producers: list[anyio.CancelScope]) -> None:

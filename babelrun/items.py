@@ -15,10 +15,10 @@ from typing import Literal
 
 import msgspec
 
-from .corpus import Reference
+from .corpus import LabelledPair, Reference
 from .perturb import TEXT_PERTURBATIONS
 
-ItemKind = Literal["text"]
+ItemKind = Literal["text", "labelled"]
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -84,6 +84,15 @@ def audit_counts(cells: Iterable[tuple[Cell, bool]]) -> list[PerturbationAudit]:
         (emitted if was_emitted else skipped)[cell] += 1
     return [PerturbationAudit(lang, name, sev, emitted[(lang, name, sev)], skipped[(lang, name, sev)])
             for lang, name, sev in sorted(set(emitted) | set(skipped))]
+
+
+def pair_item(pair: LabelledPair, seed: int) -> Item:
+    """A labelled pair as an item: the better output in the reference's place, the worse in
+    the perturbed one's, under the perturbation name ``pairs:<set>`` (severity 0)."""
+    fields = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
+    iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
+    return Item(iid, "labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
+                f"pairs:{pair.set_name}", 0.0, len(pair.better), len(pair.worse))
 
 
 def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],

@@ -157,6 +157,9 @@ class JudgeSpec(_Spec):
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
     api_key_env: str | None = None
     prompt: str = "pairwise"  # judge prompt template name (see babelrun/judges/prompt.py)
+    # The judge's instructions in English, or in each item's language where the template is
+    # written in it (en es fr yo hi bn ar sw zh ja tr ru; English elsewhere).
+    prompt_language: Literal["en", "item"] = "en"
     temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     max_tokens: PositiveInt = 8
     concurrency: PositiveInt = 8  # calls in flight (the ceiling, with adaptive_concurrency)

@@ -3,7 +3,8 @@
 Items are not held in memory: ``Plan.items()`` regenerates them from the references on each
 pass (perturbing is cheap and deterministic), so memory stays flat however large the plan.
 One survey pass at construction counts the items, keeps their ids (for progress totals and
-the done count) and the perturbation audit.
+the done count) and the perturbation audit. Labelled pairs follow the perturbation items:
+already items, they are audited as ``pairs:<set>`` and counted as emitted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import corpus
-from .items import Item, PerturbationAudit, audit_counts, generate
+from .items import Item, PerturbationAudit, audit_counts, generate, pair_item
 from .judges import ORDERS
 from .log import DoneSet
 from .manifest import Manifest
@@ -19,22 +20,35 @@ from .manifest import Manifest
 
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
-                 seed: int):
+                 seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = ()):
         self.references = references
         self.perturbations = perturbations
         self.seed = seed
+        self.pairs = list(pairs)
+        self.removed = list(removed)
         cells = []
         self.item_ids: list[str] = []
         for cell, item in generate(references, perturbations, seed):
             cells.append((cell, item is not None))
             if item is not None:
                 self.item_ids.append(item.item_id)
+        for item in self._pair_items():
+            cells.append(((item.lang, item.perturbation, item.severity), True))
+            self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
         perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
-        return cls(corpus.select(manifest), perturbations, manifest.seed)
+        chosen = corpus.select(manifest)
+        return cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed)
+
+    def _pair_items(self) -> Iterator[Item]:
+        return (pair_item(pair, self.seed) for pair in self.pairs)
+
+    @property
+    def languages(self) -> set[str]:
+        return {r.lang for r in self.references} | {p.lang for p in self.pairs}
 
     @property
     def n_items(self) -> int:
@@ -48,6 +62,7 @@ class Plan:
         for _, item in generate(self.references, self.perturbations, self.seed):
             if item is not None:
                 yield item
+        yield from self._pair_items()
 
     def done_count(self, judge_id: str, done: DoneSet) -> int:
         """How many of this judge's planned keys already have an ``ok`` record."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from . import __version__, compact, engine, items, judges, log, report, score
+from . import __version__, compact, corpus, engine, items, judges, log, report, score
 from .errors import UserError
 from .manifest import Manifest, ScoringSpec
 from .plan import Plan
@@ -32,6 +32,7 @@ class RunInfo(msgspec.Struct, frozen=True):
 class PlanSummary(msgspec.Struct, frozen=True):
     items: int
     perturbation_audit: list[items.PerturbationAudit]
+    removed_by_filters: list[corpus.Removed] = []
 
 
 class RunStats(msgspec.Struct, frozen=True):
@@ -83,7 +84,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
     _prepare(run_dir)
     with log.RunLock(run_dir):
         _write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
-        _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit)))
+        _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
         log.repair(run_dir)
         done = log.DoneSet.from_log(run_dir)
         backends = [judges.build(spec, manifest.seed) for spec in manifest.judges]

@@ -55,7 +55,7 @@ def plan(n_calls: int):
     from babelrun.manifest import Manifest
     from babelrun.plan import Plan
 
-    refs = sorted(corpus.select(Manifest(name="bench", judges=[])), key=lambda r: (r.ref_id, r.lang))
+    refs = sorted(corpus.select(Manifest(name="bench", judges=[])).references, key=lambda r: (r.ref_id, r.lang))
     perts = [("truncate", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
              ("repeat_pad", [0.1, 0.3, 0.5, 0.7, 0.9]), ("number_corrupt", [0.2, 0.4, 0.6, 0.8])]
     per_ref = 18  # items per reference at most, before no-ops

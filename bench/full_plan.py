@@ -21,8 +21,6 @@ from pathlib import Path
 
 import msgspec
 
-from babelrun import corpus
-
 CHILD = """
 import resource, sys
 from babelrun.cli import main
@@ -51,7 +49,9 @@ def languages(n: int = 65) -> list[str]:
 
 
 def write_corpus(path: Path, per_lang: int) -> None:
-    bundled = list(corpus.bundled.read(None))
+    from babelrun.corpus import bundled as bundled_corpus
+
+    bundled = list(bundled_corpus.read(None))
     with path.open("wb") as f:
         for li, lang in enumerate(languages()):
             for i in range(per_lang):

@@ -79,5 +79,5 @@ def test_defaults_and_path_resolution(tmp_path):
     assert [p.name for p in m.perturbations] == ["truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad"]
     assert all(p.severities == [0.3, 0.6] for p in m.perturbations)
     from babelrun import corpus
-    refs = corpus.select(m)
+    refs = corpus.select(m).references
     assert [(r.lang, r.prompt) for r in refs] == [("sw", "Q?")]

@@ -36,3 +36,33 @@ def test_render_treats_corpus_text_as_data():
     messages = render(PAIRWISE, "What is {prompt}?", "{answer_b}", "x")
     assert "What is {prompt}?" in messages[1]["content"]
     assert "[Answer A]\n{answer_b}\n[End of Answer A]" in messages[1]["content"]
+
+
+def test_the_prompt_in_twelve_languages():
+    from babelrun.corpus import bundled
+    from babelrun.testing import choose
+
+    langs = {r.lang for r in bundled.read(None)}
+    assert langs <= {"en"} | set(PAIRWISE.translations)
+    for lang in sorted(langs):
+        system, user = render(PAIRWISE, "Q", "first answer", "second answer", lang)
+        assert (system["content"], user["content"].split("\n")[0]) != ("", "")
+        text = user["content"]
+        for line in ("[Answer A]", "[End of Answer A]", "[Answer B]", "[End of Answer B]"):
+            assert f"\n{line}\n" in f"\n{text}\n", (lang, line)
+        assert "first answer" in text and "second answer" in text and "tie" in text
+        assert choose(text) in ("A", "B")  # the loopback judge still finds the answers
+        if lang != "en":
+            assert system["content"] != PAIRWISE.system  # really translated
+    # A language without a translation falls back to English.
+    assert render(PAIRWISE, "Q", "a", "b", "cy")[0]["content"] == PAIRWISE.system
+    assert render(PAIRWISE, "Q", "a", "b", "zh-Hans")[0]["content"] == PAIRWISE.translations["zh"][0]
+
+
+def test_prompt_language_is_part_of_the_judge_id():
+    from babelrun.judges import judge_id
+    from babelrun.manifest import JudgeSpec
+
+    english = JudgeSpec(name="j", backend="openai", model="m")
+    native = JudgeSpec(name="j", backend="openai", model="m", prompt_language="item")
+    assert judge_id(english) != judge_id(native)

@@ -5,18 +5,27 @@ Every loader module has the same two verbs, so adding a format copies no plumbin
 - ``check(spec, where)``: raise ``ManifestError`` for a source that cannot be read;
 - ``read(spec)``: iterate its references (``lang`` already a standard BCP-47 tag).
 
-``select`` then takes a seeded sample of ``references_per_language`` per language.
+Loaders: ``bundled`` (inside the package), ``table`` (JSONL / CSV / Parquet with a column
+map), ``udhr``, ``aya``, ``flores``; and ``labelled`` (LLMBar-style pairs with a gold label
+from the data), which yields ``LabelledPair`` items instead of references.
+
+``select`` applies the language choice and the filters, then takes a seeded random sample
+of ``references_per_language`` per language.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
+
+from ..manifest import LabelledPairsSource
+from . import labelled
+from .labelled import LabelledPair
 
 if TYPE_CHECKING:
     from ..manifest import CorpusSource, Manifest
@@ -49,29 +58,82 @@ def read(sources: Iterable[CorpusSource]) -> Iterator[Reference]:
         yield from _loader(source).read(source)
 
 
+def read_pairs(sources: Iterable[CorpusSource]) -> Iterator[LabelledPair]:
+    for source in sources:
+        if isinstance(source, LabelledPairsSource):
+            yield from _sample_pairs(source, labelled.read_pairs(source))
+
+
 def available_languages(manifest: Manifest) -> set[str]:
-    return {ref.lang for ref in read(manifest.corpus.sources)}
+    sources = manifest.corpus.sources
+    return {ref.lang for ref in read(sources)} | {pair.lang for pair in read_pairs(sources)}
 
 
-def _sample_rank(seed: int, ref: Reference) -> bytes:
+def _rank(seed: int, *key: str) -> bytes:
     # A seeded hash order: the sample is random, reproducible, and mostly stable when the
     # corpus grows (adding references does not reshuffle the ones already chosen).
-    return hashlib.blake2b(f"{seed}\x1f{ref.lang}\x1f{ref.ref_id}".encode(), digest_size=8).digest()
+    return hashlib.blake2b("\x1f".join((str(seed), *key)).encode(), digest_size=8).digest()
 
 
-def select(manifest: Manifest) -> list[Reference]:
-    """The references to audit: the chosen languages, a seeded sample of n per language."""
+def _sample_pairs(source: LabelledPairsSource, pairs: Iterator[LabelledPair]) -> Iterator[LabelledPair]:
+    if source.pairs_per_set is None:
+        yield from pairs
+        return
+    by_set: dict[str, list[LabelledPair]] = defaultdict(list)
+    for pair in pairs:
+        by_set[pair.set_name].append(pair)
+    for set_name in sorted(by_set):
+        chosen = sorted(by_set[set_name], key=lambda p: _rank(0, p.pair_id))[: source.pairs_per_set]
+        yield from sorted(chosen, key=lambda p: p.pair_id)
+
+
+class Removed(msgspec.Struct, frozen=True):
+    """References a corpus filter took out, per language (reported in plan.json)."""
+
+    lang: str
+    reason: str
+    count: int
+
+
+class Selection(msgspec.Struct, frozen=True):
+    references: list[Reference]
+    pairs: list[LabelledPair]
+    removed: list[Removed]
+
+
+def _too_short(ref: Reference, manifest: Manifest) -> str | None:
+    from ..perturb import script
+
+    corpus = manifest.corpus
+    if corpus.min_chars and len(ref.response) < corpus.min_chars:
+        return f"fewer than {corpus.min_chars} characters"
+    if corpus.min_sentences and len(script.sentences(ref.response)) < corpus.min_sentences:
+        return f"fewer than {corpus.min_sentences} sentences"
+    return None
+
+
+def select(manifest: Manifest) -> Selection:
+    """What to audit: the chosen languages; per language, the references that pass the
+    filters, a seeded random sample of ``references_per_language`` of them (not the first
+    n); and the labelled pairs of those languages."""
     from .. import languages
 
     wanted = manifest.corpus.languages
     wanted = None if wanted == "all" else {languages.normalize(c) for c in wanted}
     by_lang: dict[str, dict[str, Reference]] = defaultdict(dict)
+    removed: Counter = Counter()
     for ref in read(manifest.corpus.sources):
-        if wanted is None or ref.lang in wanted:
-            by_lang[ref.lang].setdefault(ref.ref_id, ref)  # first source wins on a repeated id
+        if wanted is not None and ref.lang not in wanted or ref.ref_id in by_lang[ref.lang]:
+            continue  # not chosen, or an id seen already (the first source wins)
+        reason = _too_short(ref, manifest)
+        if reason:
+            removed[(ref.lang, reason)] += 1
+            continue
+        by_lang[ref.lang][ref.ref_id] = ref
     n = manifest.corpus.references_per_language
     chosen: list[Reference] = []
     for lang in sorted(by_lang):
-        refs = sorted(by_lang[lang].values(), key=lambda r: _sample_rank(manifest.seed, r))
+        refs = sorted(by_lang[lang].values(), key=lambda r: _rank(manifest.seed, r.lang, r.ref_id))
         chosen.extend(sorted(refs[:n], key=lambda r: r.ref_id))
-    return chosen
+    pairs = [p for p in read_pairs(manifest.corpus.sources) if wanted is None or p.lang in wanted]
+    return Selection(chosen, pairs, [Removed(lang, reason, k) for (lang, reason), k in sorted(removed.items())])

@@ -1,13 +1,15 @@
-"""A JSON Lines, CSV or Parquet file of references, with a column map for files that use other
-names.
+"""A JSON Lines, CSV or Parquet file of references, with a column map for files that use
+other names.
 
-Fields: ``prompt``, ``reference``, ``language`` and ``id`` (optional; the line number is used
-when absent). ``columns: {prompt: question, reference: answer}`` maps them to the file's keys;
-``language: sw`` names the language of a file that has no language column.
+Fields: ``prompt``, ``reference``, ``language`` and ``id`` (optional; the row number is used
+when absent). ``columns: {prompt: question, reference: answer}`` maps them to the file's
+columns; ``language: sw`` names the language of a file that has no language column. Language
+values may be BCP-47 or ISO 639-3 codes.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,36 @@ def _column(spec, field: str) -> str:
     return spec.columns.get(field, field)
 
 
+def rows(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
+    """(row number, row as a dict) of a JSONL, CSV or Parquet file; row numbers from 1."""
+    if kind == "jsonl":
+        decoder = msgspec.json.Decoder(dict)
+        with path.open("rb") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield number, decoder.decode(line)
+                    except msgspec.DecodeError as e:
+                        raise ManifestError("", f"{path}:{number}: not valid JSON ({e})") from None
+    elif kind == "csv":
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            yield from enumerate(csv.DictReader(f), 1)
+    elif kind == "parquet":
+        import pyarrow.parquet as pq
+
+        number = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+    else:
+        raise ValueError(f"unknown table kind {kind!r}")
+
+
+def _kind(spec) -> str:
+    return type(spec).__struct_config__.tag
+
+
 def check(spec, where: str) -> None:
     for key in spec.columns:
         if key not in _FIELDS:
@@ -35,41 +67,35 @@ def check(spec, where: str) -> None:
             languages.normalize(spec.language)
         except ValueError as e:
             raise ManifestError(f"{where}.language", str(e)) from None
-    for lineno, row in _rows(path):
-        for field in ("prompt", "reference"):
-            if not isinstance(row.get(_column(spec, field)), str):
-                raise ManifestError(
-                    f"{where}.path", f"{path}:{lineno}: no text column {_column(spec, field)!r}"
-                )
-        lang = spec.language or row.get(_column(spec, "language"))
-        if not isinstance(lang, str):
-            raise ManifestError(f"{where}.path", f"{path}:{lineno}: no language (set `language:`)")
-        try:
-            languages.normalize(lang)
-        except ValueError as e:
-            raise ManifestError(f"{where}.path", f"{path}:{lineno}: {e}") from None
+    try:
+        for number, row in rows(path, _kind(spec)):
+            _check_row(spec, where, path, number, row)
+    except ManifestError as e:
+        if not e.path:
+            raise ManifestError(f"{where}.path", e.problem) from None
+        raise
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
+        raise ManifestError(f"{where}.path", f"cannot read {path}: {e}") from None
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict]]:
-    decoder = msgspec.json.Decoder(dict)
-    with path.open("rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield lineno, decoder.decode(line)
-                except msgspec.DecodeError as e:
-                    raise ManifestError("", f"{path}:{lineno}: not valid JSON ({e})") from None
+def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
+    for field in ("prompt", "reference"):
+        if not isinstance(row.get(_column(spec, field)), str):
+            raise ManifestError(f"{where}.path", f"{path}:{number}: no text column {_column(spec, field)!r}")
+    lang = spec.language or row.get(_column(spec, "language"))
+    if not isinstance(lang, str):
+        raise ManifestError(f"{where}.path", f"{path}:{number}: no language (set `language:`)")
+    try:
+        languages.normalize(lang)
+    except ValueError as e:
+        raise ManifestError(f"{where}.path", f"{path}:{number}: {e}") from None
 
 
 def read(spec) -> Iterator:
     from . import Reference
 
-    for lineno, row in _rows(Path(spec.path)):
+    for number, row in rows(Path(spec.path), _kind(spec)):
         lang = languages.normalize(spec.language or row[_column(spec, "language")])
-        ref_id = str(row.get(_column(spec, "id"), lineno))
-        yield Reference(
-            lang=lang,
-            ref_id=ref_id,
-            prompt=row[_column(spec, "prompt")],
-            response=row[_column(spec, "reference")],
-        )
+        ref_id = row.get(_column(spec, "id"))
+        yield Reference(lang=lang, ref_id=str(number if ref_id in (None, "") else ref_id),
+                        prompt=row[_column(spec, "prompt")], response=row[_column(spec, "reference")])

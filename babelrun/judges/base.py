@@ -27,11 +27,13 @@ class JudgeRequest(msgspec.Struct, frozen=True):
     messages: list[dict[str, str]]
 
     @classmethod
-    def of(cls, item: Item, order: Order, template: Template) -> JudgeRequest:
+    def of(cls, item: Item, order: Order, template: Template, in_item_language: bool = False) -> JudgeRequest:
         """The presentation of ``item`` in ``order``: the reference in slot A for
-        ``ref_first``, in slot B for ``pert_first``."""
+        ``ref_first``, in slot B for ``pert_first``; the instructions in English, or in the
+        item's language when asked for and written."""
         a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
-        return cls(item, order, render(template, item.prompt, a, b))
+        lang = item.lang if in_item_language else None
+        return cls(item, order, render(template, item.prompt, a, b, lang))
 
     @property
     def answer_a(self) -> str:
@@ -89,7 +91,8 @@ class Judge(Protocol):
 def judge_id(spec: JudgeSpec) -> str:
     """Short hash of everything that can change a verdict, and nothing that cannot.
 
-    In: backend, model, endpoint, prompt template name and version, sampling parameters, and
+    In: backend, model, endpoint, prompt template name, version and language, sampling
+    parameters, and
     the simulated judge's knobs. Out: the judge's display name, concurrency, rate limits,
     timeouts, retries and the key variable, which change how fast verdicts come, not which.
     """
@@ -99,6 +102,7 @@ def judge_id(spec: JudgeSpec) -> str:
         "model": spec.model,
         "endpoint": (spec.endpoint or "").rstrip("/"),
         "prompt": f"{template.name}@v{template.version}",
+        "prompt_language": spec.prompt_language,
         "temperature": spec.temperature,
         "max_tokens": spec.max_tokens,
         "simulated": spec.simulated if spec.backend == "simulated" else None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -27,6 +28,17 @@ class Template(msgspec.Struct, frozen=True):
     version: int
     system: str
     user: str
+    # The same prompt written in other languages (BCP-47 language -> (system, user)); used
+    # with a judge's ``prompt_language: item``. Editing any of them means a new version.
+    translations: dict[str, tuple[str, str]] = {}
+
+    def texts(self, lang: str | None) -> tuple[str, str]:
+        """(system, user) in ``lang``'s base language if written, else in English."""
+        if lang:
+            base = lang.split("-")[0]
+            if base in self.translations:
+                return self.translations[base]
+        return self.system, self.user
 
 
 PAIRWISE = Template(
@@ -43,17 +55,28 @@ PAIRWISE = Template(
         "[Answer B]\n{answer_b}\n[End of Answer B]\n\n"
         "Which answer is better? Reply with exactly one word: A, B, or tie."
     ),
+    translations={
+        lang: (texts["system"], texts["user"])
+        for lang, texts in msgspec.json.decode(
+            (Path(__file__).parent / "pairwise_prompts.json").read_bytes()
+        ).items()
+        if lang != "en"
+    },
 )
 
 TEMPLATES: dict[str, Template] = {PAIRWISE.name: PAIRWISE}
 
 
-def render(template: Template, prompt: str, answer_a: str, answer_b: str) -> list[dict[str, str]]:
-    """Chat messages for one presentation. Plain ``str.format`` on our own template only:
-    corpus text is substituted as data and never interpreted."""
+def render(template: Template, prompt: str, answer_a: str, answer_b: str,
+           lang: str | None = None) -> list[dict[str, str]]:
+    """Chat messages for one presentation, in English or in ``lang`` where the template is
+    written in it. Plain ``str.format`` on our own template only: corpus text is substituted
+    as data and never interpreted. Every language keeps the ``[Answer A]`` delimiters and
+    asks for the reply tokens A, B or tie, which the parser accepts."""
+    system, user = template.texts(lang)
     return [
-        {"role": "system", "content": template.system},
-        {"role": "user", "content": template.user.format(prompt=prompt, answer_a=answer_a, answer_b=answer_b)},
+        {"role": "system", "content": system},
+        {"role": "user", "content": user.format(prompt=prompt, answer_a=answer_a, answer_b=answer_b)},
     ]
 
 
