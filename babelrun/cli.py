@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
                        "audit does this at the end of every run.")
     c.add_argument("run_dir", type=Path)
 
+    g = sub.add_parser("languages", help="list the languages a manifest's corpus offers",
+                       description="For the corpus sources of a manifest (all of them, before "
+                       "the language choice and sampling): each language's code, name, script, "
+                       "direction and how many references and labelled pairs it has.")
+    g.add_argument("manifest", type=Path)
+
     b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
                        description="Run a small sample of the manifest's real requests against "
                        "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
@@ -150,6 +156,25 @@ def _bench_judge(args) -> int:
     return 0
 
 
+def _languages(args) -> int:
+    from collections import Counter
+
+    from . import corpus, languages, manifest
+
+    m = manifest.load(args.manifest)
+    refs = Counter(r.lang for r in corpus.read(m.corpus.sources))
+    pairs = Counter(p.lang for p in corpus.read_pairs(m.corpus.sources))
+    rows = [("code", "language", "script", "direction", "references", "pairs")]
+    for lang in sorted(set(refs) | set(pairs)):
+        rows.append((lang, languages.name(lang), languages.script(lang), languages.direction(lang),
+                     str(refs[lang]), str(pairs[lang])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(f"{len(rows) - 1} languages")
+    return 0
+
+
 def _score(args) -> int:
     from .run import score_run
 
@@ -177,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
-               "bench-judge": _bench_judge}[args.command]
+               "bench-judge": _bench_judge, "languages": _languages}[args.command]
     try:
         return handler(args)
     except UserError as e:

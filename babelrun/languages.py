@@ -1,7 +1,10 @@
 """Language codes, names, scripts and direction, from langcodes / language-data.
 
 The manifest and corpora may name a language by BCP-47 (``hi``, ``zh-Hant``) or ISO 639-3
-(``hin``); everything inside babelrun uses the standardised BCP-47 tag langcodes returns.
+(``hin``); everything inside babelrun uses the standardised BCP-47 tag langcodes returns,
+with individual languages folded into their macrolanguage where that is the usual name
+(``swh`` -> ``sw``, ``cmn`` -> ``zh``, ``arb`` -> ``ar``, ``pes`` -> ``fa``), so that Aya's,
+FLORES's and UDHR's codes meet the manifest's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ def normalize(code: str) -> str:
     code = code.strip()
     if not code or not langcodes.tag_is_valid(code):
         raise ValueError(f"{code!r} is not a valid language code")
-    tag = langcodes.standardize_tag(code)
+    tag = langcodes.standardize_tag(code, macro=True)
     if not langcodes.Language.get(tag).is_valid():
         raise ValueError(f"{code!r} is not a known language")
     return tag

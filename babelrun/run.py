@@ -131,11 +131,12 @@ def score_run(run_dir: Path, scoring: ScoringSpec | None = None, seed: int | Non
         info = _run_info(run_dir)
         scoring, seed = info.manifest.scoring, info.manifest.seed
     plan_file = run_dir / "plan.json"
-    audit_rows = (msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary).perturbation_audit
-                  if plan_file.exists() else [])
+    summary = (msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary) if plan_file.exists()
+               else PlanSummary(0, []))
     data = compact.load(run_dir, score.SCORING_COLUMNS)
-    cards = score.score(data, audit_rows, replicates=scoring.bootstrap,
+    cards = score.score(data, summary.perturbation_audit, replicates=scoring.bootstrap,
                         confidence=scoring.confidence, seed=seed)
+    cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters)
     _write_atomic(run_dir / "cards.json", score.encode(cards))
     _write_atomic(run_dir / "report.md", report.markdown(cards).encode())
     return cards

@@ -83,4 +83,8 @@ def _audit(cards: Cards) -> list[str]:
         out.append(f"| {_cell(lang)} | " + " | ".join(
             "{} / {}".format(*cells[(lang, p)]) for p in perts) + " |")
     out.append("")
+    if cards.removed_by_filters:
+        out += ["References removed by the corpus filters:", ""]
+        out += [f"- {_cell(r.lang)}: {r.count} with {_cell(r.reason)}" for r in cards.removed_by_filters]
+        out.append("")
     return out

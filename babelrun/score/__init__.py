@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import languages, log
+from ..corpus import Removed
 from ..items import PerturbationAudit
 from . import metrics
 
@@ -65,6 +66,7 @@ class Cards(msgspec.Struct, frozen=True):
     perturbation_audit: list[PerturbationAudit]
     bootstrap: int
     confidence: float
+    removed_by_filters: list[Removed] = []
 
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
