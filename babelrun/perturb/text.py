@@ -30,14 +30,17 @@ def shuffle(text: str, severity: float, rng: random.Random, lang: str) -> str:
     """Each sentence joins the reorder with probability ``severity``; at least two move.
 
     The chosen sentences are permuted among their own positions (never the identity), the
-    others stay where they are, and the whitespace between sentences keeps its place.
+    others stay where they are, and the whitespace between sentences keeps its place. Only
+    whole sentences move (``script.is_whole``): an unterminated last fragment stays last,
+    since anywhere else it would run into the sentence after it.
     """
     parts = script.sentences(text)
-    if len(parts) < 2:
+    movable = [i for i, p in enumerate(parts) if script.is_whole(p.text)]
+    if len(movable) < 2:
         return text
-    chosen = [i for i in range(len(parts)) if rng.random() < severity]
+    chosen = [i for i in movable if rng.random() < severity]
     if len(chosen) < 2:
-        chosen = sorted(rng.sample(range(len(parts)), 2))
+        chosen = sorted(rng.sample(movable, 2))
     order = chosen[:]
     rng.shuffle(order)
     if order == chosen:
@@ -100,11 +103,17 @@ def drop_entities(text: str, severity: float, rng: random.Random, lang: str) -> 
 
 
 def repeat_pad(text: str, severity: float, rng: random.Random, lang: str) -> str:
-    """Append ceil(n * (0.5 + severity)) sentences drawn (with replacement) from the text."""
+    """Append ceil(n * (0.5 + severity)) sentences drawn (with replacement) from the text.
+
+    Only whole sentences are repeated (``script.is_whole``): an unterminated fragment would
+    run into the sentence after it. A text with none (one unterminated fragment) is left
+    unchanged, and the item builder skips and counts it.
+    """
     parts = script.sentences(text)
-    if not parts:
+    whole = [p for p in parts if script.is_whole(p.text)]
+    if not whole:
         return text
     extra = math.ceil(len(parts) * (0.5 + severity))
     gap = script.sentence_gap(parts)
-    padding = [rng.choice(parts).text for _ in range(extra)]
+    padding = [rng.choice(whole).text for _ in range(extra)]
     return gap.join([script.join(parts), *padding])
