@@ -53,7 +53,8 @@ class SimulatedJudge:
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
         else:
-            accuracy = self._accuracy.get(request.item.lang, k.default_accuracy)
+            lang = request.item.lang  # a regional tag (ha-NG) falls back to its language (ha)
+            accuracy = self._accuracy.get(lang, self._accuracy.get(lang.split("-")[0], k.default_accuracy))
             slot = ref_slot if rng.random() < accuracy else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
