@@ -279,3 +279,27 @@ def test_script_rules_the_udhr_called_for():
     # Japanese ending in a fragment still pads without spaces.
     ja = "すべて人は権利を有する。ただし例外はない"
     assert " " not in repeat_pad(ja, 0.3, random.Random(0), "ja")
+
+
+@needs_udhr
+def test_audit_of_all_45_languages_with_the_simulated_judge(tmp_path):
+    import io
+
+    import babelrun
+    from babelrun import run
+    from babelrun.progress import Progress
+    from helpers import write_manifest
+
+    path = write_manifest(tmp_path, [{"name": "sim", "backend": "simulated",
+                                      "simulated": {"default_accuracy": 0.9, "position_bias": 0.1}}],
+                          corpus={"sources": [{"kind": "udhr", "path": str(UDHR)}], "references_per_language": 31},
+                          scoring={"bootstrap": 50})
+    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
+                       progress=Progress(stream=io.StringIO(), interval=60))
+    assert result.exit_code == 0
+    (judge,) = result.cards.judges
+    assert len(judge.languages) == 45
+    assert all(lc.card.items > 0 and lc.perturbations for lc in judge.languages)
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Perturbation audit" in report
+    assert report.count("(Yoruba)") >= 1 and "| fa (Persian)" in report and "| zh (Chinese)" in report
