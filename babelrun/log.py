@@ -57,6 +57,9 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     severity: float
     ref_len: int
     pert_len: int
+    # The reference (or labelled pair) the item came from: the same id across the languages
+    # of a parallel corpus. (Absent from logs written before it was recorded.)
+    ref_id: str = ""
     verdict: Verdict | None = None
     slot: Slot | None = None  # what the judge named: A, B, tie or invalid
     raw: str | None = None

@@ -42,7 +42,8 @@ def write_log(run_dir: Path, n: int) -> int:
             rec = log.Record(
                 judge_id=("a1b2c3d4e5f6", "0f9e8d7c6b5a")[i % 2], item_id=_item_id(i // 4),
                 order=("ref_first", "pert_first")[(i // 2) % 2], status="ok" if ok else "error",
-                judge=("one", "two")[i % 2], kind="text", lang=LANGS[i % 65], perturbation=PERTS[i % 5],
+                judge=("one", "two")[i % 2], kind="text", lang=LANGS[i % 65], ref_id=f"r{i // 40}",
+                perturbation=PERTS[i % 5],
                 severity=0.3, ref_len=400, pert_len=250, verdict="reference" if ok else None,
                 slot="A" if ok else None, raw="A" if ok else None, latency_ms=812.5, tokens_in=420,
                 tokens_out=1, served_model="gpt-4o-mini-2024-07-18", fingerprint="fp_abc123",

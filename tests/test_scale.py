@@ -95,7 +95,7 @@ def test_parquet_is_used_only_while_current(tmp_path, small_corpus):
 
 
 def test_counted_keeps_the_first_ok_record_per_key(tmp_path):
-    base = dict(judge_id="j", item_id="i", order="ref_first", judge="J", kind="text", lang="en",
+    base = dict(judge_id="j", item_id="i", order="ref_first", judge="J", kind="text", lang="en", ref_id="r",
                 perturbation="p", severity=0.3, ref_len=5, pert_len=4)
     records = [
         log.Record(status="error", error_kind="timeout", **base),

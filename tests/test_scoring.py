@@ -67,7 +67,7 @@ def test_always_tie_and_always_a_judges_score_low(tmp_path):
 def _records(rows):
     """Hand-made records: (item, order, verdict, ref_len, pert_len)."""
     recs = [
-        Record(judge_id="j", item_id=i, order=o, status="ok", judge="J", kind="text", lang="en",
+        Record(judge_id="j", item_id=i, order=o, status="ok", judge="J", kind="text", lang="en", ref_id=i,
                perturbation="p", severity=0.3, ref_len=rl, pert_len=pl, verdict=v)
         for i, o, v, rl, pl in rows
     ]
