@@ -58,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
                        "direction and how many references and labelled pairs it has.")
     g.add_argument("manifest", type=Path)
 
+    inv = sub.add_parser("invariance", help="language-switch flip rates on a parallel corpus",
+                         description="For a run over a parallel corpus (UDHR, FLORES): per judge "
+                         "and language, how often the verdict and its correctness flip between the "
+                         "pivot language and that language for the same unit, perturbation and "
+                         "order, with Wilson intervals and an exact McNemar test.")
+    inv.add_argument("run_dir", type=Path)
+    inv.add_argument("--pivot", default="en", help="the pivot language (default en)")
+
     b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
                        description="Run a small sample of the manifest's real requests against "
                        "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
@@ -175,6 +183,15 @@ def _languages(args) -> int:
     return 0
 
 
+def _invariance(args) -> int:
+    from . import invariance
+    from .run import read_run_info
+
+    read_run_info(args.run_dir)
+    print(invariance.text(invariance.run(args.run_dir, args.pivot)), end="")
+    return 0
+
+
 def _score(args) -> int:
     from .run import score_run
 
@@ -202,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
-               "bench-judge": _bench_judge, "languages": _languages}[args.command]
+               "bench-judge": _bench_judge, "languages": _languages,
+               "invariance": _invariance}[args.command]
     try:
         return handler(args)
     except UserError as e:

@@ -110,7 +110,8 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
     return result
 
 
-def _run_info(run_dir: Path) -> RunInfo:
+def read_run_info(run_dir: Path) -> RunInfo:
+    """The run directory's run.yaml; a clear error when it is not a run directory."""
     try:
         return msgspec.yaml.decode((run_dir / "run.yaml").read_bytes(), type=RunInfo)
     except FileNotFoundError:
@@ -120,7 +121,7 @@ def _run_info(run_dir: Path) -> RunInfo:
 def compact_run(run_dir: Path) -> Path:
     """Write ``judgements.parquet`` from the log (a no-op read when it is current)."""
     run_dir = Path(run_dir)
-    _run_info(run_dir)
+    read_run_info(run_dir)
     return compact.write_parquet(run_dir)
 
 
@@ -128,7 +129,7 @@ def score_run(run_dir: Path, scoring: ScoringSpec | None = None, seed: int | Non
     """Recompute judgements.parquet, cards.json and report.md from the log alone."""
     run_dir = Path(run_dir)
     if scoring is None or seed is None:
-        info = _run_info(run_dir)
+        info = read_run_info(run_dir)
         scoring, seed = info.manifest.scoring, info.manifest.seed
     plan_file = run_dir / "plan.json"
     summary = (msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary) if plan_file.exists()

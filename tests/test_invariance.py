@@ -1,0 +1,50 @@
+"""Language-switch invariance on the UDHR parallel set, with a judge of known language-dependence."""
+
+import io
+
+import pytest
+
+import babelrun
+from babelrun import invariance, run
+from babelrun.cli import main
+from babelrun.progress import Progress
+from helpers import SHARED_DATA, simulated, write_manifest
+
+UDHR = SHARED_DATA / "udhr"
+needs_udhr = pytest.mark.skipif(not (UDHR / "declaration").is_dir(), reason="shared UDHR data absent")
+
+
+@needs_udhr
+def test_flip_rates_recover_a_known_language_dependence(tmp_path, capsys):
+    # Right with probability 0.97 in English, 0.97 in French, 0.55 in Hindi, independently per
+    # presentation: P(correctness flips) = p(1-q) + q(1-p).
+    judge = simulated(accuracy={"en": 0.97, "fr": 0.97, "hi": 0.55})
+    path = write_manifest(tmp_path, [judge], corpus={
+        "sources": [{"kind": "udhr", "path": str(UDHR)}], "languages": ["en", "fr", "hi"],
+        "references_per_language": 31}, scoring={"bootstrap": 50})
+    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
+    result = invariance.run(tmp_path / "run", pivot="en")
+    rows = {r.lang: r for r in result.rows}
+    assert set(rows) == {"fr", "hi"}
+
+    def expected(p, q):
+        return p * (1 - q) + q * (1 - p)
+
+    for lang, q in (("fr", 0.97), ("hi", 0.55)):
+        flip = rows[lang].correctness_flip
+        assert rows[lang].matched > 200
+        assert flip.lo <= expected(0.97, q) <= flip.hi, (lang, flip)
+    assert rows["hi"].mcnemar_p < 1e-6  # Hindi is worse, not just different
+    assert rows["fr"].mcnemar_p > 0.01
+    assert rows["hi"].right_in_pivot_only > rows["hi"].right_in_target_only
+    assert main(["invariance", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "| sim | hi (Hindi) |" in out and "McNemar" in out
+
+
+def test_no_parallel_units_is_said(tmp_path, capsys):
+    path = write_manifest(tmp_path, [simulated()], corpus={"languages": ["en", "hi"], "references_per_language": 2},
+                          scoring={"bootstrap": 20})
+    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
+    assert main(["invariance", str(tmp_path / "run")]) == 0
+    assert "is the corpus parallel" in capsys.readouterr().out
