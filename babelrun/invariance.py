@@ -10,6 +10,12 @@ language. Per judge and target language this reports
 
 each with a Wilson interval, and an exact McNemar p-value on correctness (b: right in the
 pivot only, c: right in the target only). Only keys judged in both languages count.
+
+Where the run holds the parallel families (``corpus.parallel`` in the manifest), it also
+reports the **code-switched** condition the same way (the target-language item against the
+code-switched item of the same unit, perturbation, severity and order), and the
+**translation tie probes**: the tie rate, and among decisive verdicts the share that
+preferred the pivot-language answer (0.5 is no preference), each with a Wilson interval.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import pyarrow.compute as pc
 from . import compact, languages
 from .score import stats
 
-_COLUMNS = ["judge_id", "judge", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
+_COLUMNS = ["judge_id", "judge", "kind", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
 
 
 class Rate(msgspec.Struct, frozen=True):
@@ -46,9 +52,20 @@ class LanguageSwitch(msgspec.Struct, frozen=True):
     mcnemar_p: float
 
 
+class TieProbes(msgspec.Struct, frozen=True):
+    judge: str
+    lang: str
+    language: str
+    probes: int  # presentations (both orders)
+    tie_rate: Rate
+    pivot_share: Rate  # among decisive verdicts, the share that chose the pivot's answer
+
+
 class Invariance(msgspec.Struct, frozen=True):
     pivot: str
     rows: list[LanguageSwitch]
+    code_switched: list[LanguageSwitch] = []
+    tie_probes: list[TieProbes] = []
 
 
 def _rate(k: int, n: int, confidence: float) -> Rate:
@@ -59,49 +76,91 @@ def _rate(k: int, n: int, confidence: float) -> Rate:
 
 
 def _keyed(table: pa.Table) -> dict[tuple, str]:
-    keys = zip(*(table[c].to_pylist() for c in ("ref_id", "perturbation", "severity", "order")), strict=True)
+    """(unit, perturbation without its family prefix, severity, order) -> verdict."""
+    perturbation = [p.removeprefix("cs:") for p in table["perturbation"].to_pylist()]
+    keys = zip(table["ref_id"].to_pylist(), perturbation, table["severity"].to_pylist(),
+               table["order"].to_pylist(), strict=True)
     return dict(zip(keys, table["verdict"].to_pylist(), strict=True))
+
+
+def _switch(name: str, lang: str, base: dict, other: dict, confidence: float) -> LanguageSwitch:
+    shared = sorted(base.keys() & other.keys())
+    a = np.array([base[k] for k in shared], dtype=object)
+    b = np.array([other[k] for k in shared], dtype=object)
+    right_a, right_b = a == "reference", b == "reference"
+    only_a, only_b = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
+    return LanguageSwitch(
+        name, lang, languages.name(lang), len(shared),
+        _rate(int((a != b).sum()), len(shared), confidence),
+        _rate(only_a + only_b, len(shared), confidence),
+        only_a, only_b, round(stats.mcnemar_exact(only_a, only_b), 6),
+    )
+
+
+def _of(table: pa.Table, column: str, value: str) -> pa.Table:
+    return table.filter(pc.equal(table[column].cast(pa.string()), value))
+
+
+def _ties(name: str, lang: str, probes: pa.Table, confidence: float) -> TieProbes:
+    verdicts = probes["verdict"].to_pylist()
+    ties = verdicts.count("tie")
+    pivot, target = verdicts.count("reference"), verdicts.count("perturbed")
+    return TieProbes(name, lang, languages.name(lang), len(verdicts), _rate(ties, len(verdicts), confidence),
+                     _rate(pivot, pivot + target, confidence))
 
 
 def compare(data: pa.Table, pivot: str, confidence: float = 0.95) -> Invariance:
     """Flip rates of every judge and target language against ``pivot``, from counted records."""
     pivot = languages.normalize(pivot)
-    data = data.filter(pc.not_equal(data["ref_id"], ""))
-    rows = []
+    data = data.filter(pc.not_equal(data["ref_id"].cast(pa.string()), ""))
+    rows, mixed, ties = [], [], []
     for jid in sorted(set(data["judge_id"].to_pylist())):
-        mine = data.filter(pc.equal(data["judge_id"], jid))
+        mine = _of(data, "judge_id", jid)
         name = mine["judge"][0].as_py()
-        base = _keyed(mine.filter(pc.equal(mine["lang"], pivot)))
+        plain = _of(mine, "kind", "text")
+        base = _keyed(_of(plain, "lang", pivot))
         for lang in sorted(set(mine["lang"].to_pylist()) - {pivot}):
-            other = _keyed(mine.filter(pc.equal(mine["lang"], lang)))
-            shared = sorted(base.keys() & other.keys())
-            a = np.array([base[k] for k in shared], dtype=object)
-            b = np.array([other[k] for k in shared], dtype=object)
-            right_a, right_b = a == "reference", b == "reference"
-            only_a, only_b = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
-            rows.append(LanguageSwitch(
-                name, lang, languages.name(lang), len(shared),
-                _rate(int((a != b).sum()), len(shared), confidence),
-                _rate(only_a + only_b, len(shared), confidence),
-                only_a, only_b, round(stats.mcnemar_exact(only_a, only_b), 6),
-            ))
-    return Invariance(pivot, rows)
+            target = _keyed(_of(plain, "lang", lang))
+            rows.append(_switch(name, lang, base, target, confidence))
+            switched = _keyed(_of(_of(mine, "kind", "code_switched"), "lang", lang))
+            if switched:
+                mixed.append(_switch(name, lang, target, switched, confidence))
+            probes = _of(_of(mine, "kind", "tie_probe"), "lang", lang)
+            if probes.num_rows:
+                ties.append(_ties(name, lang, probes, confidence))
+    return Invariance(pivot, rows, mixed, ties)
 
 
 def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95) -> Invariance:
     return compare(compact.load(Path(run_dir), _COLUMNS), pivot, confidence)
 
 
-def text(result: Invariance) -> str:
-    def fmt(r: Rate) -> str:
-        return "–" if r.value is None else f"{r.value:.2f} [{r.lo:.2f}, {r.hi:.2f}]"
+def _fmt(r: Rate) -> str:
+    return "–" if r.value is None else f"{r.value:.2f} [{r.lo:.2f}, {r.hi:.2f}]"
 
-    lines = [f"Language-switch invariance against {result.pivot} ({languages.name(result.pivot)})", "",
-             "| judge | language | matched | judgment flips | correctness flips | right in pivot only / target only | McNemar p |",
+
+def _switch_table(rows: list[LanguageSwitch], first: str, second: str) -> list[str]:
+    lines = [f"| judge | language | matched | judgment flips | correctness flips | right in {first} only / {second} only | McNemar p |",
              "|---|---|---:|---|---|---|---:|"]
-    for r in result.rows:
-        lines.append(f"| {r.judge} | {r.lang} ({r.language}) | {r.matched} | {fmt(r.judgment_flip)} | "
-                     f"{fmt(r.correctness_flip)} | {r.right_in_pivot_only} / {r.right_in_target_only} | {r.mcnemar_p:.3g} |")
+    for r in rows:
+        lines.append(f"| {r.judge} | {r.lang} ({r.language}) | {r.matched} | {_fmt(r.judgment_flip)} | "
+                     f"{_fmt(r.correctness_flip)} | {r.right_in_pivot_only} / {r.right_in_target_only} | {r.mcnemar_p:.3g} |")
+    return lines
+
+
+def text(result: Invariance) -> str:
+    pivot = f"{result.pivot} ({languages.name(result.pivot)})"
+    lines = [f"Language-switch invariance against {pivot}", ""]
+    lines += _switch_table(result.rows, "pivot", "target")
     if not any(r.matched for r in result.rows):
         lines += ["", "No unit was judged in both languages: is the corpus parallel (UDHR, FLORES)?"]
+    if result.code_switched:
+        lines += ["", f"Code-switched (target and {result.pivot} sentences alternating) against the target language", ""]
+        lines += _switch_table(result.code_switched, "target", "code-switched")
+    if result.tie_probes:
+        lines += ["", f"Translation tie probes (the same answer in {result.pivot} and in the target language)", "",
+                  "| judge | language | presentations | tie rate | pivot share of decisive verdicts |",
+                  "|---|---|---:|---|---|"]
+        lines += [f"| {t.judge} | {t.lang} ({t.language}) | {t.probes} | {_fmt(t.tie_rate)} | {_fmt(t.pivot_share)} |"
+                  for t in result.tie_probes]
     return "\n".join(lines) + "\n"

@@ -18,7 +18,10 @@ import msgspec
 from .corpus import LabelledPair, Reference
 from .perturb import TEXT_PERTURBATIONS
 
-ItemKind = Literal["text", "labelled"]
+ItemKind = Literal["text", "labelled", "code_switched", "tie_probe"]
+# Item families whose perturbation names carry a prefix in the cards: code-switched items
+# are "cs:truncate", …, so they never share a card cell with the plain items.
+FAMILY_PREFIX = {"text": "", "code_switched": "cs:"}
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -58,22 +61,23 @@ Cell = tuple[str, str, float]  # (lang, perturbation, severity)
 
 
 def generate(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]],
-             seed: int) -> Iterator[tuple[Cell, Item | None]]:
+             seed: int, kind: ItemKind = "text") -> Iterator[tuple[Cell, Item | None]]:
     """Every (reference, perturbation, severity) in plan order: its cell, and its item — or
     ``None`` where the perturbation changed nothing (or only whitespace). Such an item would
     carry a false gold label; it is never emitted, only counted."""
+    prefix = FAMILY_PREFIX[kind]
     for ref in references:
         for name, severities in perturbations:
             for severity in severities:
-                iid = item_id("text", ref, name, severity, seed)
+                iid = item_id(kind, ref, name, severity, seed)
                 rng = random.Random(int(iid, 16))
                 perturbed = TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
-                cell = (ref.lang, name, severity)
+                cell = (ref.lang, prefix + name, severity)
                 if _same_text(perturbed, ref.response):
                     yield cell, None
                 else:
-                    yield cell, Item(iid, "text", ref.lang, ref.ref_id, ref.prompt, ref.response,
-                                     perturbed, name, severity, len(ref.response), len(perturbed))
+                    yield cell, Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response,
+                                     perturbed, prefix + name, severity, len(ref.response), len(perturbed))
 
 
 def audit_counts(cells: Iterable[tuple[Cell, bool]]) -> list[PerturbationAudit]:

@@ -100,12 +100,22 @@ CorpusSource = (BundledSource | JsonlSource | CsvSource | ParquetSource | UdhrSo
                 | FloresSource | LabelledPairsSource)
 
 
+class ParallelSpec(_Spec):
+    """Extra item families for a parallel corpus (UDHR, FLORES: a unit has the same ref_id in
+    every language), analysed by ``babelrun invariance``."""
+
+    pivot: str = "en"
+    code_switched: bool = False  # target and pivot sentences alternating, then perturbed
+    tie_probes: bool = False  # the pivot's reference against the target's: no better answer
+
+
 class CorpusSpec(_Spec):
     sources: list[CorpusSource] = msgspec.field(default_factory=lambda: [BundledSource()])
     languages: list[str] | Literal["all"] = "all"
     references_per_language: PositiveInt = 10  # a seeded random sample of each language's
     min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
     min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
+    parallel: ParallelSpec | None = None
 
 
 # ---- perturbations ------------------------------------------------------------------------
@@ -290,6 +300,15 @@ def check(manifest: Manifest, environ) -> None:
 
     for i, src in enumerate(manifest.corpus.sources):
         check_source(src, manifest, f"corpus.sources[{i}]")
+    parallel = manifest.corpus.parallel
+    if parallel is not None:
+        try:
+            pivot = languages.normalize(parallel.pivot)
+        except ValueError as e:
+            raise ManifestError("corpus.parallel.pivot", str(e)) from None
+        chosen = manifest.corpus.languages
+        if chosen != "all" and pivot not in {languages.normalize(c) for c in chosen if _valid(c)}:
+            raise ManifestError("corpus.parallel.pivot", f"{parallel.pivot!r} is not among corpus.languages")
     if manifest.corpus.languages != "all":
         offered = available_languages(manifest)
         for i, code in enumerate(manifest.corpus.languages):
@@ -301,6 +320,14 @@ def check(manifest: Manifest, environ) -> None:
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _valid(code: str) -> bool:
+    try:
+        languages.normalize(code)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:

@@ -4,35 +4,42 @@ Items are not held in memory: ``Plan.items()`` regenerates them from the referen
 pass (perturbing is cheap and deterministic), so memory stays flat however large the plan.
 One survey pass at construction counts the items, keeps their ids (for progress totals and
 the done count) and the perturbation audit. Labelled pairs follow the perturbation items:
-already items, they are audited as ``pairs:<set>`` and counted as emitted.
+already items, they are audited as ``pairs:<set>`` and counted as emitted; so are the
+parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbation>``) and
+translation tie probes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import corpus
+from . import corpus, languages
 from .items import Item, PerturbationAudit, audit_counts, generate, pair_item
 from .judges import ORDERS
 from .log import DoneSet
-from .manifest import Manifest
+from .manifest import Manifest, ParallelSpec
+from .parallel import aligned, code_switched, tie_probe
 
 
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
-                 seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = ()):
+                 seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
+                 parallel: ParallelSpec | None = None):
         self.references = references
         self.perturbations = perturbations
         self.seed = seed
         self.pairs = list(pairs)
         self.removed = list(removed)
+        units = list(aligned(references, languages.normalize(parallel.pivot))) if parallel else []
+        self.code_switched = [code_switched(p, t) for p, t in units] if parallel and parallel.code_switched else []
+        self.tie_probes = [tie_probe(p, t, seed) for p, t in units] if parallel and parallel.tie_probes else []
         cells = []
         self.item_ids: list[str] = []
-        for cell, item in generate(references, perturbations, seed):
+        for cell, item in self._generated():
             cells.append((cell, item is not None))
             if item is not None:
                 self.item_ids.append(item.item_id)
-        for item in self._pair_items():
+        for item in self._ready_items():
             cells.append(((item.lang, item.perturbation, item.severity), True))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
@@ -41,10 +48,18 @@ class Plan:
     def from_manifest(cls, manifest: Manifest) -> Plan:
         perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
         chosen = corpus.select(manifest)
-        return cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed)
+        return cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
+                   manifest.corpus.parallel)
 
-    def _pair_items(self) -> Iterator[Item]:
-        return (pair_item(pair, self.seed) for pair in self.pairs)
+    def _generated(self) -> Iterator[tuple]:
+        """Perturbed items (and the no-ops among them): plain, then code-switched."""
+        yield from generate(self.references, self.perturbations, self.seed)
+        yield from generate(self.code_switched, self.perturbations, self.seed, kind="code_switched")
+
+    def _ready_items(self) -> Iterator[Item]:
+        """Items that need no perturbing: labelled pairs and translation tie probes."""
+        yield from (pair_item(pair, self.seed) for pair in self.pairs)
+        yield from self.tie_probes
 
     @property
     def languages(self) -> set[str]:
@@ -59,10 +74,10 @@ class Plan:
         return len(ORDERS) * len(self.item_ids)
 
     def items(self) -> Iterator[Item]:
-        for _, item in generate(self.references, self.perturbations, self.seed):
+        for _, item in self._generated():
             if item is not None:
                 yield item
-        yield from self._pair_items()
+        yield from self._ready_items()
 
     def done_count(self, judge_id: str, done: DoneSet) -> int:
         """How many of this judge's planned keys already have an ``ok`` record."""

@@ -48,3 +48,39 @@ def test_no_parallel_units_is_said(tmp_path, capsys):
     run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
     assert main(["invariance", str(tmp_path / "run")]) == 0
     assert "is the corpus parallel" in capsys.readouterr().out
+
+
+@needs_udhr
+def test_code_switched_items_and_translation_tie_probes(tmp_path, capsys):
+    # Hindi: a tie 20 % of the time; otherwise the first-named answer ("reference") 80 % of
+    # the time. On a tie probe the pivot's (English) answer stands in the reference's place,
+    # so the judge prefers English in 80 % of its decisive verdicts.
+    judge = simulated(accuracy={"en": 0.95, "hi": 0.8}, tie_rate=0.2)
+    path = write_manifest(tmp_path, [judge], corpus={
+        "sources": [{"kind": "udhr", "path": str(UDHR)}], "languages": ["en", "hi"], "references_per_language": 31,
+        "parallel": {"pivot": "en", "code_switched": True, "tie_probes": True}}, scoring={"bootstrap": 50})
+    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
+                       progress=Progress(stream=io.StringIO(), interval=60))
+    report = invariance.run(tmp_path / "run", pivot="en")
+    (probe,) = report.tie_probes
+    assert probe.lang == "hi" and probe.probes == 2 * 31
+    assert probe.tie_rate.lo <= 0.2 <= probe.tie_rate.hi
+    assert probe.pivot_share.lo <= 0.8 <= probe.pivot_share.hi
+    (mixed,) = report.code_switched
+    right = 0.8 * 0.8  # not a tie, then right: the same in the code-switched condition
+    assert mixed.matched > 100
+    assert mixed.correctness_flip.lo <= 2 * right * (1 - right) <= mixed.correctness_flip.hi
+    # Cards: code-switched items are their own rows; tie probes, having no gold, are not scored.
+    hindi = next(lc for lc in result.cards.judges[0].languages if lc.lang == "hi")
+    families = {pc.perturbation for pc in hindi.perturbations}
+    assert "cs:truncate" in families and "truncate" in families
+    assert not any(f.startswith("tie_probe") for f in families)
+    # A code-switched reference mixes the two scripts.
+    from babelrun.plan import Plan
+
+    plan = Plan.from_manifest(babelrun.load_manifest(path))
+    mixed_text = plan.code_switched[1].response
+    assert any("a" <= ch <= "z" for ch in mixed_text) and any("\u0900" <= ch <= "\u097f" for ch in mixed_text)
+    assert main(["invariance", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "Translation tie probes" in out and "Code-switched" in out

@@ -30,6 +30,7 @@ BASE = "name: t\noutput_dir: out\njudges:\n  - {name: j, backend: simulated}\n"
     (BASE + "seed: abc\n", "seed", "expected `int`"),
     (BASE + "corpus: {languages: [en, xx]}\n", "corpus.languages[1]", "'xx' is not"),
     (BASE + "corpus: {languages: [de]}\n", "corpus.languages[0]", "not in the corpus"),
+    (BASE + "corpus: {languages: [hi], parallel: {pivot: en}}\n", "corpus.parallel.pivot", "not among"),
     (BASE + "perturbations: [{name: truncate}, {name: scramble}]\n", "perturbations[1].name", "unknown perturbation"),
     (BASE + "perturbations: [{name: truncate, severities: [0.3, 1.5]}]\n", "perturbations[0].severities[1]", "<= 1.0"),
     (BASE + "corpus: {sources: [{kind: jsonl, path: nowhere.jsonl}]}\n", "corpus.sources[0].path", "file not found"),

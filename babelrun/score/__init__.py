@@ -71,7 +71,8 @@ class Cards(msgspec.Struct, frozen=True):
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
-                   "ref_len", "pert_len"]
+                   "ref_len", "pert_len", "kind"]
+UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
 
 
 def _dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray:
@@ -149,6 +150,8 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     language card a run of cells and a judge card a run of languages: every card is a slice
     of one item table, and its sums a difference of two cumulative rows.
     """
+    if "kind" in data.column_names:
+        data = data.filter(pc.invert(pc.is_in(data["kind"].cast(pa.string()), pa.array(UNSCORED_KINDS))))
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
     data = data.unify_dictionaries()  # Parquet row groups each bring their own dictionaries
