@@ -66,6 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     inv.add_argument("run_dir", type=Path)
     inv.add_argument("--pivot", default="en", help="the pivot language (default en)")
 
+    cal = sub.add_parser("calibrate", help="CBC: remove judges' language-specific bias",
+                         description="From several judges audited over the same languages and "
+                         "perturbations (one or more run directories): the judge x language means, "
+                         "their language x judge interaction (double-centred), calibrated scores, "
+                         "per-language rankings before and after, held-out cross-language rank "
+                         "agreement (Kendall tau) under a task bootstrap, and rank reversals "
+                         "(Benjamini-Hochberg adjusted).")
+    cal.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    cal.add_argument("--replicates", type=int, default=200, help="task-bootstrap replicates (default 200)")
+    cal.add_argument("--seed", type=int, default=0)
+
     b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
                        description="Run a small sample of the manifest's real requests against "
                        "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
@@ -192,6 +203,13 @@ def _invariance(args) -> int:
     return 0
 
 
+def _calibrate(args) -> int:
+    from . import calibrate
+
+    print(calibrate.text(calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)), end="")
+    return 0
+
+
 def _score(args) -> int:
     from .run import score_run
 
@@ -220,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
                "bench-judge": _bench_judge, "languages": _languages,
-               "invariance": _invariance}[args.command]
+               "invariance": _invariance, "calibrate": _calibrate}[args.command]
     try:
         return handler(args)
     except UserError as e:
