@@ -77,6 +77,22 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--replicates", type=int, default=200, help="task-bootstrap replicates (default 200)")
     cal.add_argument("--seed", type=int, default=0)
 
+    ag = sub.add_parser("agree", help="agreement of a run's verdicts with human labels",
+                        description="Compare the judges' verdicts on a run's labelled pairs with "
+                        "human labels (an LLMBar/MT-Bench-format folder or dataset.json, or a CSV "
+                        "of item,label with label 1 or 2): accuracy with a Wilson interval, Cohen's "
+                        "kappa with its Landis-Koch band, and n, per order and both orders.")
+    ag.add_argument("run_dir", type=Path)
+    ag.add_argument("labels", type=Path)
+
+    df = sub.add_parser("diff", help="drift between two runs over the same items",
+                        description="The same items judged in two runs (a judge before and after "
+                        "a provider update, two prompt versions): per-language change of every "
+                        "metric with paired-bootstrap intervals, exact McNemar on correctness, and "
+                        "a flag when the provider-reported model or fingerprint changed.")
+    df.add_argument("run_a", type=Path)
+    df.add_argument("run_b", type=Path)
+
     b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
                        description="Run a small sample of the manifest's real requests against "
                        "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
@@ -210,6 +226,20 @@ def _calibrate(args) -> int:
     return 0
 
 
+def _agree(args) -> int:
+    from . import agree
+
+    print(agree.text(agree.run(args.run_dir, args.labels)), end="")
+    return 0
+
+
+def _diff(args) -> int:
+    from . import drift
+
+    print(drift.text(drift.run(args.run_a, args.run_b)), end="")
+    return 0
+
+
 def _score(args) -> int:
     from .run import score_run
 
@@ -238,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
                "bench-judge": _bench_judge, "languages": _languages,
-               "invariance": _invariance, "calibrate": _calibrate}[args.command]
+               "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
+               "diff": _diff}[args.command]
     try:
         return handler(args)
     except UserError as e:

@@ -3,7 +3,8 @@ where ``label`` (1 or 2) names the better output, judged by people or by an obje
 
 These are not references to degrade: each pair is already an item whose gold label comes
 from the data. ``path`` is one ``dataset.json`` or a folder of ``<set>/dataset.json``; a
-pair's set is its folder's name (``LLMBar_Natural``), and its items carry the perturbation
+pair's set is its folder's name (``LLMBar_Natural``; a set's own folder works too), and its
+items carry the perturbation
 name ``pairs:<set>`` so cards show each set beside the perturbations.
 """
 
@@ -36,6 +37,8 @@ class _Row(msgspec.Struct):
 
 def _sets(spec) -> list[tuple[str, Path]]:
     path = Path(spec.path)
+    if path.is_dir() and (path / "dataset.json").is_file():
+        path = path / "dataset.json"  # one set's folder
     if path.is_file():
         return [(path.parent.name if path.name == "dataset.json" else path.stem, path)]
     return [(f.parent.name, f) for f in sorted(path.glob("*/dataset.json"))]
