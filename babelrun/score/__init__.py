@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from .. import languages, log
 from ..corpus import Removed
 from ..items import PerturbationAudit
-from . import metrics
+from . import metrics, stats
 
 ROUND = 4
 
@@ -114,13 +114,19 @@ def _interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
 
 def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point: dict[str, float],
           replicates: int, confidence: float, seed_key: str) -> Card:
-    """One card: its point values (computed for every card at once) and the bootstrap
-    interval over its items (given as counts of each distinct item row)."""
+    """One card: its point values (computed for every card at once), the bootstrap interval
+    over its items (given as counts of each distinct item row) for the metrics built from
+    pairs, and Wilson intervals for the plain rates."""
     digest = hashlib.blake2b(seed_key.encode(), digest_size=8).digest()
     ci = metrics.bootstrap(pattern_counts, rows, replicates, confidence,
                            np.random.default_rng(int.from_bytes(digest)))
     items = int(pattern_counts.sum())
     n = _interval_n(sums, items)
+    # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals.
+    for name, column in (("tie_rate", "tie"), ("invalid_rate", "invalid")):
+        k = sums[metrics.STATS.index(column)]
+        lo, hi = stats.wilson(k, sums[0], confidence)
+        ci[name] = (float(lo), float(hi))
 
     def interval(name: str) -> Interval:
         value = _round(point[name])
