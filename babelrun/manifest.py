@@ -162,7 +162,7 @@ class SimulatedKnobs(_Spec):
 
 class JudgeSpec(_Spec):
     name: str
-    backend: Literal["simulated", "openai"]
+    backend: Literal["simulated", "openai", "anthropic", "gemini"]
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
     api_key_env: str | None = None
@@ -335,9 +335,9 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
         raise ManifestError(
             f"{where}.prompt", f"unknown prompt template {judge.prompt!r} (known: {', '.join(templates)})"
         )
-    if judge.backend == "openai":
+    if judge.backend != "simulated":
         if not judge.model:
-            raise ManifestError(f"{where}.model", "the openai backend needs a model name")
+            raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
         if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
             raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
         if judge.api_key_env and judge.api_key_env not in environ:

@@ -15,18 +15,23 @@ from .base import (
     judge_id,
 )
 
+# backend name -> (module, class); a module is imported when a judge first needs it.
+BACKENDS = {
+    "simulated": ("simulated", "SimulatedJudge"),
+    "openai": ("openai", "OpenAIJudge"),
+    "anthropic": ("anthropic", "AnthropicJudge"),
+    "gemini": ("gemini", "GeminiJudge"),
+}
+
 
 def build(spec: JudgeSpec, seed: int) -> Judge:
-    jid = judge_id(spec)
-    if spec.backend == "simulated":
-        from .simulated import SimulatedJudge
+    """The backend object for a judge spec. Every backend's constructor takes
+    ``(spec, judge_id, seed)``."""
+    import importlib
 
-        return SimulatedJudge(spec, jid, seed)
-    if spec.backend == "openai":
-        from .openai import OpenAIJudge
-
-        return OpenAIJudge(spec, jid)
-    raise ValueError(f"unknown backend {spec.backend!r}")
+    module, cls = BACKENDS[spec.backend]
+    backend = getattr(importlib.import_module(f".{module}", __package__), cls)
+    return backend(spec, judge_id(spec), seed)
 
 
 __all__ = [

@@ -46,7 +46,7 @@ _decode = msgspec.json.Decoder(_Completion).decode
 
 
 class OpenAIJudge:
-    def __init__(self, spec: JudgeSpec, judge_id: str):
+    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         self.spec = spec
         self.judge_id = judge_id
         self.url = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/chat/completions"
