@@ -170,12 +170,18 @@ def _record(judge: Judge, item: Item, order: str, **fields) -> Record:
 
 
 def _ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
-    slot = parse(reply.raw)
+    probs = {}
+    if judge.spec.soft:  # the verdict is the argmax of the soft verdict, never the text
+        slot = "invalid" if reply.probs is None else ("A", "B", "tie")[max(range(3), key=reply.probs.__getitem__)]
+        if reply.probs is not None:
+            probs = dict(zip(("p_a", "p_b", "p_tie"), (round(p, 6) for p in reply.probs), strict=True))
+    else:
+        slot = parse(reply.raw)
     return _record(
         judge, request.item, request.order, status="ok", verdict=_verdict(slot, request.order),
         slot=slot, raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
         tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
-        served_model=reply.served_model, fingerprint=reply.fingerprint,
+        served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,
     )
 
 

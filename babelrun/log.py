@@ -62,6 +62,9 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     ref_id: str = ""
     verdict: Verdict | None = None
     slot: Slot | None = None  # what the judge named: A, B, tie or invalid
+    p_a: float | None = None  # soft verdict: P(A), P(B), P(tie) from one forward pass
+    p_b: float | None = None
+    p_tie: float | None = None
     raw: str | None = None
     latency_ms: float | None = None
     attempts: int = 1

@@ -25,6 +25,7 @@ Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 DEFAULT_SEVERITIES = (0.3, 0.6)
+SOFT_BACKENDS = ("openai",)  # backends whose replies carry token log-probabilities
 
 
 class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -172,6 +173,9 @@ class JudgeSpec(_Spec):
     prompt_language: Literal["en", "item"] = "en"
     temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     max_tokens: PositiveInt = 8
+    # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
+    # P(tie); the verdict is their argmax. Backends that expose logprobs only (openai).
+    soft: bool = False
     concurrency: PositiveInt = 8  # calls in flight (the ceiling, with adaptive_concurrency)
     adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
     rate_limit: RateLimit = RateLimit()
@@ -346,6 +350,9 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
             )
         if judge.simulated is not None:
             raise ManifestError(f"{where}.simulated", "only the simulated backend takes these knobs")
+    if judge.soft and judge.backend not in SOFT_BACKENDS:
+        raise ManifestError(f"{where}.soft", f"the {judge.backend} backend gives no token log-probabilities "
+                                             f"(soft verdicts: {', '.join(SOFT_BACKENDS)})")
     if judge.backend == "simulated":
         knobs = judge.simulated or SimulatedKnobs()
         if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:

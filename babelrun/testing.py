@@ -52,6 +52,16 @@ def choose(prompt: str) -> str:
     return "A" if digest(answers["A"]) <= digest(answers["B"]) else "B"
 
 
+# The fake judge's soft verdict: its choice 0.7, the other slot 0.2, tie 0.06, a stray token 0.04.
+SOFT = (0.7, 0.2, 0.06, 0.04)
+
+
+def _top(verdict: str) -> list[dict]:
+    other = "B" if verdict == "A" else "A"
+    return [{"token": t, "logprob": math.log(p)} for t, p in zip((verdict, f" {other}", "tie", "The"), SOFT,
+                                                                  strict=True)]
+
+
 def sample_latency(rng: random.Random, dist: str, mean_s: float, jitter_s: float = 0.0,
                    sigma: float = 0.5) -> float:
     """One reply latency in seconds; every distribution has mean ``mean_s``.
@@ -91,6 +101,7 @@ class _Message(msgspec.Struct):
 
 class _ChatRequest(msgspec.Struct):
     messages: list[_Message]
+    logprobs: bool = False
 
 
 _decode_request = msgspec.json.Decoder(_ChatRequest).decode
@@ -267,7 +278,8 @@ class FakeJudgeServer:
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             return self._error(401, "Incorrect API key provided")
         try:
-            prompt = _decode_request(await request.read()).messages[-1].content
+            chat = _decode_request(await request.read())
+            prompt, soft = chat.messages[-1].content, chat.logprobs
         except (msgspec.DecodeError, IndexError):
             return self._error(400, "expected a chat completion request with messages")
         if scripted is not None:
@@ -282,7 +294,7 @@ class FakeJudgeServer:
         if plan.fault is not None:
             self._count_fault(plan.fault)
             return await self._inject(request, plan, prompt)
-        return await self._verdict(request, prompt, plan.latency_s)
+        return await self._verdict(request, prompt, plan.latency_s, soft)
 
     def _scripted(self, request: web.Request, fault: int) -> web.StreamResponse:
         self._count_fault("scripted")
@@ -300,7 +312,7 @@ class FakeJudgeServer:
             return self._drop(request)
         if plan.fault == "timeout":
             # The hang stands in for the latency; a client still there after it gets its verdict.
-            return await self._verdict(request, prompt, self.hang_s)
+            return await self._verdict(request, prompt, self.hang_s)  # a timeout: never soft
         # malformed: the model "answered", so it takes the usual time.
         if not await self._pause(plan.latency_s):
             return self._drop(request)
@@ -313,21 +325,25 @@ class FakeJudgeServer:
             body = msgspec.json.encode(completion)
         return self._reply(200, body)
 
-    async def _verdict(self, request: web.Request, prompt: str, delay_s: float) -> web.StreamResponse:
+    async def _verdict(self, request: web.Request, prompt: str, delay_s: float,
+                       soft: bool = False) -> web.StreamResponse:
         if not await self._pause(delay_s):
             return self._drop(request)  # shutting down: no reply, no waiting
         if request.transport is None:  # the client gave up during the delay
             return web.Response(status=499)  # aiohttp sends nothing to a closed connection
         with self._lock:
             self.served_ok += 1
-        return self._reply(200, msgspec.json.encode(self._completion(prompt)))
+        return self._reply(200, msgspec.json.encode(self._completion(prompt, soft)))
 
-    def _completion(self, prompt: str) -> dict:
+    def _completion(self, prompt: str, soft: bool = False) -> dict:
+        verdict = choose(prompt)
+        choice = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
+        if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
+            choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
+                                               "top_logprobs": _top(verdict)}]}
         return {
             "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
-            "system_fingerprint": "fp_fake",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": choose(prompt)},
-                         "finish_reason": "stop"}],
+            "system_fingerprint": "fp_fake", "choices": [choice],
             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 1},
         }
 

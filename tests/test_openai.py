@@ -99,3 +99,36 @@ def test_exhausted_retries_are_recorded_and_retried_on_resume(tmp_path, monkeypa
     records = list(log.read(tmp_path / "run"))
     assert sum(r.status == "error" for r in records) == 3
     assert len(log.final_records(records)) == first.planned_calls
+
+
+def test_soft_verdicts_from_logprobs(tmp_path, small_corpus):
+    import math
+
+    from babelrun.testing import SOFT
+
+    with FakeJudgeServer() as server:
+        judge = {"name": "soft", "backend": "openai", "model": "m", "endpoint": server.url, "soft": True}
+        path = write_manifest(tmp_path, [judge], corpus=small_corpus)
+        result = run.audit(babelrun.load_manifest(path), handle_signals=False)
+    assert result.exit_code == 0
+    records = list(log.read(tmp_path / "run"))
+    slot_mass = SOFT[0] + SOFT[1] + SOFT[2]  # the stray token names no slot
+    for r in records:
+        assert math.isclose(r.p_a + r.p_b + r.p_tie, 1.0, abs_tol=1e-5)
+        chosen = r.p_a if r.raw == "A" else r.p_b
+        assert math.isclose(chosen, SOFT[0] / slot_mass, abs_tol=1e-5)
+        assert r.slot == r.raw  # the argmax is the server's choice
+    card = result.cards.judges[0].overall
+    assert card.soft_margin is not None and card.soft_margin.n == len(records)
+    assert -1 <= card.soft_margin.value <= 1
+
+
+def test_soft_needs_a_backend_with_logprobs(tmp_path):
+    import pytest
+
+    from babelrun.errors import ManifestError
+
+    judge = {"name": "s", "backend": "simulated", "soft": True}
+    path = write_manifest(tmp_path, [judge])
+    with pytest.raises(ManifestError, match="log-probabilities"):
+        babelrun.load_manifest(path)

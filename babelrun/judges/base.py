@@ -50,6 +50,7 @@ class JudgeReply(msgspec.Struct, frozen=True):
     fingerprint: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
+    probs: tuple[float, float, float] | None = None  # soft verdict: P(A), P(B), P(tie)
 
 
 class RetryableError(Exception):
@@ -105,6 +106,7 @@ def judge_id(spec: JudgeSpec) -> str:
         "prompt_language": spec.prompt_language,
         "temperature": spec.temperature,
         "max_tokens": spec.max_tokens,
+        "soft": spec.soft,
         "simulated": spec.simulated if spec.backend == "simulated" else None,
     }
     blob = msgspec.json.encode(identity, order="sorted")

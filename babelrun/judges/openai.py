@@ -1,6 +1,8 @@
 """OpenAI Chat Completions over aiohttp, for any OpenAI-compatible base URL.
 
-Temperature and ``max_tokens`` come from the judge spec (0 and 8 by default). The key is read
+Temperature and ``max_tokens`` come from the judge spec (0 and 8 by default). With
+``soft: true`` the request asks for one token with its top-20 log-probabilities, which give
+the soft verdict P(A), P(B), P(tie). The key is read
 from the environment variable the manifest names, sent only in the Authorization header, and
 never logged or echoed: error messages carry the status and the provider's message, not the
 request.
@@ -16,6 +18,7 @@ import msgspec
 
 from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .prompt import slot_probabilities
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 _FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
@@ -26,8 +29,24 @@ class _Message(msgspec.Struct):
     content: str | None = None
 
 
+class _Top(msgspec.Struct):
+    token: str
+    logprob: float
+
+
+class _TokenLogprob(msgspec.Struct):
+    token: str
+    logprob: float
+    top_logprobs: list[_Top] = []
+
+
+class _Logprobs(msgspec.Struct):
+    content: list[_TokenLogprob] | None = None
+
+
 class _Choice(msgspec.Struct):
     message: _Message
+    logprobs: _Logprobs | None = None
 
 
 class _Usage(msgspec.Struct):
@@ -68,14 +87,15 @@ class OpenAIJudge:
         return self._session
 
     def body(self, request: JudgeRequest) -> bytes:
-        return msgspec.json.encode(
-            {
-                "model": self.spec.model,
-                "messages": request.messages,
-                "temperature": self.spec.temperature,
-                "max_tokens": self.spec.max_tokens,
-            }
-        )
+        body = {
+            "model": self.spec.model,
+            "messages": request.messages,
+            "temperature": self.spec.temperature,
+            "max_tokens": self.spec.max_tokens,
+        }
+        if self.spec.soft:  # one token, and the probabilities of its likeliest values
+            body.update(max_tokens=1, logprobs=True, top_logprobs=20)
+        return msgspec.json.encode(body)
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:
         try:
@@ -98,22 +118,32 @@ class OpenAIJudge:
             raise RejectedError("rejected", f"HTTP {status}: {_provider_message(payload)}")
         try:
             completion = _decode(payload)
-            raw = completion.choices[0].message.content or ""
+            choice = completion.choices[0]
         except (msgspec.DecodeError, IndexError):
             raise RetryableError("bad_response", "malformed response body") from None
         usage = completion.usage or _Usage()
         return JudgeReply(
-            raw=raw,
+            raw=choice.message.content or "",
             served_model=completion.model,
             fingerprint=completion.system_fingerprint,
             tokens_in=usage.prompt_tokens,
             tokens_out=usage.completion_tokens,
+            probs=_soft(choice) if self.spec.soft else None,
         )
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _soft(choice: _Choice) -> tuple[float, float, float] | None:
+    content = choice.logprobs.content if choice.logprobs else None
+    if not content:
+        return None
+    first = content[0]
+    top = [(t.token, t.logprob) for t in first.top_logprobs] or [(first.token, first.logprob)]
+    return slot_probabilities(top)
 
 
 def _retry_after(headers) -> float | None:

@@ -13,6 +13,7 @@ any language or script, is ``invalid``: it is kept verbatim and never guessed.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from pathlib import Path
@@ -98,3 +99,22 @@ def parse(reply: str) -> Slot:
     if lowered == "tie":
         return "tie"
     return "invalid"
+
+
+def slot_probabilities(top: list[tuple[str, float]]) -> tuple[float, float, float] | None:
+    """P(A), P(B), P(tie) from the first generated token's top log-probabilities.
+
+    A token counts for a slot when, NFKC-normalised, stripped of spaces and punctuation and
+    lower-cased, it is ``a``, ``b`` or ``tie`` (the parser's own forms); tokens of one slot
+    add up. The three are renormalised over what they hold. None when no top token names a
+    slot: that reply is invalid, like an off-format generated one.
+    """
+    mass = {"A": 0.0, "B": 0.0, "tie": 0.0}
+    for token, logprob in top:
+        slot = parse(token)
+        if slot != "invalid":
+            mass[slot] += math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return (mass["A"] / total, mass["B"] / total, mass["tie"] / total)

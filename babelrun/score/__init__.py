@@ -40,6 +40,9 @@ class Card(msgspec.Struct, frozen=True):
     reliability: Interval
     tie_rate: Interval
     invalid_rate: Interval
+    # Soft-verdict judges: the mean of P(reference's slot) − P(perturbed's slot) over the
+    # presentations that carry probabilities (no interval yet). None for other judges.
+    soft_margin: Interval | None = None
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):
@@ -71,7 +74,7 @@ class Cards(msgspec.Struct, frozen=True):
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
-                   "ref_len", "pert_len", "kind"]
+                   "ref_len", "pert_len", "kind", "p_a", "p_b"]
 UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
 
 
@@ -136,6 +139,23 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
     return Card(items=items, presentations=int(sums[0]), **{name: interval(name) for name in n})
 
 
+def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    """Cumulative (margin sum, count) over items, in item order, for soft verdicts: a
+    presentation's margin is P(the reference's slot) − P(the perturbed answer's slot)."""
+    if "p_a" not in data.column_names or data["p_a"].null_count == data.num_rows:
+        return None
+    p_a = data["p_a"].to_numpy(zero_copy_only=False)[by]
+    p_b = data["p_b"].to_numpy(zero_copy_only=False)[by]
+    ref_first = (_lookup(data["order"], metrics.ORDER_CODES) == 0)[by]
+    margin = np.where(ref_first, p_a - p_b, p_b - p_a)
+    has = ~np.isnan(margin)
+    margin = np.where(has, margin, 0.0)
+    per_item = np.column_stack([np.add.reduceat(margin, starts), np.add.reduceat(has, starts)])
+    out = np.zeros((len(starts) + 1, 2))
+    np.cumsum(per_item, axis=0, out=out[1:])
+    return out
+
+
 def _by_cell_and_item(cell: np.ndarray, bits: np.ndarray) -> np.ndarray:
     """The order that sorts records by (cell, item): cells in card order, and within a cell
     each item's records adjacent. Items are told apart by the first 60 bits of their id
@@ -185,6 +205,7 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     n_items = len(starts)
     cumulative = np.zeros((n_items + 1, len(metrics.STATS)), dtype=np.int64, order="F")
     np.cumsum(table, axis=0, out=cumulative[1:])
+    margins = _soft_margins(data, by, starts)
 
     # Lay the cards out (judge > language > perturbation), then compute every card's point
     # values in one vectorised pass, then bootstrap each slice.
@@ -218,7 +239,12 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         point = {name: float(values[i]) for name, values in points.items()}
         counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if replicates
                   else np.array([stop - start]))
-        return _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
+        result = _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
+        if margins is not None:
+            total, n = margins[stop] - margins[start]
+            if n:
+                result = msgspec.structs.replace(result, soft_margin=Interval(_round(total / n), None, None, int(n)))
+        return result
 
     judges = [
         JudgeCards(names[jid], jid, card(j), [
