@@ -1,0 +1,252 @@
+"""Google Gemini API ``generateContent`` over aiohttp.
+
+``POST {endpoint}/v1beta/models/{model}:generateContent`` with the key in the
+``x-goog-api-key`` header, never in the URL, so it cannot land in a log line or an error
+message that quotes the URL. The OpenAI-style ``[system, user]`` messages become a
+``systemInstruction`` and ``contents``; temperature and ``maxOutputTokens`` come from the
+judge spec, with one candidate.
+
+The raw reply is the first candidate's text parts, concatenated (thought summaries left out).
+A reply with no text, because the candidate was blocked (``finishReason: SAFETY``, …), the
+prompt was (``promptFeedback.blockReason``), or the output budget ran out before any text
+(``MAX_TOKENS``, as a thinking model can do with a small ``max_tokens``), comes back as a
+bracketed note such as ``[blocked: SAFETY]``: the strict parser calls it invalid, and whoever
+reads the log sees why.
+
+Errors follow Google's ``{"error": {"code", "message", "status", "details"}}``: 429 and 5xx
+are retried, waiting what ``Retry-After`` or a ``google.rpc.RetryInfo`` ``retryDelay`` asks;
+401, 403, 404 and a 400 whose ``ErrorInfo`` reason is ``API_KEY_INVALID`` (how Google answers
+a wrong key) stop the judge; other 4xx reject the one request. Only the provider's
+``message`` is quoted, never ``details`` (a ``DebugInfo`` entry can echo the key), and the key
+is masked should a message contain it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import aiohttp
+import msgspec
+
+from ..manifest import JudgeSpec
+from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+
+DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
+_FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+_RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
+# Finish reasons that mean a filter withheld the text (as opposed to STOP, MAX_TOKENS, …).
+_BLOCKED = {"SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+            "IMAGE_SAFETY", "OTHER"}
+
+
+class _Part(msgspec.Struct):
+    text: str | None = None
+    thought: bool = False
+
+
+class _Content(msgspec.Struct):
+    parts: list[_Part] = []
+
+
+class _Candidate(msgspec.Struct, rename="camel"):
+    content: _Content | None = None
+    finish_reason: str | None = None
+
+
+class _PromptFeedback(msgspec.Struct, rename="camel"):
+    block_reason: str | None = None
+
+
+class _Usage(msgspec.Struct, rename="camel"):
+    prompt_token_count: int | None = None
+    candidates_token_count: int | None = None
+    thoughts_token_count: int | None = None
+
+
+class _Response(msgspec.Struct, rename="camel"):
+    candidates: list[_Candidate] = []
+    prompt_feedback: _PromptFeedback | None = None
+    usage_metadata: _Usage | None = None
+    model_version: str | None = None
+
+
+_decode = msgspec.json.Decoder(_Response).decode
+
+
+class GeminiJudge:
+    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        self.spec = spec
+        self.judge_id = judge_id
+        base = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        model = spec.model.removeprefix("models/")  # the API's own resource name works too
+        self.url = f"{base}/v1beta/models/{model}:generateContent"
+        headers = {"Content-Type": "application/json"}
+        self._key = os.environ[spec.api_key_env] if spec.api_key_env else None
+        if self._key:
+            headers["x-goog-api-key"] = self._key
+        self._headers = headers
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        # Created on first use, inside the running event loop; one connection pool per judge,
+        # sized to its concurrency so no request waits for a socket it was promised.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ttl_dns_cache=300)
+            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, headers=self._headers
+            )
+        return self._session
+
+    def body(self, request: JudgeRequest) -> bytes:
+        system = [m["content"] for m in request.messages if m["role"] == "system"]
+        contents = [
+            {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
+            for m in request.messages if m["role"] != "system"
+        ]
+        body: dict = {}
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+        body["contents"] = contents
+        body["generationConfig"] = {
+            "temperature": self.spec.temperature,
+            "maxOutputTokens": self.spec.max_tokens,
+            "candidateCount": 1,
+        }
+        return msgspec.json.encode(body)
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        try:
+            async with self._client().post(self.url, data=self.body(request)) as resp:
+                payload = await resp.read()
+                status = resp.status
+                header_after = _seconds(resp.headers.get("Retry-After"))
+        except TimeoutError:
+            raise RetryableError("timeout", f"no reply within {self.spec.timeout_s:g} s") from None
+        except aiohttp.ClientError as e:
+            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
+        if status >= 400:
+            raise self._error(status, payload, header_after)
+        try:
+            response = _decode(payload)
+        except msgspec.DecodeError:
+            raise RetryableError("bad_response", "malformed response body") from None
+        if not response.candidates and (response.prompt_feedback is None
+                                        or not response.prompt_feedback.block_reason):
+            # The API returns no candidates only for a blocked prompt, and says so.
+            raise RetryableError("bad_response", "response without candidates or block reason")
+        usage = response.usage_metadata or _Usage()
+        tokens_out = usage.candidates_token_count
+        if usage.thoughts_token_count:  # billed as output, and spent from the same budget
+            tokens_out = (tokens_out or 0) + usage.thoughts_token_count
+        return JudgeReply(
+            raw=_text(response),
+            served_model=response.model_version,
+            fingerprint=None,
+            tokens_in=usage.prompt_token_count,
+            tokens_out=tokens_out,
+        )
+
+    def _error(self, status: int, payload: bytes, header_after: float | None) -> Exception:
+        err = _ProviderError.of(payload)
+        message = self._mask(err.message)
+        what = f"HTTP {status}" + (f" {err.status}" if err.status else "")
+        if status == 429:
+            return RetryableError("rate_limited", f"{what}: {message}",
+                                  _larger(header_after, err.retry_delay))
+        if status >= 500 or status in _RETRYABLE_4XX:
+            return RetryableError("server_error" if status >= 500 else _RETRYABLE_4XX[status],
+                                  f"{what}: {message}", _larger(header_after, err.retry_delay))
+        if status in _FATAL:
+            return FatalJudgeError(_FATAL[status], f"{what} from {self.url}: {message}")
+        if "API_KEY_INVALID" in err.reasons:
+            return FatalJudgeError("unauthorized", f"{what} from {self.url}: {message}")
+        return RejectedError("rejected", f"{what}: {message}")
+
+    def _mask(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _text(response: _Response) -> str:
+    """The first candidate's text, or a bracketed note saying why there is none."""
+    if not response.candidates:  # judge() saw to it that the prompt was blocked
+        return f"[blocked: prompt {response.prompt_feedback.block_reason}]"
+    candidate = response.candidates[0]
+    parts = candidate.content.parts if candidate.content is not None else []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    if text:
+        return text
+    reason = candidate.finish_reason or "unknown"
+    return f"[blocked: {reason}]" if reason in _BLOCKED else f"[no text: {reason}]"
+
+
+class _ProviderError(msgspec.Struct):
+    message: str = ""
+    status: str = ""
+    reasons: tuple[str, ...] = ()
+    retry_delay: float | None = None
+
+    @classmethod
+    def of(cls, payload: bytes) -> _ProviderError:
+        """Google's error body, read leniently: a body that is not one (a proxy's HTML page)
+        still yields its first 200 characters as the message."""
+        try:
+            doc = msgspec.json.decode(payload)
+        except msgspec.DecodeError:
+            return cls(message=payload[:200].decode("utf-8", "replace"))
+        if isinstance(doc, list) and doc:  # some front ends wrap it in a list
+            doc = doc[0]
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if not isinstance(err, dict):
+            return cls(message=payload[:200].decode("utf-8", "replace"))
+        reasons: list[str] = []
+        delay = None
+        details = err.get("details")
+        for d in details if isinstance(details, list) else ():
+            if not isinstance(d, dict):
+                continue
+            kind = str(d.get("@type", ""))
+            if kind.endswith("google.rpc.ErrorInfo") and isinstance(d.get("reason"), str):
+                reasons.append(d["reason"])
+            elif kind.endswith("google.rpc.RetryInfo"):
+                delay = _duration(d.get("retryDelay"))
+        return cls(message=str(err.get("message", ""))[:200], status=str(err.get("status", "")),
+                   reasons=tuple(reasons), retry_delay=delay)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)s\s*$")
+
+
+def _duration(value) -> float | None:
+    """A protobuf JSON Duration (``"17s"``, ``"0.200s"``) in seconds; also accepts
+    ``{"seconds": 17, "nanos": 0}``."""
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        return float(m.group(1)) if m else None
+    if isinstance(value, dict):
+        try:
+            return max(0.0, float(value.get("seconds", 0)) + float(value.get("nanos", 0)) / 1e9)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _seconds(value: str | None) -> float | None:
+    """``Retry-After`` in seconds; an HTTP-date is left to the backoff."""
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    present = [x for x in (a, b) if x is not None]
+    return max(present) if present else None
