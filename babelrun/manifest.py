@@ -25,7 +25,8 @@ Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 DEFAULT_SEVERITIES = (0.3, 0.6)
-SOFT_BACKENDS = ("openai",)  # backends whose replies carry token log-probabilities
+# Backends whose replies carry token log-probabilities (soft verdicts).
+SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks")
 
 
 class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -163,7 +164,11 @@ class SimulatedKnobs(_Spec):
 
 class JudgeSpec(_Spec):
     name: str
-    backend: Literal["simulated", "openai", "anthropic", "gemini"]
+    # simulated; anthropic; gemini; openai and the OpenAI-compatible presets
+    # (babelrun/judges/presets.py): vllm, llamacpp_server, ollama, lmstudio, groq, together,
+    # mistral, deepseek, openrouter, fireworks
+    backend: Literal["simulated", "openai", "anthropic", "gemini", "vllm", "llamacpp_server", "ollama",
+                     "lmstudio", "groq", "together", "mistral", "deepseek", "openrouter", "fireworks"]
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
     api_key_env: str | None = None
@@ -344,10 +349,11 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
             raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
         if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
             raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
-        if judge.api_key_env and judge.api_key_env not in environ:
-            raise ManifestError(
-                f"{where}.api_key_env", f"environment variable {judge.api_key_env} is not set"
-            )
+        from .judges.presets import key_env
+
+        variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)
+        if variable and variable not in environ:
+            raise ManifestError(f"{where}.api_key_env", f"environment variable {variable} is not set")
         if judge.simulated is not None:
             raise ManifestError(f"{where}.simulated", "only the simulated backend takes these knobs")
     if judge.soft and judge.backend not in SOFT_BACKENDS:

@@ -132,3 +132,38 @@ def test_soft_needs_a_backend_with_logprobs(tmp_path):
     path = write_manifest(tmp_path, [judge])
     with pytest.raises(ManifestError, match="log-probabilities"):
         babelrun.load_manifest(path)
+
+
+def test_presets_reach_their_default_endpoints_with_their_key(tmp_path, monkeypatch):
+    from babelrun.judges import build
+    from babelrun.judges.presets import PRESETS
+    from babelrun.manifest import JudgeSpec
+
+    monkeypatch.setenv("GROQ_API_KEY", "gk")
+    groq = build(JudgeSpec(name="g", backend="groq", model="llama"), 0)
+    assert groq.url == "https://api.groq.com/openai/v1/chat/completions"
+    assert groq._headers["Authorization"] == "Bearer gk"
+    local = build(JudgeSpec(name="o", backend="ollama", model="qwen"), 0)
+    assert local.url == "http://localhost:11434/v1/chat/completions" and "Authorization" not in local._headers
+    # Another endpoint: only the key the judge names.
+    other = build(JudgeSpec(name="x", backend="openai", model="m", endpoint="http://127.0.0.1:9/v1"), 0)
+    assert "Authorization" not in other._headers
+    assert {"vllm", "llamacpp_server", "ollama", "lmstudio", "groq", "together", "mistral", "deepseek",
+            "openrouter", "fireworks"} <= set(PRESETS)
+    # A hosted preset without its key is a manifest error naming the variable.
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    path = write_manifest(tmp_path, [{"name": "m", "backend": "mistral", "model": "mistral-small"}])
+    import pytest
+
+    from babelrun.errors import ManifestError
+
+    with pytest.raises(ManifestError, match="MISTRAL_API_KEY is not set"):
+        babelrun.load_manifest(path)
+
+
+def test_a_preset_audits_through_the_loopback_server(tmp_path, small_corpus):
+    with FakeJudgeServer() as server:
+        judge = {"name": "v", "backend": "vllm", "model": "m", "endpoint": server.url, "soft": True}
+        path = write_manifest(tmp_path, [judge], corpus=small_corpus)
+        result = run.audit(babelrun.load_manifest(path), handle_signals=False)
+    assert result.exit_code == 0 and result.cards.judges[0].overall.soft_margin is not None

@@ -14,6 +14,7 @@ from .base import (
     RetryableError,
     judge_id,
 )
+from .presets import PRESETS
 
 # backend name -> (module, class); a module is imported when a judge first needs it.
 BACKENDS = {
@@ -22,6 +23,7 @@ BACKENDS = {
     "anthropic": ("anthropic", "AnthropicJudge"),
     "gemini": ("gemini", "GeminiJudge"),
 }
+BACKENDS.update({name: ("openai", "OpenAIJudge") for name in PRESETS})  # OpenAI-compatible
 
 
 def build(spec: JudgeSpec, seed: int) -> Judge:

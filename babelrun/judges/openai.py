@@ -1,4 +1,6 @@
-"""OpenAI Chat Completions over aiohttp, for any OpenAI-compatible base URL.
+"""OpenAI Chat Completions over aiohttp, for any OpenAI-compatible base URL (and the
+presets in ``presets.py``: vLLM, llama.cpp server, Ollama, LM Studio, Groq, Together,
+Mistral, DeepSeek, OpenRouter, Fireworks).
 
 Temperature and ``max_tokens`` come from the judge spec (0 and 8 by default). With
 ``soft: true`` the request asks for one token with its top-20 log-probabilities, which give
@@ -18,9 +20,9 @@ import msgspec
 
 from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
 
-DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 _FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
 _RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
 
@@ -68,10 +70,12 @@ class OpenAIJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         self.spec = spec
         self.judge_id = judge_id
-        self.url = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/chat/completions"
+        preset = PRESETS[spec.backend]
+        self.url = (spec.endpoint or preset.endpoint).rstrip("/") + "/chat/completions"
         headers = {"Content-Type": "application/json"}
-        if spec.api_key_env:
-            headers["Authorization"] = f"Bearer {os.environ[spec.api_key_env]}"
+        variable = key_env(spec.backend, spec.api_key_env, spec.endpoint)
+        if variable and variable in os.environ:  # local servers may run without a key
+            headers["Authorization"] = f"Bearer {os.environ[variable]}"
         self._headers = headers
         self._session: aiohttp.ClientSession | None = None
 

@@ -1,0 +1,42 @@
+"""Providers that speak the OpenAI Chat Completions protocol: their differences are data.
+
+A preset gives the base URL and the environment variable of the key (None where a local
+server needs none), and whether the provider returns token log-probabilities (``soft``
+verdicts). A judge may still set ``endpoint`` and ``api_key_env`` to override both.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Preset(msgspec.Struct, frozen=True):
+    endpoint: str
+    key_env: str | None
+    logprobs: bool
+
+
+PRESETS: dict[str, Preset] = {
+    "openai": Preset("https://api.openai.com/v1", "OPENAI_API_KEY", True),
+    # Local servers: no key, unless the user started them with one.
+    "vllm": Preset("http://localhost:8000/v1", None, True),
+    "llamacpp_server": Preset("http://localhost:8080/v1", None, True),
+    "ollama": Preset("http://localhost:11434/v1", None, False),
+    "lmstudio": Preset("http://localhost:1234/v1", None, False),
+    # Hosted APIs.
+    "groq": Preset("https://api.groq.com/openai/v1", "GROQ_API_KEY", False),
+    "together": Preset("https://api.together.xyz/v1", "TOGETHER_API_KEY", True),
+    "mistral": Preset("https://api.mistral.ai/v1", "MISTRAL_API_KEY", False),
+    "deepseek": Preset("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", True),
+    "openrouter": Preset("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True),
+    "fireworks": Preset("https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", True),
+}
+
+
+def key_env(backend: str, explicit: str | None, endpoint: str | None) -> str | None:
+    """The key's environment variable: the judge's own; else, when the judge talks to the
+    preset's own endpoint, the preset's; else none (another server: name its key, if any)."""
+    if explicit is not None:
+        return explicit
+    preset = PRESETS.get(backend)
+    return preset.key_env if preset and endpoint is None else None
