@@ -25,11 +25,11 @@ import time
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-import aiohttp
 import msgspec
 
 from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .http import HttpJudge
 
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -69,28 +69,13 @@ _decode = msgspec.json.Decoder(_Message).decode
 _decode_error = msgspec.json.Decoder(_ErrorBody).decode
 
 
-class AnthropicJudge:
+class AnthropicJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        self.spec = spec
-        self.judge_id = judge_id
-        self.url = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/v1/messages"
         headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         self._key = os.environ[spec.api_key_env] if spec.api_key_env else None
         if self._key:
             headers["x-api-key"] = self._key
-        self._headers = headers
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        # Created on first use, inside the running event loop; one connection pool per judge,
-        # sized to its concurrency so no request waits for a socket it was promised.
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, headers=self._headers
-            )
-        return self._session
+        super().__init__(spec, judge_id, (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/v1/messages", headers)
 
     def body(self, request: JudgeRequest) -> bytes:
         system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
@@ -106,18 +91,7 @@ class AnthropicJudge:
         body["messages"] = messages
         return msgspec.json.encode(body)
 
-    async def judge(self, request: JudgeRequest) -> JudgeReply:
-        try:
-            async with self._client().post(self.url, data=self.body(request)) as resp:
-                payload = await resp.read()
-                status = resp.status
-                headers = resp.headers
-        except TimeoutError:
-            raise RetryableError("timeout", f"no reply within {self.spec.timeout_s:g} s") from None
-        except aiohttp.ClientError as e:
-            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
-        if status >= 400:
-            self._raise(status, payload, headers)
+    def reply(self, payload: bytes) -> JudgeReply:
         try:
             message = _decode(payload)
         except msgspec.DecodeError:
@@ -131,7 +105,7 @@ class AnthropicJudge:
             tokens_out=usage.output_tokens,
         )
 
-    def _raise(self, status: int, payload: bytes, headers) -> None:
+    def raise_for_status(self, status: int, payload: bytes, headers) -> None:
         kind, message, details = _provider_error(payload)
         if self._key:
             message = message.replace(self._key, "***")
@@ -150,11 +124,6 @@ class AnthropicJudge:
             where = f"HTTP {status}" + (f" {kind}" if kind else "") + f" from {self.url}"
             raise FatalJudgeError(_FATAL[status], f"{where}: {message}" if message else where)
         raise RejectedError("rejected", said)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 def _provider_error(payload: bytes) -> tuple[str, str, dict | None]:

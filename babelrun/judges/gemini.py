@@ -26,11 +26,11 @@ from __future__ import annotations
 import os
 import re
 
-import aiohttp
 import msgspec
 
 from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .http import HttpJudge
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 _FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
@@ -74,30 +74,15 @@ class _Response(msgspec.Struct, rename="camel"):
 _decode = msgspec.json.Decoder(_Response).decode
 
 
-class GeminiJudge:
+class GeminiJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        self.spec = spec
-        self.judge_id = judge_id
         base = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/")
         model = spec.model.removeprefix("models/")  # the API's own resource name works too
-        self.url = f"{base}/v1beta/models/{model}:generateContent"
         headers = {"Content-Type": "application/json"}
         self._key = os.environ[spec.api_key_env] if spec.api_key_env else None
         if self._key:
             headers["x-goog-api-key"] = self._key
-        self._headers = headers
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        # Created on first use, inside the running event loop; one connection pool per judge,
-        # sized to its concurrency so no request waits for a socket it was promised.
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, headers=self._headers
-            )
-        return self._session
+        super().__init__(spec, judge_id, f"{base}/v1beta/models/{model}:generateContent", headers)
 
     def body(self, request: JudgeRequest) -> bytes:
         system = [m["content"] for m in request.messages if m["role"] == "system"]
@@ -116,18 +101,10 @@ class GeminiJudge:
         }
         return msgspec.json.encode(body)
 
-    async def judge(self, request: JudgeRequest) -> JudgeReply:
-        try:
-            async with self._client().post(self.url, data=self.body(request)) as resp:
-                payload = await resp.read()
-                status = resp.status
-                header_after = _seconds(resp.headers.get("Retry-After"))
-        except TimeoutError:
-            raise RetryableError("timeout", f"no reply within {self.spec.timeout_s:g} s") from None
-        except aiohttp.ClientError as e:
-            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
-        if status >= 400:
-            raise self._error(status, payload, header_after)
+    def raise_for_status(self, status: int, payload: bytes, headers) -> None:
+        raise self._error(status, payload, _seconds(headers.get("Retry-After")))
+
+    def reply(self, payload: bytes) -> JudgeReply:
         try:
             response = _decode(payload)
         except msgspec.DecodeError:
@@ -166,11 +143,6 @@ class GeminiJudge:
 
     def _mask(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 def _text(response: _Response) -> str:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import re
 
-import aiohttp
 import msgspec
 
 from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .http import HttpJudge
 from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
 
@@ -66,29 +66,15 @@ class _Completion(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Completion).decode
 
 
-class OpenAIJudge:
+class OpenAIJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        self.spec = spec
-        self.judge_id = judge_id
         preset = PRESETS[spec.backend]
-        self.url = (spec.endpoint or preset.endpoint).rstrip("/") + "/chat/completions"
         headers = {"Content-Type": "application/json"}
         variable = key_env(spec.backend, spec.api_key_env, spec.endpoint)
         if variable and variable in os.environ:  # local servers may run without a key
             headers["Authorization"] = f"Bearer {os.environ[variable]}"
-        self._headers = headers
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        # Created on first use, inside the running event loop; one connection pool per judge,
-        # sized to its concurrency so no request waits for a socket it was promised.
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, headers=self._headers
-            )
-        return self._session
+        super().__init__(spec, judge_id, (spec.endpoint or preset.endpoint).rstrip("/") + "/chat/completions",
+                         headers)
 
     def body(self, request: JudgeRequest) -> bytes:
         body = {
@@ -101,16 +87,8 @@ class OpenAIJudge:
             body.update(max_tokens=1, logprobs=True, top_logprobs=20)
         return msgspec.json.encode(body)
 
-    async def judge(self, request: JudgeRequest) -> JudgeReply:
-        try:
-            async with self._client().post(self.url, data=self.body(request)) as resp:
-                payload = await resp.read()
-                status = resp.status
-                retry_after = _retry_after(resp.headers)
-        except TimeoutError:
-            raise RetryableError("timeout", f"no reply within {self.spec.timeout_s:g} s") from None
-        except aiohttp.ClientError as e:
-            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
+    def raise_for_status(self, status: int, payload: bytes, headers) -> None:
+        retry_after = _retry_after(headers)
         if status == 429:
             raise RetryableError("rate_limited", "429 Too Many Requests", retry_after)
         if status >= 500 or status in _RETRYABLE_4XX:
@@ -118,8 +96,9 @@ class OpenAIJudge:
                                  f"HTTP {status}", retry_after)
         if status in _FATAL:
             raise FatalJudgeError(_FATAL[status], f"HTTP {status} from {self.url}: {_provider_message(payload)}")
-        if status >= 400:
-            raise RejectedError("rejected", f"HTTP {status}: {_provider_message(payload)}")
+        raise RejectedError("rejected", f"HTTP {status}: {_provider_message(payload)}")
+
+    def reply(self, payload: bytes) -> JudgeReply:
         try:
             completion = _decode(payload)
             choice = completion.choices[0]
@@ -134,11 +113,6 @@ class OpenAIJudge:
             tokens_out=usage.completion_tokens,
             probs=_soft(choice) if self.spec.soft else None,
         )
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 def _soft(choice: _Choice) -> tuple[float, float, float] | None:
