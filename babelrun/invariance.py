@@ -28,16 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import compact, languages
-from .score import stats
+from .score import Interval, stats
 
 _COLUMNS = ["judge_id", "judge", "kind", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
-
-
-class Rate(msgspec.Struct, frozen=True):
-    value: float | None
-    lo: float | None
-    hi: float | None
-    n: int
 
 
 class LanguageSwitch(msgspec.Struct, frozen=True):
@@ -45,8 +38,8 @@ class LanguageSwitch(msgspec.Struct, frozen=True):
     lang: str
     language: str
     matched: int  # keys judged in both the pivot and this language
-    judgment_flip: Rate
-    correctness_flip: Rate
+    judgment_flip: Interval
+    correctness_flip: Interval
     right_in_pivot_only: int
     right_in_target_only: int
     mcnemar_p: float
@@ -57,8 +50,8 @@ class TieProbes(msgspec.Struct, frozen=True):
     lang: str
     language: str
     probes: int  # presentations (both orders)
-    tie_rate: Rate
-    pivot_share: Rate  # among decisive verdicts, the share that chose the pivot's answer
+    tie_rate: Interval
+    pivot_share: Interval  # among decisive verdicts, the share that chose the pivot's answer
 
 
 class Invariance(msgspec.Struct, frozen=True):
@@ -68,11 +61,11 @@ class Invariance(msgspec.Struct, frozen=True):
     tie_probes: list[TieProbes] = []
 
 
-def _rate(k: int, n: int, confidence: float) -> Rate:
+def _rate(k: int, n: int, confidence: float) -> Interval:
     if n == 0:
-        return Rate(None, None, None, 0)
+        return Interval(None, None, None, 0)
     lo, hi = stats.wilson(k, n, confidence)
-    return Rate(round(k / n, 4), round(float(lo), 4), round(float(hi), 4), n)
+    return Interval(round(k / n, 4), round(float(lo), 4), round(float(hi), 4), n)
 
 
 def _keyed(table: pa.Table) -> dict[tuple, str]:
@@ -135,7 +128,7 @@ def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95) -> Invarianc
     return compare(compact.load(Path(run_dir), _COLUMNS), pivot, confidence)
 
 
-def _fmt(r: Rate) -> str:
+def _fmt(r: Interval) -> str:
     return "–" if r.value is None else f"{r.value:.2f} [{r.lo:.2f}, {r.hi:.2f}]"
 
 

@@ -27,3 +27,20 @@ def simulated(name: str = "sim", **knobs) -> dict:
 
 def env_without(*names: str) -> dict:
     return {k: v for k, v in os.environ.items() if k not in names}
+
+
+def files_bytes(folder: Path) -> bytes:
+    """Every file under ``folder``, concatenated: to assert a secret appears in none."""
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def quiet_audit(path: Path):
+    """``babelrun audit`` in-process: no signal handlers, no progress output."""
+    import io
+
+    import babelrun
+    from babelrun import run
+    from babelrun.progress import Progress
+
+    return run.audit(babelrun.load_manifest(path), handle_signals=False,
+                     progress=Progress(stream=io.StringIO(), interval=60))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
 from datetime import UTC, datetime
@@ -15,7 +14,7 @@ from aiohttp import web
 
 import babelrun
 import babelrun.progress
-from babelrun import log, run
+from babelrun import log
 from babelrun.cli import main
 from babelrun.items import Item
 from babelrun.judges.anthropic import AnthropicJudge, _reset, _retry_after
@@ -24,7 +23,7 @@ from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from babelrun.testing import choose
-from helpers import write_manifest
+from helpers import files_bytes, quiet_audit, write_manifest
 
 SECRET = "sk-ant-test-xyz789-never-log-me"
 KEY_ENV = "BABELRUN_TEST_ANTHROPIC_KEY"
@@ -203,13 +202,6 @@ def _judge(server, **extra) -> dict:
     return spec
 
 
-def _audit(path):
-    progress = babelrun.progress.Progress(stream=io.StringIO(), interval=60)
-    return run.audit(babelrun.load_manifest(path), handle_signals=False, progress=progress)
-
-
-def _files_text(folder) -> bytes:
-    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
 
 
 # ---- end to end ---------------------------------------------------------------------------
@@ -219,7 +211,7 @@ def test_audit_end_to_end_through_anthropic_backend(tmp_path, monkeypatch, small
     monkeypatch.setenv(KEY_ENV, SECRET)
     with FakeMessagesServer() as server:
         path = write_manifest(tmp_path, [_judge(server)], corpus=small_corpus)
-        result = _audit(path)
+        result = quiet_audit(path)
     assert server.problems == []
     assert result.exit_code == 0
     records = list(log.read(tmp_path / "run"))
@@ -237,7 +229,7 @@ def test_audit_end_to_end_through_anthropic_backend(tmp_path, monkeypatch, small
         prompt = f"[Answer A]\n{a}\n[End of Answer A]\n\n[Answer B]\n{b}\n[End of Answer B]"
         assert r.raw == r.slot == choose(prompt)
     assert result.cards.judges[0].overall.order_consistency.value == 1.0
-    assert SECRET.encode() not in _files_text(tmp_path / "run")
+    assert SECRET.encode() not in files_bytes(tmp_path / "run")
 
 
 def test_rate_limits_and_overload_are_retried_to_success(tmp_path, monkeypatch, small_corpus):
@@ -245,7 +237,7 @@ def test_rate_limits_and_overload_are_retried_to_success(tmp_path, monkeypatch, 
     faults = [429, 529, 429, 503, 529]
     with FakeMessagesServer(faults=faults) as server:
         path = write_manifest(tmp_path, [_judge(server)], corpus=small_corpus)
-        result = _audit(path)
+        result = quiet_audit(path)
     assert server.problems == []
     assert result.exit_code == 0
     final = log.final_records(log.read(tmp_path / "run"))
@@ -272,7 +264,7 @@ def test_bad_key_stops_the_judge_with_the_providers_message(tmp_path, monkeypatc
     claude = [r for r in records if r.judge == "claude"]
     assert claude and all(r.status == "error" and r.error_kind == "unauthorized" for r in claude)
     assert all(r.status == "ok" for r in records if r.judge == "sim")
-    assert b"sk-ant-wrong-key-123" not in _files_text(tmp_path / "run")
+    assert b"sk-ant-wrong-key-123" not in files_bytes(tmp_path / "run")
 
 
 def test_a_rejected_request_on_every_call_trips_the_breaker(tmp_path, monkeypatch, small_corpus):
@@ -280,7 +272,7 @@ def test_a_rejected_request_on_every_call_trips_the_breaker(tmp_path, monkeypatc
     with FakeMessagesServer(always=400) as server:
         spec = _judge(server, concurrency=1, max_consecutive_failures=5)
         path = write_manifest(tmp_path, [spec], corpus=small_corpus)
-        result = _audit(path)
+        result = quiet_audit(path)
     assert server.problems == []
     assert result.exit_code == 1
     assert server.requests == 5  # a rejection is not retried

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import socket
 import threading
 import time
@@ -15,7 +14,7 @@ from aiohttp import web
 
 import babelrun
 import babelrun.progress
-from babelrun import log, run
+from babelrun import log
 from babelrun.cli import main
 from babelrun.items import Item
 from babelrun.judges.base import (
@@ -30,7 +29,7 @@ from babelrun.judges.prompt import PAIRWISE, TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from babelrun.testing import choose
-from helpers import write_manifest
+from helpers import files_bytes, quiet_audit, write_manifest
 
 SECRET = "AIza-test-gemini-key-never-log-me"
 KEY_ENV = "BABELRUN_TEST_GEMINI_KEY"
@@ -240,10 +239,6 @@ def _judge(server: GeminiServer, **extra) -> dict:
     return spec
 
 
-def _audit(path):
-    progress = babelrun.progress.Progress(stream=io.StringIO(), interval=60)
-    return run.audit(babelrun.load_manifest(path), handle_signals=False, progress=progress)
-
 
 def _expected_slots(path) -> dict:
     """(item_id, order) -> what the server's judge names, from the prompts the plan renders."""
@@ -256,9 +251,6 @@ def _expected_slots(path) -> dict:
     return out
 
 
-def _files_text(folder) -> bytes:
-    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
-
 
 # ---- end to end through the engine --------------------------------------------------------
 
@@ -267,7 +259,7 @@ def test_audit_end_to_end_through_gemini_backend(tmp_path, monkeypatch, small_co
     monkeypatch.setenv(KEY_ENV, SECRET)
     with GeminiServer() as server:
         path = write_manifest(tmp_path, [_judge(server)], corpus=small_corpus)
-        result = _audit(path)
+        result = quiet_audit(path)
     assert server.problems == []
     assert result.exit_code == 0
     records = list(log.read(tmp_path / "run"))
@@ -280,7 +272,7 @@ def test_audit_end_to_end_through_gemini_backend(tmp_path, monkeypatch, small_co
     assert {(r.item_id, r.order): r.slot for r in records} == expected
     assert {r.slot for r in records} == {"A", "B"}
     assert result.cards.judges[0].overall.order_consistency.value == 1.0
-    assert SECRET.encode() not in _files_text(tmp_path / "run")
+    assert SECRET.encode() not in files_bytes(tmp_path / "run")
 
 
 def test_429_and_503_are_retried_honouring_retry_info(tmp_path, monkeypatch, small_corpus):
@@ -291,7 +283,7 @@ def test_429_and_503_are_retried_honouring_retry_info(tmp_path, monkeypatch, sma
     with GeminiServer(script=script, retry_delay="0.3s") as server:
         path = write_manifest(tmp_path, [_judge(server, concurrency=1)], corpus=small_corpus,
                               perturbations=ONE_PERTURBATION)
-        result = _audit(path)
+        result = quiet_audit(path)
     assert server.problems == []
     assert result.exit_code == 0
     final = log.final_records(log.read(tmp_path / "run"))
@@ -324,7 +316,7 @@ def test_401_stops_the_judge_with_the_providers_message(tmp_path, monkeypatch, c
     gem = [r for r in records if r.judge == "gem"]
     assert len(gem) == 1 and gem[0].status == "error" and gem[0].error_kind == "unauthorized"
     assert all(r.status == "ok" for r in records if r.judge == "sim")
-    assert SECRET.encode() not in _files_text(tmp_path / "run")
+    assert SECRET.encode() not in files_bytes(tmp_path / "run")
 
 
 def test_wrong_key_stops_the_judge_without_echoing_it(tmp_path, monkeypatch, capsys, small_corpus):
@@ -340,7 +332,7 @@ def test_wrong_key_stops_the_judge_without_echoing_it(tmp_path, monkeypatch, cap
     assert code == 1 and requests == 1
     assert "judge 'gem' stopped: HTTP 400 INVALID_ARGUMENT" in err and "API key not valid" in err
     assert wrong not in err + out
-    assert wrong.encode() not in _files_text(tmp_path / "run")
+    assert wrong.encode() not in files_bytes(tmp_path / "run")
 
 
 def test_blocked_replies_are_invalid_verdicts_that_say_why(tmp_path, monkeypatch, small_corpus):
@@ -348,7 +340,7 @@ def test_blocked_replies_are_invalid_verdicts_that_say_why(tmp_path, monkeypatch
     with GeminiServer(script=["safety", "prompt_blocked", "max_tokens"]) as server:
         path = write_manifest(tmp_path, [_judge(server, concurrency=1)], corpus=small_corpus,
                               perturbations=ONE_PERTURBATION)
-        result = _audit(path)
+        result = quiet_audit(path)
     assert server.problems == []
     assert result.exit_code == 0  # an invalid verdict is a verdict, not a failed call
     records = list(log.read(tmp_path / "run"))

@@ -7,7 +7,7 @@ from babelrun import log, run
 from babelrun.cli import main
 from babelrun.plan import Plan
 from babelrun.testing import FakeJudgeServer, choose
-from helpers import write_manifest
+from helpers import files_bytes, write_manifest
 
 SECRET = "sk-test-abc123-never-log-me"
 
@@ -18,9 +18,6 @@ def _judge(server, **extra):
     spec.update(extra)
     return spec
 
-
-def _files_text(folder):
-    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
 
 
 def test_audit_end_to_end_through_openai_backend(tmp_path, monkeypatch, small_corpus):
@@ -46,7 +43,7 @@ def test_audit_end_to_end_through_openai_backend(tmp_path, monkeypatch, small_co
     # A content-consistent judge is perfectly order-consistent.
     assert result.cards.judges[0].overall.order_consistency.value == 1.0
     assert server.authorizations == {f"Bearer {SECRET}"}
-    assert SECRET.encode() not in _files_text(tmp_path / "run")
+    assert SECRET.encode() not in files_bytes(tmp_path / "run")
 
 
 def test_transient_faults_are_retried_and_counted(tmp_path, monkeypatch, small_corpus):
