@@ -164,10 +164,11 @@ class SimulatedKnobs(_Spec):
 
 class JudgeSpec(_Spec):
     name: str
-    # simulated; anthropic; gemini; openai and the OpenAI-compatible presets
+    # simulated; llamacpp (a local GGUF in-process); anthropic; gemini; openai and the
+    # OpenAI-compatible presets
     # (babelrun/judges/presets.py): vllm, llamacpp_server, ollama, lmstudio, groq, together,
     # mistral, deepseek, openrouter, fireworks
-    backend: Literal["simulated", "openai", "anthropic", "gemini", "vllm", "llamacpp_server", "ollama",
+    backend: Literal["simulated", "llamacpp", "openai", "anthropic", "gemini", "vllm", "llamacpp_server", "ollama",
                      "lmstudio", "groq", "together", "mistral", "deepseek", "openrouter", "fireworks"]
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
@@ -187,6 +188,11 @@ class JudgeSpec(_Spec):
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     retries: Annotated[int, msgspec.Meta(ge=0)] = 5
     max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+    # Local models (llamacpp): the micro-batcher and the runtime.
+    batch_size: PositiveInt = 8  # requests collected into one batch at most
+    max_wait_ms: Annotated[float, msgspec.Meta(ge=0)] = 20.0  # how long the first one waits
+    threads: PositiveInt | None = None  # CPU threads (llama.cpp's default when unset)
+    context: PositiveInt = 4096  # context window, tokens
     simulated: SimulatedKnobs | None = None
 
 
@@ -344,7 +350,14 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
         raise ManifestError(
             f"{where}.prompt", f"unknown prompt template {judge.prompt!r} (known: {', '.join(templates)})"
         )
-    if judge.backend != "simulated":
+    if judge.backend == "llamacpp":
+        from .judges.llamacpp import PACKAGED
+
+        if not judge.model:
+            raise ManifestError(f"{where}.model", f"a GGUF file's path, or one of: {', '.join(PACKAGED)}")
+        if judge.model not in PACKAGED and not Path(judge.model).expanduser().is_file():
+            raise ManifestError(f"{where}.model", f"file not found: {judge.model}")
+    elif judge.backend != "simulated":
         if not judge.model:
             raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
         if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):

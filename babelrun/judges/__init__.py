@@ -19,6 +19,7 @@ from .presets import PRESETS
 # backend name -> (module, class); a module is imported when a judge first needs it.
 BACKENDS = {
     "simulated": ("simulated", "SimulatedJudge"),
+    "llamacpp": ("llamacpp", "LlamaCppJudge"),
     "openai": ("openai", "OpenAIJudge"),
     "anthropic": ("anthropic", "AnthropicJudge"),
     "gemini": ("gemini", "GeminiJudge"),

