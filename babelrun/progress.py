@@ -43,7 +43,9 @@ class Progress:
         while len(hist) > 2 and now - hist[1][0] >= self.window_s:
             hist.popleft()
         (t0, n0), (t1, n1) = hist[0], hist[-1]
-        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+        if t1 > t0:
+            return (n1 - n0) / (t1 - t0)
+        return state.ok / state.elapsed if state.elapsed > 0 else 0.0  # the first report
 
     def line(self, state, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
