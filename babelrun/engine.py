@@ -31,7 +31,7 @@ import numpy as np
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from . import limits
+from . import batches, limits
 from .items import Item
 from .judges import (
     ORDERS,
@@ -413,7 +413,11 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             with judges_scope:
                 async with send, anyio.create_task_group() as tg:
                     for r in runs:
-                        tg.start_soon(r.run, plan, done, send.clone(), producers)
+                        if r.judge.spec.batch:  # one provider batch instead of calls
+                            tg.start_soon(batches.run_judge, r.judge, r.state, plan, done, send.clone(),
+                                          writer.run_dir, producers)
+                        else:
+                            tg.start_soon(r.run, plan, done, send.clone(), producers)
         helpers.cancel_scope.cancel()
 
     progress.finish(result.judges)

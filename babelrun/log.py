@@ -329,6 +329,7 @@ class LogWriter:
 
     def __init__(self, run_dir: Path, *, fsync: Literal["interval", "batch"] = "interval",
                  fsync_interval: float = 1.0, segment_bytes: int = 16 << 20):
+        self.run_dir = run_dir
         self._dir = run_dir / "log"
         self._dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())

@@ -27,6 +27,8 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 DEFAULT_SEVERITIES = (0.3, 0.6)
 # Backends whose replies carry token log-probabilities (soft verdicts).
 SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks")
+# Backends whose provider offers a batch API (babelrun/batches.py).
+BATCH_BACKENDS = ("openai", "anthropic")
 
 
 class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -194,6 +196,10 @@ class JudgeSpec(_Spec):
     threads: PositiveInt | None = None  # CPU threads (llama.cpp's default when unset)
     context: PositiveInt = 4096  # context window, tokens
     simulated: SimulatedKnobs | None = None
+    # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
+    # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
+    batch: bool = False
+    batch_poll_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
 
 
 # ---- the whole ----------------------------------------------------------------------------
@@ -372,6 +378,11 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
     if judge.soft and judge.backend not in SOFT_BACKENDS:
         raise ManifestError(f"{where}.soft", f"the {judge.backend} backend gives no token log-probabilities "
                                              f"(soft verdicts: {', '.join(SOFT_BACKENDS)})")
+    if judge.batch and judge.backend not in BATCH_BACKENDS:
+        raise ManifestError(f"{where}.batch", f"the {judge.backend} backend has no batch API "
+                                              f"(batch: {', '.join(BATCH_BACKENDS)})")
+    if judge.batch and judge.soft:
+        raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     if judge.backend == "simulated":
         knobs = judge.simulated or SimulatedKnobs()
         if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:

@@ -1,0 +1,326 @@
+"""Provider batch APIs: a judge with ``batch: true`` sends its pending keys as one batch.
+
+Instead of one call per key, the judge's undone keys go to the provider as ONE batch
+(OpenAI Batch API: a JSONL file of chat-completion requests; Anthropic Message Batches), which
+is polled every ``batch_poll_s`` seconds until it ends; its results become the same log
+records normal calls give (one per key: ``ok`` through the backend's own ``reply``, or
+``error`` with ``error_kind`` ``batch_error``).
+
+Right after the batch is created, ``RUN_DIR/batches/<judge_id>.json`` records the provider,
+the batch id and the custom ids submitted (written atomically). An audit that finds that file
+resumes polling the batch instead of submitting again; the file is deleted once the batch's
+records are handed to the log writer. Keys already done are never submitted, and the keys of
+a pending batch are not submitted again. Requests go through the judge's own aiohttp session,
+so the key travels in its headers only.
+
+A custom id is ``<item_id>-r`` (reference first) or ``<item_id>-p`` (perturbed first):
+Anthropic allows only ``[A-Za-z0-9_-]{1,64}``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import aiohttp
+import anyio
+import msgspec
+from anyio.abc import ObjectSendStream
+
+from . import engine
+from .judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from .judges.prompt import TEMPLATES
+from .log import DoneSet
+from .plan import Plan
+
+OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+class Pending(msgspec.Struct):
+    """A submitted batch not yet collected (``RUN_DIR/batches/<judge_id>.json``)."""
+
+    provider: str
+    batch_id: str
+    custom_ids: list[str]
+    created: float = 0.0
+
+
+def custom_id(item_id: str, order: str) -> str:
+    return f"{item_id}-{'r' if order == 'ref_first' else 'p'}"
+
+
+def state_path(run_dir: Path, judge_id: str) -> Path:
+    return run_dir / "batches" / f"{judge_id}.json"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _load(path: Path) -> Pending | None:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=Pending)
+    except FileNotFoundError:
+        return None
+
+
+# One result of a batch: (custom_id, reply body as JSON bytes or None, error message or None).
+Result = tuple[str, bytes | None, str | None]
+
+
+def _jsonl(payload: bytes) -> list[dict]:
+    return [msgspec.json.decode(line) for line in payload.splitlines() if line.strip()]
+
+
+def _message(error) -> str:
+    """The innermost ``message`` of a provider's (possibly nested) error object."""
+    while isinstance(error, dict):
+        if isinstance(error.get("error"), dict):
+            error = error["error"]
+        else:
+            return str(error.get("message") or error.get("code") or error.get("type") or error)[:200]
+    return str(error)[:200]
+
+
+class _Api:
+    """The HTTP side shared by both providers: the judge's session, its error mapping."""
+
+    provider = ""
+
+    def __init__(self, judge, state: engine.JudgeState):
+        self.judge = judge
+        self.state = state
+
+    async def request(self, method: str, url: str, **kwargs) -> bytes:
+        self.state.calls += 1
+        try:
+            async with self.judge._client().request(method, url, **kwargs) as resp:
+                payload = await resp.read()
+                status, headers = resp.status, resp.headers
+        except TimeoutError:
+            raise RetryableError("timeout", f"no reply within {self.judge.spec.timeout_s:g} s") from None
+        except aiohttp.ClientError as e:
+            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
+        if status >= 400:
+            self.judge.raise_for_status(status, payload, headers)
+        return payload
+
+    async def json(self, method: str, url: str, body=None) -> dict:
+        data = None if body is None else msgspec.json.encode(body)
+        payload = await self.request(method, url, data=data)
+        try:
+            return msgspec.json.decode(payload)
+        except msgspec.DecodeError:
+            raise RetryableError("bad_response", f"malformed response body from {method} {url}") from None
+
+    # each provider: submit -> batch id; poll -> (ended, batch object); results -> list[Result]
+
+
+class _OpenAI(_Api):
+    provider = "openai"
+
+    def __init__(self, judge, state):
+        super().__init__(judge, state)
+        self.base = judge.url.removesuffix("/chat/completions")
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
+        lines = bytearray()
+        for cid, request in requests:
+            lines += msgspec.json.encode({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                                          "body": msgspec.Raw(self.judge.body(request))})
+            lines += b"\n"
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", bytes(lines), filename="babelrun-batch.jsonl", content_type="application/jsonl")
+        body = form()  # the session's JSON content type must not win over the multipart one
+        file = msgspec.json.decode(await self.request("POST", f"{self.base}/files", data=body,
+                                                      headers={"Content-Type": body.content_type}))
+        batch = await self.json("POST", f"{self.base}/batches", {
+            "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+        return batch["id"]
+
+    async def poll(self, batch_id: str) -> tuple[bool, dict]:
+        batch = await self.json("GET", f"{self.base}/batches/{batch_id}")
+        return batch.get("status") in OPENAI_TERMINAL, batch
+
+    async def results(self, batch: dict) -> list[Result]:
+        out: list[Result] = []
+        for key in ("output_file_id", "error_file_id"):
+            if not batch.get(key):
+                continue
+            for line in _jsonl(await self.request("GET", f"{self.base}/files/{batch[key]}/content")):
+                response = line.get("response") or {}
+                if line.get("error") is None and response.get("status_code") == 200:
+                    out.append((line["custom_id"], msgspec.json.encode(response.get("body")), None))
+                else:
+                    error = line.get("error") or response.get("body") or "no response"
+                    said = f"HTTP {response['status_code']}: " if response.get("status_code") else ""
+                    out.append((line["custom_id"], None, said + _message(error)))
+        return out
+
+
+class _Anthropic(_Api):
+    provider = "anthropic"
+
+    def __init__(self, judge, state):
+        super().__init__(judge, state)
+        self.base = judge.url.removesuffix("/v1/messages")
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
+        body = {"requests": [{"custom_id": cid, "params": msgspec.Raw(self.judge.body(r))} for cid, r in requests]}
+        return (await self.json("POST", f"{self.base}/v1/messages/batches", body))["id"]
+
+    async def poll(self, batch_id: str) -> tuple[bool, dict]:
+        batch = await self.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
+        return batch.get("processing_status") == "ended", batch
+
+    async def results(self, batch: dict) -> list[Result]:
+        url = batch.get("results_url")
+        if not url:
+            return []
+        out: list[Result] = []
+        for line in _jsonl(await self.request("GET", url)):
+            result = line.get("result") or {}
+            if result.get("type") == "succeeded":
+                out.append((line["custom_id"], msgspec.json.encode(result.get("message")), None))
+            else:
+                detail = f": {_message(result['error'])}" if result.get("error") else ""
+                out.append((line["custom_id"], None, f"{result.get('type', 'no result')}{detail}"))
+        return out
+
+
+class _Stopped(Exception):
+    pass
+
+
+async def _retrying(judge, state: engine.JudgeState, op):
+    """``op()`` with the judge's retries on retryable errors (jittered backoff)."""
+    for attempt in range(1, judge.spec.retries + 2):
+        try:
+            return await op()
+        except RetryableError as e:
+            if attempt > judge.spec.retries:
+                raise
+            state.retries += 1
+            if e.kind == "rate_limited":
+                state.rate_limited += 1
+            await anyio.sleep(engine._backoff(attempt, e))
+    raise AssertionError("unreachable")
+
+
+def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
+    """The judge's undone keys, by custom id, in plan order."""
+    template = TEMPLATES[judge.spec.prompt]
+    localized = judge.spec.prompt_language == "item"
+    out: dict[str, JudgeRequest] = {}
+    for item in plan.items():
+        for order in ORDERS:
+            if not done.contains(judge.judge_id, item.item_id, order):
+                out[custom_id(item.item_id, order)] = JudgeRequest.of(item, order, template, localized)
+    return out
+
+
+def _count(state: engine.JudgeState, record) -> None:
+    if record.status == "ok":
+        state.ok += 1
+        state.tokens_in += record.tokens_in or 0
+        state.tokens_out += record.tokens_out or 0
+    else:
+        state.failed += 1
+        state.errors[record.error_kind or "error"] += 1
+
+
+def _records(judge, pending: Pending, results: list[Result], requests: dict[str, JudgeRequest],
+             outcome: str) -> list:
+    """One record per submitted key still undone; a key without a result is a batch error."""
+    by_id = {cid: (payload, error) for cid, payload, error in results}
+    out = []
+    for cid in pending.custom_ids:
+        request = requests.get(cid)
+        if request is None:  # done meanwhile (its records were written before a crash)
+            continue
+        payload, error = by_id.get(cid, (None, f"no result (batch {outcome})"))
+        if payload is not None:
+            try:
+                record = engine._ok_record(judge, request, judge.reply(payload), 1, 0.0)
+                out.append(msgspec.structs.replace(record, latency_ms=None))  # no per-call latency
+                continue
+            except (RetryableError, RejectedError) as e:
+                error = str(e)
+        out.append(engine._record(judge, request.item, request.order, status="error",
+                                  error_kind="batch_error", error=f"batch {pending.batch_id}: {error}"))
+    return out
+
+
+async def _collect(api: _Api, judge, state, pending: Pending, requests, records: ObjectSendStream,
+                   path: Path) -> None:
+    """Poll ``pending`` until it ends, hand its records to the writer, forget the batch."""
+    failures = 0
+    while True:
+        try:
+            ended, batch = await api.poll(pending.batch_id)
+            failures = 0
+        except RetryableError as e:  # a poll is free to repeat: try again next time
+            failures += 1
+            state.errors[f"poll_{e.kind}"] += 1
+            if failures >= judge.spec.max_consecutive_failures:
+                raise
+            ended, batch = False, {}
+        if ended:
+            break
+        await anyio.sleep(judge.spec.batch_poll_s)
+    results = await _retrying(judge, state, lambda: api.results(batch))
+    outcome = batch.get("status") or batch.get("processing_status") or "ended"
+    with anyio.CancelScope(shield=True):  # all the records, then the state file goes
+        for record in _records(judge, pending, results, requests, outcome):
+            await engine._put(records, record)
+            _count(state, record)
+        path.unlink(missing_ok=True)
+
+
+async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: ObjectSendStream,
+               run_dir: Path) -> None:
+    path = state_path(run_dir, judge.judge_id)
+    requests = _requests(judge, plan, done)
+    submitted: set[str] = set()
+    pending = _load(path)
+    if pending is not None:
+        if pending.provider != api.provider:
+            raise _Stopped(f"{path} holds a {pending.provider} batch, but the judge is {api.provider}")
+        submitted = set(pending.custom_ids)
+        await _collect(api, judge, state, pending, requests, records, path)
+    todo = [(cid, r) for cid, r in requests.items() if cid not in submitted]
+    if not todo:
+        return
+    with anyio.CancelScope(shield=True):  # a created batch is always written down
+        batch_id = await _retrying(judge, state, lambda: api.submit(todo))
+        pending = Pending(api.provider, batch_id, [cid for cid, _ in todo], round(time.time(), 3))
+        _write_atomic(path, msgspec.json.encode(pending))
+    await _collect(api, judge, state, pending, requests, records, path)
+
+
+async def run_judge(judge, state: engine.JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream,
+                    run_dir: Path, producers: list[anyio.CancelScope]) -> None:
+    """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
+    Ctrl-C stops the polling (the batch stays pending; the next audit resumes it)."""
+    api = (_OpenAI if judge.spec.backend == "openai" else _Anthropic)(judge, state)
+    scope = anyio.CancelScope()
+    producers.append(scope)
+    try:
+        async with records:
+            with scope:
+                await _run(api, judge, state, plan, done, records, run_dir)
+    except (FatalJudgeError, RejectedError, RetryableError, _Stopped) as e:
+        state.stopped = f"judge {state.name!r} stopped: {e}"
+        state.errors[getattr(e, "kind", "batch")] += 1
+    finally:
+        state.ended = time.monotonic()
+        with anyio.CancelScope(shield=True):
+            await judge.aclose()
