@@ -55,11 +55,29 @@ class _Pending(msgspec.Struct):
     error: BaseException | None = None
 
 
+@functools.lru_cache(maxsize=1)
+def _silence_llama_log() -> object:
+    """llama.cpp prints its own log lines (KV-cache notes…) on stderr at every decode, even
+    with ``verbose=False``; they would break the progress display. Route them nowhere. The
+    callback object is returned (and cached) so that it outlives the C library's use of it."""
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def quiet(level, text, user_data):
+        pass
+
+    llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
+    return quiet
+
+
 @functools.lru_cache(maxsize=4)
 def _load(path: str, n_ctx: int, threads: int | None, seed: int):
     # One model per (file, settings) per process: judges sharing a GGUF share its weights.
     from llama_cpp import Llama
 
+    _silence_llama_log()
     return Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
 
 
