@@ -166,11 +166,11 @@ class SimulatedKnobs(_Spec):
 
 class JudgeSpec(_Spec):
     name: str
-    # simulated; llamacpp (a local GGUF in-process); anthropic; gemini; openai and the
-    # OpenAI-compatible presets
+    # simulated; llamacpp (a local GGUF in-process); mlx (a local MLX model folder
+    # in-process); anthropic; gemini; openai and the OpenAI-compatible presets
     # (babelrun/judges/presets.py): vllm, llamacpp_server, ollama, lmstudio, groq, together,
     # mistral, deepseek, openrouter, fireworks
-    backend: Literal["simulated", "llamacpp", "openai", "anthropic", "gemini", "vllm", "llamacpp_server", "ollama",
+    backend: Literal["simulated", "llamacpp", "mlx", "openai", "anthropic", "gemini", "vllm", "llamacpp_server", "ollama",
                      "lmstudio", "groq", "together", "mistral", "deepseek", "openrouter", "fireworks"]
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
@@ -363,6 +363,11 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
             raise ManifestError(f"{where}.model", f"a GGUF file's path, or one of: {', '.join(PACKAGED)}")
         if judge.model not in PACKAGED and not Path(judge.model).expanduser().is_file():
             raise ManifestError(f"{where}.model", f"file not found: {judge.model}")
+    elif judge.backend == "mlx":
+        if not judge.model:
+            raise ManifestError(f"{where}.model", "an MLX model folder's path (config.json, *.safetensors, tokenizer)")
+        if not Path(judge.model).expanduser().is_dir():
+            raise ManifestError(f"{where}.model", f"folder not found: {judge.model}")
     elif judge.backend != "simulated":
         if not judge.model:
             raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")

@@ -20,6 +20,7 @@ from .presets import PRESETS
 BACKENDS = {
     "simulated": ("simulated", "SimulatedJudge"),
     "llamacpp": ("llamacpp", "LlamaCppJudge"),
+    "mlx": ("mlx", "MlxJudge"),
     "openai": ("openai", "OpenAIJudge"),
     "anthropic": ("anthropic", "AnthropicJudge"),
     "gemini": ("gemini", "GeminiJudge"),
