@@ -26,7 +26,8 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 DEFAULT_SEVERITIES = (0.3, 0.6)
 # Backends whose replies carry token log-probabilities (soft verdicts).
-SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks")
+SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks",
+                 "llamacpp")
 # Backends whose provider offers a batch API (babelrun/batches.py).
 BATCH_BACKENDS = ("openai", "anthropic")
 

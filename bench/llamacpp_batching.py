@@ -1,9 +1,10 @@
-"""llama.cpp backend: micro-batched vs one-at-a-time throughput on the same items.
+"""llama.cpp backend throughput on the same items, two ratios:
 
-The Gemma 3 270M GGUF (the `local` extra), 8 concurrent callers: batch_size 8 (one thread
-hop per batch) against batch_size 1 (one hop per call). Prints the ratio. llama-cpp-python's
-high-level API decodes prompts one at a time, so the ratio measures the dispatch overhead
-saved, not parallel decoding.
+1. micro-batched vs one-at-a-time: the Gemma 3 270M GGUF (the `local` extra), 8 concurrent
+   callers, batch_size 8 (one thread hop per batch) against batch_size 1. llama-cpp-python's
+   high-level API decodes prompts one at a time, so this measures dispatch overhead saved.
+2. soft vs generated verdicts: one forward pass for P(A), P(B), P(tie) against generating
+   the verdict (max_tokens 4).
 
     python bench/llamacpp_batching.py [--calls 32]
 """
@@ -33,8 +34,8 @@ def requests(n: int) -> list[JudgeRequest]:
     return out[:n]
 
 
-async def throughput(batch_size: int, reqs: list[JudgeRequest], concurrency: int) -> float:
-    judge = build(JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", max_tokens=2,
+async def throughput(batch_size: int, reqs: list[JudgeRequest], concurrency: int, soft: bool = False) -> float:
+    judge = build(JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", max_tokens=4, soft=soft,
                             batch_size=batch_size, max_wait_ms=20, threads=2), 0)
     await judge.judge(reqs[0])  # load the model outside the timing
     queue = iter(reqs)
@@ -58,8 +59,11 @@ def main() -> None:
     reqs = requests(args.calls)
     single = anyio.run(throughput, 1, reqs, args.concurrency)
     batched = anyio.run(throughput, 8, reqs, args.concurrency)
-    print(f"calls={len(reqs)} concurrency={args.concurrency} one_at_a_time={single:.2f}/s batched={batched:.2f}/s")
+    soft = anyio.run(throughput, 8, reqs, args.concurrency, True)
+    print(f"calls={len(reqs)} concurrency={args.concurrency} one_at_a_time={single:.2f}/s "
+          f"batched={batched:.2f}/s soft={soft:.2f}/s")
     print(f"llamacpp_batching_ratio={batched / single:.3f}  (batched ÷ one-at-a-time calls/s)")
+    print(f"soft_vs_generated_ratio={soft / batched:.3f}  (one forward pass ÷ generating 4 tokens, calls/s)")
 
 
 if __name__ == "__main__":

@@ -49,3 +49,20 @@ def test_micro_batcher_collects_concurrent_requests():
 
     anyio.run(go)
     assert judge.batches == [4]  # four concurrent requests, one batch, one thread hop
+
+
+def test_soft_verdicts_in_one_forward_pass(tmp_path):
+    import math
+
+    judge = {"name": "gemma-soft", "backend": "llamacpp", "model": "gemma3-270m", "soft": True, "threads": 2}
+    corpus = {"languages": ["en"], "references_per_language": 1}
+    path = write_manifest(tmp_path, [judge], corpus=corpus, perturbations=[{"name": "truncate", "severities": [0.6]}])
+    result = quiet_audit(path)
+    records = list(log.read(tmp_path / "run"))
+    assert result.exit_code == 0 and len(records) == 2
+    for r in records:
+        assert r.tokens_out == 0  # nothing generated
+        assert r.p_a is not None and math.isclose(r.p_a + r.p_b + r.p_tie, 1.0, abs_tol=1e-5)
+        best = max(("A", r.p_a), ("B", r.p_b), ("tie", r.p_tie), key=lambda p: p[1])[0]
+        assert r.slot == best
+    assert result.cards.judges[0].overall.soft_margin.n == 2

