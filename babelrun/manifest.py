@@ -183,7 +183,7 @@ class JudgeSpec(_Spec):
     temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     max_tokens: PositiveInt = 8
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
-    # P(tie); the verdict is their argmax. Backends that expose logprobs only (openai).
+    # P(tie); the verdict is their argmax. Only the backends in SOFT_BACKENDS (logprobs).
     soft: bool = False
     concurrency: PositiveInt = 8  # calls in flight (the ceiling, with adaptive_concurrency)
     adaptive_concurrency: bool = False  # start low, grow until the provider pushes back

@@ -18,6 +18,7 @@ not parallel decoding (``bench/`` measures it).
 
 from __future__ import annotations
 
+import atexit
 import functools
 from pathlib import Path
 
@@ -72,7 +73,20 @@ def _silence_llama_log() -> object:
         pass
 
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
+    # Models freed during interpreter shutdown would log through a callback already torn
+    # down (a segfault at exit): free them first, while the callback is alive.
+    atexit.register(_free_models)
     return quiet
+
+
+def _free_models() -> None:
+    for llm in _LOADED:
+        llm.close()
+    _LOADED.clear()
+    _load.cache_clear()
+
+
+_LOADED: list = []  # every model _load made, for _free_models
 
 
 @functools.lru_cache(maxsize=4)
@@ -81,7 +95,9 @@ def _load(path: str, n_ctx: int, threads: int | None, seed: int):
     from llama_cpp import Llama
 
     _silence_llama_log()
-    return Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
+    _LOADED.append(llm)
+    return llm
 
 
 class LlamaCppJudge:
