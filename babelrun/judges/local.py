@@ -1,0 +1,78 @@
+"""What the in-process model backends (llamacpp, mlx) share: the completion-style prompt and
+the micro-batcher.
+
+Micro-batching: the first request to arrive leads. It waits up to ``max_wait_ms`` for up to
+``batch_size`` others, then hands the whole batch to the model thread in one hop (one batch
+at a time: a ``CapacityLimiter`` of 1), and gives every request its reply. There is no
+background task: the leader does the work inside its own call, so every task still has an
+owner. A subclass gives ``_run_batch(requests) -> replies``, which runs in the model thread.
+"""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+
+from ..manifest import JudgeSpec
+from .base import JudgeReply, JudgeRequest
+
+
+def completion_prompt(messages: list[dict[str, str]]) -> str:
+    """Chat messages as one plain-text prompt for a model without a chat template."""
+    return "\n\n".join(m["content"] for m in messages) + "\n\nAnswer:"
+
+
+class _Pending(msgspec.Struct):
+    request: JudgeRequest
+    done: anyio.Event
+    reply: JudgeReply | None = None
+    error: BaseException | None = None
+
+
+class LocalJudge:
+    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        self.spec = spec
+        self.judge_id = judge_id
+        self.seed = seed
+        self._model = None
+        self._pending: list[_Pending] = []
+        self._full = anyio.Event()
+        self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
+        self.batches: list[int] = []  # the size of every batch run (for tests and benches)
+
+    def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
+        raise NotImplementedError
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        mine = _Pending(request, anyio.Event())
+        self._pending.append(mine)
+        if len(self._pending) == 1:
+            await self._lead()
+        elif len(self._pending) >= self.spec.batch_size:
+            self._full.set()
+        await mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+        return mine.reply
+
+    async def _lead(self) -> None:
+        """Collect a batch, run it on the model thread, hand every request its reply. Shielded:
+        the followers wait on this leader, so it must finish what it started."""
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(self.spec.max_wait_ms / 1000):
+                await self._full.wait()
+            batch, self._pending, self._full = self._pending, [], anyio.Event()
+            self.batches.append(len(batch))
+            try:
+                replies = await anyio.to_thread.run_sync(self._run_batch, [p.request for p in batch],
+                                                         limiter=self._thread)
+                for p, reply in zip(batch, replies, strict=True):
+                    p.reply = reply
+            except BaseException as e:  # the whole batch shares the failure (a fatal load error)
+                for p in batch:
+                    p.error = e
+            for p in batch:
+                p.done.set()
+
+    async def aclose(self) -> None:
+        self._model = None  # cached weights stay loaded for the process's other judges
