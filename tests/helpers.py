@@ -44,3 +44,52 @@ def quiet_audit(path: Path):
 
     return run.audit(babelrun.load_manifest(path), handle_signals=False,
                      progress=Progress(stream=io.StringIO(), interval=60))
+
+
+class LoopbackServer:
+    """An aiohttp app on 127.0.0.1 (a free port) served from a background thread, for tests
+    that emulate a provider's API. A subclass adds its routes in ``add_routes``; handlers may
+    wait on ``self._stop`` (set when the server shuts down)."""
+
+    port = 0
+    _stop = None
+
+    def add_routes(self, app) -> None:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self) -> None:
+        import asyncio
+
+        from aiohttp import web
+
+        app = web.Application()
+        self.add_routes(app)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await self._stop.wait()
+        await runner.cleanup()
+
+    def __enter__(self):
+        import asyncio
+        import threading
+
+        self._ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), f"{type(self).__name__} did not start"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self._loop.close()

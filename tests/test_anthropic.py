@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from babelrun.testing import choose
-from helpers import files_bytes, quiet_audit, write_manifest
+from helpers import LoopbackServer, files_bytes, quiet_audit, write_manifest
 
 SECRET = "sk-ant-test-xyz789-never-log-me"
 KEY_ENV = "BABELRUN_TEST_ANTHROPIC_KEY"
@@ -50,7 +49,7 @@ def _rfc3339(seconds_from_now: float) -> str:
     return datetime.fromtimestamp(time.time() + seconds_from_now, UTC).isoformat().replace("+00:00", "Z")
 
 
-class FakeMessagesServer:
+class FakeMessagesServer(LoopbackServer):
     """A deterministic judge behind ``POST /v1/messages`` on 127.0.0.1, in a background thread.
 
     It checks every request field by field (``problems`` lists what was wrong; such a request
@@ -74,14 +73,6 @@ class FakeMessagesServer:
         self.problems: list[str] = []
         self.user_texts: list[str] = []
         self._lock = threading.Lock()
-        self._ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def _check(self, request: web.Request, raw: bytes) -> list[str]:
         bad = []
@@ -169,30 +160,8 @@ class FakeMessagesServer:
         return web.Response(status=status, body=body, content_type="application/json",
                             headers={"request-id": "req_fake", **(headers or {})})
 
-    async def _serve(self) -> None:
-        app = web.Application()
+    def add_routes(self, app) -> None:
         app.router.add_post("/v1/messages", self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._stop = asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
-
-    def __enter__(self) -> FakeMessagesServer:
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),),
-                                        daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "server did not start"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-        self._loop.close()
 
 
 def _judge(server, **extra) -> dict:

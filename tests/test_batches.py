@@ -3,7 +3,6 @@ and Anthropic's Message Batches on 127.0.0.1: submit once, poll, collect, resume
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -21,13 +20,13 @@ from babelrun import batches, log
 from babelrun.errors import ManifestError
 from babelrun.plan import Plan
 from babelrun.testing import choose
-from helpers import ROOT, files_bytes, quiet_audit, write_manifest
+from helpers import ROOT, LoopbackServer, files_bytes, quiet_audit, write_manifest
 
 SECRET = "sk-batch-test-never-log-me"
 KEY_ENV = "BABELRUN_TEST_BATCH_KEY"
 
 
-class FakeBatchServer:
+class FakeBatchServer(LoopbackServer):
     """OpenAI ``/v1/files`` + ``/v1/batches`` and Anthropic ``/v1/messages/batches``, in a
     background thread. A batch moves validating -> in_progress -> completed (OpenAI) or
     in_progress -> ended (Anthropic) on its ``polls_to_end``-th retrieve, unless ``hold`` is
@@ -44,11 +43,6 @@ class FakeBatchServer:
         self._files: dict[str, bytes] = {}
         self._batches: dict[str, dict] = {}
         self._lock = threading.Lock()
-        self._ready = threading.Event()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     # -- OpenAI ----------------------------------------------------------------------------
 
@@ -158,8 +152,7 @@ class FakeBatchServer:
 
     # -- running ---------------------------------------------------------------------------
 
-    async def _serve(self) -> None:
-        app = web.Application()
+    def add_routes(self, app) -> None:
         app.router.add_post("/v1/files", self.upload)
         app.router.add_get("/v1/files/{id}/content", self.content)
         app.router.add_post("/v1/batches", self.create)
@@ -167,27 +160,6 @@ class FakeBatchServer:
         app.router.add_post("/v1/messages/batches", self.a_create)
         app.router.add_get("/v1/messages/batches/{id}", self.a_retrieve)
         app.router.add_get("/v1/messages/batches/{id}/results", self.a_results)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._stop = asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
-
-    def __enter__(self) -> FakeBatchServer:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "server did not start"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-        self._loop.close()
 
 
 def _judge(server, backend: str) -> dict:

@@ -29,7 +29,7 @@ from babelrun.judges.prompt import PAIRWISE, TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from babelrun.testing import choose
-from helpers import files_bytes, quiet_audit, write_manifest
+from helpers import LoopbackServer, files_bytes, quiet_audit, write_manifest
 
 SECRET = "AIza-test-gemini-key-never-log-me"
 KEY_ENV = "BABELRUN_TEST_GEMINI_KEY"
@@ -45,7 +45,7 @@ def _error(code: int, status: str, message: str, details: list | None = None) ->
     return {"error": err}
 
 
-class GeminiServer:
+class GeminiServer(LoopbackServer):
     """``POST /v1beta/models/{model}:generateContent`` on 127.0.0.1, in a background thread.
 
     It checks every request field by field (what it finds wrong goes to ``problems`` and is
@@ -64,8 +64,6 @@ class GeminiServer:
         self.requests = 0
         self.log: list[tuple[float, float, str]] = []  # (arrived, replied, what), monotonic
         self._lock = threading.Lock()
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
 
     # -- checking -------------------------------------------------------------------------
 
@@ -201,35 +199,8 @@ class GeminiServer:
 
     # -- running --------------------------------------------------------------------------
 
-    async def _serve(self) -> None:
-        app = web.Application()
+    def add_routes(self, app) -> None:
         app.router.add_route("POST", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._stop = asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> GeminiServer:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),),
-                                        daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "gemini server did not start"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-        self._loop.close()
 
 
 def _judge(server: GeminiServer, **extra) -> dict:
