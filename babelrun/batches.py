@@ -22,17 +22,22 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
 import anyio
 import msgspec
 from anyio.abc import ObjectSendStream
 
-from . import engine
+from . import limits
+from . import records as build
 from .judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
 from .judges.prompt import TEMPLATES
 from .log import DoneSet
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from .engine import JudgeState
 
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
 
@@ -94,7 +99,7 @@ class _Api:
 
     provider = ""
 
-    def __init__(self, judge, state: engine.JudgeState):
+    def __init__(self, judge, state: JudgeState):
         self.judge = judge
         self.state = state
 
@@ -200,7 +205,7 @@ class _Stopped(Exception):
     pass
 
 
-async def _retrying(judge, state: engine.JudgeState, op):
+async def _retrying(judge, state: JudgeState, op):
     """``op()`` with the judge's retries on retryable errors (jittered backoff)."""
     for attempt in range(1, judge.spec.retries + 2):
         try:
@@ -211,7 +216,7 @@ async def _retrying(judge, state: engine.JudgeState, op):
             state.retries += 1
             if e.kind == "rate_limited":
                 state.rate_limited += 1
-            await anyio.sleep(engine._backoff(attempt, e))
+            await anyio.sleep(limits.backoff(attempt, e))
     raise AssertionError("unreachable")
 
 
@@ -227,7 +232,7 @@ def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
     return out
 
 
-def _count(state: engine.JudgeState, record) -> None:
+def _count(state: JudgeState, record) -> None:
     if record.status == "ok":
         state.ok += 1
         state.tokens_in += record.tokens_in or 0
@@ -249,12 +254,12 @@ def _records(judge, pending: Pending, results: list[Result], requests: dict[str,
         payload, error = by_id.get(cid, (None, f"no result (batch {outcome})"))
         if payload is not None:
             try:
-                record = engine._ok_record(judge, request, judge.reply(payload), 1, 0.0)
-                out.append(msgspec.structs.replace(record, latency_ms=None))  # no per-call latency
+                ok = build.ok_record(judge, request, judge.reply(payload), 1, 0.0)
+                out.append(msgspec.structs.replace(ok, latency_ms=None))  # no per-call latency
                 continue
             except (RetryableError, RejectedError) as e:
                 error = str(e)
-        out.append(engine._record(judge, request.item, request.order, status="error",
+        out.append(build.record(judge, request.item, request.order, status="error",
                                   error_kind="batch_error", error=f"batch {pending.batch_id}: {error}"))
     return out
 
@@ -280,7 +285,7 @@ async def _collect(api: _Api, judge, state, pending: Pending, requests, records:
     outcome = batch.get("status") or batch.get("processing_status") or "ended"
     with anyio.CancelScope(shield=True):  # all the records, then the state file goes
         for record in _records(judge, pending, results, requests, outcome):
-            await engine._put(records, record)
+            await records.send(record)
             _count(state, record)
         path.unlink(missing_ok=True)
 
@@ -306,7 +311,7 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     await _collect(api, judge, state, pending, requests, records, path)
 
 
-async def run_judge(judge, state: engine.JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream,
+async def run_judge(judge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream,
                     run_dir: Path, producers: list[anyio.CancelScope]) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
     Ctrl-C stops the polling (the batch stays pending; the next audit resumes it)."""

@@ -18,7 +18,6 @@ that ended in error (its breaker); the other judges go on.
 
 from __future__ import annotations
 
-import random
 import signal
 import time
 from array import array
@@ -32,7 +31,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from . import batches, limits
-from .items import Item
+from . import records as build
 from .judges import (
     ORDERS,
     FatalJudgeError,
@@ -42,7 +41,7 @@ from .judges import (
     RejectedError,
     RetryableError,
 )
-from .judges.prompt import TEMPLATES, parse
+from .judges.prompt import TEMPLATES
 from .log import DoneSet, LogWriter, Record
 from .plan import Plan
 from .progress import Progress
@@ -139,50 +138,10 @@ class FixedConcurrency:
         pass
 
 
-def _backoff(failed_attempts: int, exc: BaseException | None) -> float:
-    """Jittered exponential backoff; a server's Retry-After wins when it names a time."""
-    after = getattr(exc, "retry_after", None)
-    if after is not None:
-        return after + random.uniform(0, 0.1)
-    return random.uniform(0, min(20.0, 0.25 * 2 ** (failed_attempts - 1)))
-
-
 def _wait(retry_state: RetryCallState) -> float:
     # tenacity counts from the first retry; the bare first attempt came before it.
     exc = retry_state.outcome.exception() if retry_state.outcome else None
-    return _backoff(retry_state.attempt_number + 1, exc)
-
-
-def _verdict(slot: str, order: str) -> str:
-    if slot in ("tie", "invalid"):
-        return slot
-    ref_slot = "A" if order == "ref_first" else "B"
-    return "reference" if slot == ref_slot else "perturbed"
-
-
-def _record(judge: Judge, item: Item, order: str, **fields) -> Record:
-    return Record(
-        judge_id=judge.judge_id, item_id=item.item_id, order=order, judge=judge.spec.name,
-        kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
-        severity=item.severity,
-        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), **fields,
-    )
-
-
-def _ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
-    probs = {}
-    if judge.spec.soft:  # the verdict is the argmax of the soft verdict, never the text
-        slot = "invalid" if reply.probs is None else ("A", "B", "tie")[max(range(3), key=reply.probs.__getitem__)]
-        if reply.probs is not None:
-            probs = dict(zip(("p_a", "p_b", "p_tie"), (round(p, 6) for p in reply.probs), strict=True))
-    else:
-        slot = parse(reply.raw)
-    return _record(
-        judge, request.item, request.order, status="ok", verdict=_verdict(slot, request.order),
-        slot=slot, raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
-        tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
-        served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,
-    )
+    return limits.backoff(retry_state.attempt_number + 1, exc)
 
 
 async def _put(stream: ObjectSendStream, value) -> None:
@@ -254,7 +213,7 @@ class JudgeRunner:
                     if self.account.tokens is not None else 0)
         try:
             reply, latency = await self._attempt(request, estimate)
-            return _ok_record(self.judge, request, reply, 1, latency)
+            return build.ok_record(self.judge, request, reply, 1, latency)
         except RetryableError as first:
             failure: Exception = first
         except RejectedError as e:
@@ -267,16 +226,16 @@ class JudgeRunner:
                 wait=_wait, sleep=anyio.sleep, reraise=True,
             )
             try:
-                await anyio.sleep(_backoff(1, failure))
+                await anyio.sleep(limits.backoff(1, failure))
                 async for attempt in retrying:
                     with attempt:
                         attempts += 1
                         self.state.retries += 1
                         reply, latency = await self._attempt(request, estimate)
-                        return _ok_record(self.judge, request, reply, attempts, latency)
+                        return build.ok_record(self.judge, request, reply, attempts, latency)
             except (RetryableError, RejectedError) as e:
                 failure = e
-        return _record(self.judge, request.item, request.order, status="error", attempts=attempts,
+        return build.record(self.judge, request.item, request.order, status="error", attempts=attempts,
                        error_kind=failure.kind, error=str(failure))
 
     def count(self, record: Record) -> None:
@@ -305,7 +264,7 @@ class JudgeRunner:
                     self.state.stopped = f"judge {self.state.name!r} stopped: {e}"
                     self.state.failed += 1
                     self.state.errors[e.kind] += 1
-                    await _put(records, _record(self.judge, request.item, request.order,
+                    await _put(records, build.record(self.judge, request.item, request.order,
                                                 status="error", error_kind=e.kind, error=str(e)))
                     raise _Stop from None
                 await _put(records, record)

@@ -23,6 +23,7 @@ their manifests set different limits, the account takes the smaller.
 from __future__ import annotations
 
 import math
+import random
 import time
 
 import anyio
@@ -158,3 +159,11 @@ class AdaptiveConcurrency:
         if now - self._last_cut >= self.cooldown_s:
             self.width = max(1.0, self.width / 2)
             self._last_cut = now
+
+
+def backoff(failed_attempts: int, exc: BaseException | None) -> float:
+    """Jittered exponential backoff; a server's Retry-After wins when it names a time."""
+    after = getattr(exc, "retry_after", None)
+    if after is not None:
+        return after + random.uniform(0, 0.1)
+    return random.uniform(0, min(20.0, 0.25 * 2 ** (failed_attempts - 1)))

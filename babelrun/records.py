@@ -1,0 +1,42 @@
+"""Log records built from a judge's replies: the same for calls and for provider batches."""
+
+from __future__ import annotations
+
+import time
+
+from .items import Item
+from .judges import Judge, JudgeReply, JudgeRequest
+from .judges.prompt import parse
+from .log import Record
+
+
+def verdict(slot: str, order: str) -> str:
+    if slot in ("tie", "invalid"):
+        return slot
+    ref_slot = "A" if order == "ref_first" else "B"
+    return "reference" if slot == ref_slot else "perturbed"
+
+
+def record(judge: Judge, item: Item, order: str, **fields) -> Record:
+    return Record(
+        judge_id=judge.judge_id, item_id=item.item_id, order=order, judge=judge.spec.name,
+        kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
+        severity=item.severity,
+        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), **fields,
+    )
+
+
+def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
+    probs = {}
+    if judge.spec.soft:  # the verdict is the argmax of the soft verdict, never the text
+        slot = "invalid" if reply.probs is None else ("A", "B", "tie")[max(range(3), key=reply.probs.__getitem__)]
+        if reply.probs is not None:
+            probs = dict(zip(("p_a", "p_b", "p_tie"), (round(p, 6) for p in reply.probs), strict=True))
+    else:
+        slot = parse(reply.raw)
+    return record(
+        judge, request.item, request.order, status="ok", verdict=verdict(slot, request.order),
+        slot=slot, raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
+        tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
+        served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,
+    )
