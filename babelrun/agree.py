@@ -51,6 +51,7 @@ from .corpus import labelled
 from .errors import UserError
 from .manifest import LabelledPairsSource
 from .run import read_run_info
+from .score import lookup
 from .score.metrics import ORDER_CODES, VERDICTS
 from .score.stats import cohen_kappa, landis_koch, wilson
 
@@ -101,17 +102,6 @@ class Agreement(msgspec.Struct, frozen=True):
     unlabelled: int  # judged pairs without a human label
     judges: list[JudgeAgreement]
     confidence: float
-
-
-def lookup(column: pa.ChunkedArray | pa.Array, values: list[str] | tuple[str, ...]) -> np.ndarray:
-    """Each row's position in ``values`` (-1 where absent), looked up once per distinct value
-    of the column rather than once per row. The column must hold no nulls."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not pa.types.is_dictionary(array.type):
-        array = pc.dictionary_encode(array)
-    position = pc.index_in(array.dictionary, value_set=pa.array(values, type=pa.string()))
-    position = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return position[array.indices.to_numpy(zero_copy_only=False)]
 
 
 def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:

@@ -32,40 +32,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import compact, languages, score
-from .agree import lookup
-from .run import read_run_info
-from .score import metrics
+from .score import Change, LanguageDrift, McNemar, lookup, metrics
 from .score.stats import mcnemar_exact
 
 METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
 COLUMNS = [*score.SCORING_COLUMNS, "item_id", "served_model", "fingerprint"]
 ALL = "all"
-
-
-class Change(msgspec.Struct, frozen=True):
-    """One metric in both runs (value and interval each) and its change B − A."""
-
-    metric: str
-    a: score.Interval
-    b: score.Interval
-    delta: float | None
-    lo: float | None
-    hi: float | None
-
-
-class McNemar(msgspec.Struct, frozen=True):
-    b: int  # presentations correct in A only
-    c: int  # presentations correct in B only
-    p: float
-
-
-class LanguageDrift(msgspec.Struct, frozen=True):
-    lang: str
-    language: str
-    items: int
-    presentations: int
-    changes: list[Change]
-    mcnemar: McNemar
 
 
 class Served(msgspec.Struct, frozen=True):
@@ -112,8 +84,14 @@ class _Run(msgspec.Struct):
 
 
 def _load(run_dir: Path) -> _Run:
+    from .run import read_run_info  # run scores composites through this module
+
     read_run_info(run_dir)  # a clear error for a folder that is no run directory
-    data = compact.load(run_dir, COLUMNS).unify_dictionaries()  # one dictionary per column
+    return _of_table(compact.load(run_dir, COLUMNS))
+
+
+def _of_table(data: pa.Table) -> _Run:
+    data = data.unify_dictionaries()  # one dictionary per column
     ids = sorted(set(pc.unique(data["judge_id"]).to_pylist()))
     judge = lookup(data["judge_id"], ids)
     _, first = np.unique(judge, return_index=True)  # a row of each judge, for its name
@@ -257,6 +235,17 @@ def run(run_a: str | Path, run_b: str | Path, *, replicates: int = 1000, confide
     notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share no (item, order): nothing to compare"
               for j in judges if j.matched == 0]
     return Drift(str(run_a), str(run_b), judges, notes, replicates, confidence, seed)
+
+
+def compare_tables(a: pa.Table, b: pa.Table, *, replicates: int = 1000, confidence: float = 0.95,
+                   seed: int = 0) -> list[LanguageDrift]:
+    """B − A for two tables of one judge each (``COLUMNS``), on their shared (item, order)
+    keys: overall first, then per language; empty when they share none."""
+    if a.num_rows == 0 or b.num_rows == 0:
+        return []
+    ra, rb = _of_table(a), _of_table(b)
+    compared = _compare(ra, 0, rb, 0, replicates, confidence, seed)
+    return [compared.overall, *compared.languages] if compared.overall else []
 
 
 _LABELS = {"accuracy": "accuracy", "position_bias": "position bias Δ",

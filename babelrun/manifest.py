@@ -27,7 +27,7 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 DEFAULT_SEVERITIES = (0.3, 0.6)
 # Backends whose replies carry token log-probabilities (soft verdicts).
 SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks",
-                 "llamacpp")
+                 "llamacpp", "simulated")
 # Backends whose provider offers a batch API (babelrun/batches.py).
 BATCH_BACKENDS = ("openai", "anthropic")
 
@@ -163,6 +163,9 @@ class SimulatedKnobs(_Spec):
     invalid_rate: Probability = 0.0
     tie_rate: Probability = 0.0
     latency_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # Judges with the same noise key draw the same random numbers, so with the same knobs
+    # they make the same errors (an ensemble of copies); unset, each judge draws its own.
+    noise: str | None = None
 
 
 class JudgeSpec(_Spec):
@@ -203,6 +206,68 @@ class JudgeSpec(_Spec):
     batch_poll_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
 
 
+# ---- composite (mitigation) judges ---------------------------------------------------------
+# A composite makes no calls of its own: it is computed from the records of judges defined
+# under ``judges`` (babelrun/composite.py), so it resumes, retries and pays like them.
+
+
+class _Composite(_Spec):
+    name: str
+    # The judge its card is compared against (default: its first inner judge).
+    base: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag
+
+
+class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True):
+    """Ask ``of`` in both orders and combine: agreeing verdicts stand; disagreeing ones give a
+    tie, or with soft verdicts the side with the larger mean probability."""
+
+    of: str
+
+
+class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True):
+    """``of``'s judges vote on each presentation: ``majority`` of decisive verdicts (equal
+    votes: tie), or ``soft``: the largest mean probability (every member soft)."""
+
+    of: Annotated[list[str], msgspec.Meta(min_length=2)]
+    vote: Literal["majority", "soft"] = "majority"
+
+
+class CascadeSpec(_Composite, tag="cascade", tag_field="kind", kw_only=True):
+    """``cheap`` first; ``strong`` decides where the cheap verdict is a tie or invalid, where
+    its soft margin |P(A) − P(B)| is under ``margin`` (a soft cheap judge), or, with
+    ``on_flip``, where its two orders disagree."""
+
+    cheap: str
+    strong: str
+    margin: Probability | None = None
+    on_flip: bool = True
+
+
+class CalibratedSpec(_Composite, tag="calibrated", tag_field="kind", kw_only=True):
+    """``of`` (a soft judge) with its slot-A bias removed: the mean log P(A)/P(B) over a
+    held-out ``calibration_share`` of the items (never scored), per language when that
+    language has ``min_items`` calibration items, else over all of them (a language's own
+    estimate from few items is noisier than the pooled one is wrong)."""
+
+    of: str
+    calibration_share: Annotated[float, msgspec.Meta(gt=0.0, lt=1.0)] = 0.2
+    min_items: PositiveInt = 50
+
+
+CompositeSpec = DualOrderSpec | EnsembleSpec | CascadeSpec | CalibratedSpec
+
+
+def inner_judges(spec: CompositeSpec) -> list[str]:
+    """The names of the judges a composite is computed from, in its own order."""
+    if isinstance(spec, CascadeSpec):
+        return [spec.cheap, spec.strong]
+    return list(spec.of) if isinstance(spec, EnsembleSpec) else [spec.of]
+
+
 # ---- the whole ----------------------------------------------------------------------------
 
 
@@ -223,6 +288,7 @@ class LogSpec(_Spec):
 class Manifest(_Spec):
     name: str
     judges: list[JudgeSpec]
+    composites: list[CompositeSpec] = []
     corpus: CorpusSpec = CorpusSpec()
     perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_perturbations)
     output_dir: str = "runs/{name}"
@@ -311,6 +377,8 @@ def check(manifest: Manifest, environ) -> None:
         seen.add(judge.name)
         _check_judge(judge, where, environ, TEMPLATES)
 
+    _check_composites(manifest)
+
     for i, pert in enumerate(manifest.perturbations):
         if pert.name not in TEXT_PERTURBATIONS:
             known = ", ".join(TEXT_PERTURBATIONS)
@@ -342,6 +410,36 @@ def check(manifest: Manifest, environ) -> None:
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _check_composites(manifest: Manifest) -> None:
+    """Names unique across judges and composites; inner judges defined; soft where needed."""
+    specs = {j.name: j for j in manifest.judges}
+    seen = set(specs)
+    for i, comp in enumerate(manifest.composites):
+        where = f"composites[{i}]"
+        if comp.name in seen:
+            raise ManifestError(f"{where}.name", f"duplicate judge name {comp.name!r}")
+        seen.add(comp.name)
+        fields = {"cheap": comp.cheap, "strong": comp.strong} if isinstance(comp, CascadeSpec) else {"of": comp.of}
+        for field, value in fields.items():
+            for k, name in enumerate(value if isinstance(value, list) else [value]):
+                if name not in specs:
+                    at = f"{where}.{field}[{k}]" if isinstance(value, list) else f"{where}.{field}"
+                    raise ManifestError(at, f"no judge named {name!r} under judges")
+        inner = inner_judges(comp)
+        if len(set(inner)) < len(inner):
+            raise ManifestError(where, "a composite's inner judges must be distinct")
+        if comp.base is not None and comp.base not in specs:
+            raise ManifestError(f"{where}.base", f"no judge named {comp.base!r} under judges")
+        needs_soft = {
+            CalibratedSpec: lambda c: [c.of],
+            EnsembleSpec: lambda c: c.of if c.vote == "soft" else [],
+            CascadeSpec: lambda c: [c.cheap] if c.margin is not None else [],
+        }.get(type(comp), lambda c: [])(comp)
+        for name in needs_soft:
+            if not specs[name].soft:
+                raise ManifestError(where, f"judge {name!r} must be a soft judge (soft: true) for this {comp.kind}")
 
 
 def _valid(code: str) -> bool:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import anyio
 import msgspec
+import pyarrow as pa
 
-from . import __version__, compact, corpus, engine, items, judges, log, report, score
+from . import __version__, compact, composite, corpus, engine, items, judges, log, report, score
 from .errors import UserError
-from .manifest import Manifest, ScoringSpec
+from .manifest import Manifest
 from .plan import Plan
 from .progress import Progress
 
@@ -106,7 +107,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
             failed_calls=sum(s.remaining for s in outcome.judges), stats=stats,
         )
         if not outcome.interrupted:
-            result.cards = score_run(run_dir, manifest.scoring, manifest.seed)
+            result.cards = score_run(run_dir)
     return result
 
 
@@ -125,19 +126,25 @@ def compact_run(run_dir: Path) -> Path:
     return compact.write_parquet(run_dir)
 
 
-def score_run(run_dir: Path, scoring: ScoringSpec | None = None, seed: int | None = None) -> score.Cards:
-    """Recompute judgements.parquet, cards.json and report.md from the log alone."""
+def score_run(run_dir: Path) -> score.Cards:
+    """Recompute judgements.parquet, cards.json and report.md from the log alone (and the
+    run's manifest in run.yaml: scoring settings, seed, composite judges)."""
     run_dir = Path(run_dir)
-    if scoring is None or seed is None:
-        info = read_run_info(run_dir)
-        scoring, seed = info.manifest.scoring, info.manifest.seed
+    info = read_run_info(run_dir)
+    scoring, seed, composites = info.manifest.scoring, info.manifest.seed, info.manifest.composites
     plan_file = run_dir / "plan.json"
     summary = (msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary) if plan_file.exists()
                else PlanSummary(0, []))
-    data = compact.load(run_dir, score.SCORING_COLUMNS)
-    cards = score.score(data, summary.perturbation_audit, replicates=scoring.bootstrap,
-                        confidence=scoring.confidence, seed=seed)
-    cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters)
+    data = compact.load(run_dir, composite.COLUMNS if composites else score.SCORING_COLUMNS)
+    derived = composite.derive(data, composites, info.judge_ids)
+    tables = [composite.table(data, d) for d in derived]
+    cards = score.score(pa.concat_tables([data, *tables]) if tables else data, summary.perturbation_audit,
+                        replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed)
+    composite_cards = [composite.card(d, data, t, info.judge_ids, replicates=scoring.bootstrap,
+                                      confidence=scoring.confidence, seed=seed)
+                       for d, t in zip(derived, tables, strict=True)]
+    cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
+                                    composites=composite_cards)
     _write_atomic(run_dir / "cards.json", score.encode(cards))
     _write_atomic(run_dir / "report.md", report.markdown(cards).encode())
     return cards

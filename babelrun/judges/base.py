@@ -107,7 +107,22 @@ def judge_id(spec: JudgeSpec) -> str:
         "temperature": spec.temperature,
         "max_tokens": spec.max_tokens,
         "soft": spec.soft,
-        "simulated": spec.simulated if spec.backend == "simulated" else None,
+        "simulated": _knobs(spec) if spec.backend == "simulated" else None,
     }
     blob = msgspec.json.encode(identity, order="sorted")
     return hashlib.blake2b(blob, digest_size=6).hexdigest()
+
+
+# Knobs added after judge ids were first published: left out of the identity while they hold
+# their default, so adding a knob never renames existing judges.
+_LATER_KNOBS = {"noise": None}
+
+
+def _knobs(spec: JudgeSpec) -> dict | None:
+    if spec.simulated is None:
+        return None
+    knobs = msgspec.structs.asdict(spec.simulated)
+    for name, default in _LATER_KNOBS.items():
+        if knobs[name] == default:
+            del knobs[name]
+    return knobs

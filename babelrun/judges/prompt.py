@@ -65,7 +65,19 @@ PAIRWISE = Template(
     },
 )
 
-TEMPLATES: dict[str, Template] = {PAIRWISE.name: PAIRWISE}
+# A prompt variant (a mitigation to audit): the same task, told plainly to disregard length.
+# Written in English only (``prompt_language: item`` falls back to it).
+PAIRWISE_LENGTH_NEUTRAL = Template(
+    name="pairwise_length_neutral",
+    version=1,
+    system=PAIRWISE.system + (
+        " Length is not quality: a longer answer is not better for being longer, and repeated "
+        "or padded content makes an answer worse. Judge only what the answers say."
+    ),
+    user=PAIRWISE.user,
+)
+
+TEMPLATES: dict[str, Template] = {t.name: t for t in (PAIRWISE, PAIRWISE_LENGTH_NEUTRAL)}
 
 
 def render(template: Template, prompt: str, answer_a: str, answer_b: str,

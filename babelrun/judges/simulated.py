@@ -6,12 +6,25 @@ sentence, else with ``tie_rate`` ``tie``, else a decisive choice — slot A with
 ``verbosity_bias``, else the reference with probability ``accuracy[lang]`` (the perturbed
 answer otherwise). Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see the README's metric definitions).
+
+With ``soft: true`` the judge gives probabilities instead (a model of a judge whose slot bias
+is a constant shift of its log-odds, which is what position calibration can remove)::
+
+    log P(A)/P(B) = ±μ + β + γ·sign(len A − len B) + ε,   ε ~ N(0, 1)
+
+with +μ when the reference stands in slot A, μ = Φ⁻¹(accuracy) (so an unbiased judge picks
+the reference with probability ``accuracy``), β = Φ⁻¹((1 + position_bias)/2) (a judge with
+no quality signal names slot A with probability ½ + position_bias/2) and likewise γ from
+``verbosity_bias``. P(tie) is ``tie_rate``; A and B share the rest. ``invalid_rate`` of the
+replies carry no probabilities (an invalid soft verdict).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
+from statistics import NormalDist
 
 import anyio
 
@@ -34,7 +47,8 @@ class SimulatedJudge:
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
 
     def _rng(self, request: JudgeRequest) -> random.Random:
-        key = f"{self.seed}\x1f{self.judge_id}\x1f{request.item.item_id}\x1f{request.order}"
+        source = self.knobs.noise if self.knobs.noise is not None else self.judge_id
+        key = f"{self.seed}\x1f{source}\x1f{request.item.item_id}\x1f{request.order}"
         return random.Random(hashlib.blake2b(key.encode(), digest_size=8).digest())
 
     def decide(self, request: JudgeRequest) -> str:
@@ -53,21 +67,47 @@ class SimulatedJudge:
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
         else:
-            lang = request.item.lang  # a regional tag (ha-NG) falls back to its language (ha)
-            accuracy = self._accuracy.get(lang, self._accuracy.get(lang.split("-")[0], k.default_accuracy))
-            slot = ref_slot if rng.random() < accuracy else pert_slot
+            slot = ref_slot if rng.random() < self.accuracy(request) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
 
+    def accuracy(self, request: JudgeRequest) -> float:
+        lang = request.item.lang  # a regional tag (ha-NG) falls back to its language (ha)
+        return self._accuracy.get(lang, self._accuracy.get(lang.split("-")[0], self.knobs.default_accuracy))
+
+    def probabilities(self, request: JudgeRequest) -> tuple[float, float, float] | None:
+        """The soft verdict P(A), P(B), P(tie) (module docstring), or None (invalid)."""
+        k, rng = self.knobs, self._rng(request)
+        if rng.random() < k.invalid_rate:
+            return None
+        quality = _probit(self.accuracy(request))
+        len_a, len_b = len(request.answer_a), len(request.answer_b)
+        logit = (quality if request.order == "ref_first" else -quality) + _probit((1 + k.position_bias) / 2)
+        if len_a != len_b:
+            logit += _probit((1 + k.verbosity_bias) / 2) * (1 if len_a > len_b else -1)
+        logit += rng.gauss(0.0, 1.0)
+        p_a = (1 - k.tie_rate) / (1 + math.exp(-max(-700.0, min(700.0, logit))))
+        return (p_a, 1 - k.tie_rate - p_a, k.tie_rate)
+
     async def judge(self, request: JudgeRequest) -> JudgeReply:
-        raw = self.decide(request)
+        probs = None
+        if self.spec.soft:
+            probs = self.probabilities(request)
+            raw = _OFF_FORMAT[0] if probs is None else ("A", "B", "tie")[max(range(3), key=probs.__getitem__)]
+        else:
+            raw = self.decide(request)
         if self.knobs.latency_ms:
             await anyio.sleep(self.knobs.latency_ms / 1000)
         chars = sum(len(m["content"]) for m in request.messages)
-        return JudgeReply(raw=raw, served_model="simulated", tokens_in=chars // 4, tokens_out=1)
+        return JudgeReply(raw=raw, served_model="simulated", tokens_in=chars // 4, tokens_out=1, probs=probs)
 
     async def aclose(self) -> None:
         pass
+
+
+def _probit(p: float) -> float:
+    """Φ⁻¹(p), kept finite at 0 and 1."""
+    return NormalDist().inv_cdf(min(max(p, 1e-9), 1 - 1e-9))
 
 
 def _norm(code: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..score import Card, Cards, Interval
+from ..score import Card, Cards, CompositeCard, Interval
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
 
@@ -57,6 +57,7 @@ def render(cards: Cards) -> str:
         for lc in judge.languages:
             out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
         out.append("")
+    out += _mitigations(cards)
     out += _audit(cards)
     return "\n".join(out) + "\n"
 
@@ -87,4 +88,52 @@ def _audit(cards: Cards) -> list[str]:
         out += ["References removed by the corpus filters:", ""]
         out += [f"- {_cell(r.lang)}: {r.count} with {_cell(r.reason)}" for r in cards.removed_by_filters]
         out.append("")
+    return out
+
+
+_COMPARED = (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
+             ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
+
+
+def _change(c) -> str:
+    if c.a.value is None or c.b.value is None:
+        return "–"
+    text = f"{c.a.value:.2f} → {c.b.value:.2f}"
+    if c.lo is not None and c.hi is not None:
+        text += f" ({c.delta:+.2f} [{c.lo:+.2f}, {c.hi:+.2f}])"
+    return text
+
+
+def _extra(comp: CompositeCard) -> str:
+    if comp.escalation_rate is not None:
+        return f"escalated {_num(comp.escalation_rate)}"
+    if comp.slot_bias is not None:
+        return f"slot bias β = {comp.slot_bias['all']:+.2f} (pooled; {comp.calibration_items} held-out items)"
+    return ""
+
+
+def _mitigations(cards: Cards) -> list[str]:
+    """Each composite beside its base judge on the same presentations: what it changed
+    (with a paired bootstrap interval and McNemar on correctness) and what it costs."""
+    if not cards.composites:
+        return []
+    out = [
+        "## Mitigations against their base judge",
+        "",
+        "Base → mitigation on the same presentations, change with a paired item bootstrap "
+        "interval; McNemar p on per-presentation correctness; calls per decision: the inner "
+        "judge calls one deployed verdict costs (the base judge: 1).",
+        "",
+        "| mitigation | kind | base | calls/decision | " + " | ".join(label for _, label in _COMPARED)
+        + " | McNemar p | |",
+        "|---|---|---|---:|" + "---|" * len(_COMPARED) + "---:|---|",
+    ]
+    for comp in cards.composites:
+        overall = comp.change[0] if comp.change else None
+        changes = {c.metric: c for c in overall.changes} if overall else {}
+        cells = [_change(changes[m]) if m in changes else "–" for m, _ in _COMPARED]
+        p = f"{overall.mcnemar.p:.2g}" if overall else "–"
+        out.append(f"| {_cell(comp.name)} | {comp.kind} | {_cell(comp.base)} | {comp.calls_per_decision:.2f} | "
+                   + " | ".join(cells) + f" | {p} | {_cell(_extra(comp))} |")
+    out.append("")
     return out

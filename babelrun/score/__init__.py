@@ -64,12 +64,57 @@ class JudgeCards(msgspec.Struct, frozen=True):
     languages: list[LanguageCard]
 
 
+class Change(msgspec.Struct, frozen=True):
+    """One metric in both runs (value and interval each) and its change B − A."""
+
+    metric: str
+    a: Interval
+    b: Interval
+    delta: float | None
+    lo: float | None
+    hi: float | None
+
+
+class McNemar(msgspec.Struct, frozen=True):
+    b: int  # presentations correct in A only
+    c: int  # presentations correct in B only
+    p: float
+
+
+class LanguageDrift(msgspec.Struct, frozen=True):
+    lang: str
+    language: str
+    items: int
+    presentations: int
+    changes: list[Change]
+    mcnemar: McNemar
+
+
+class CompositeCard(msgspec.Struct, frozen=True):
+    """A mitigation judge's facts beside its card (babelrun/composite.py): what it costs and
+    what it changed against its base judge, on the same presentations."""
+
+    name: str
+    kind: str
+    judge_id: str
+    inner: list[str]  # the judges it is computed from
+    base: str
+    calls_per_decision: float  # inner calls one deployed decision costs
+    presentations: int
+    unresolved: int  # presentations it could not decide for want of an inner record
+    escalation_rate: Interval | None = None  # cascade: share the strong judge decided
+    slot_bias: dict[str, float] | None = None  # calibrated: β per language ("all": pooled)
+    calibration_items: int | None = None  # calibrated: held-out items (never scored)
+    change: list[LanguageDrift] = []  # composite − base: overall first, then per language
+
+
 class Cards(msgspec.Struct, frozen=True):
     judges: list[JudgeCards]
     perturbation_audit: list[PerturbationAudit]
     bootstrap: int
     confidence: float
     removed_by_filters: list[Removed] = []
+    composites: list[CompositeCard] = []
 
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
@@ -95,11 +140,15 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     return rank[encoded.indices.to_numpy(zero_copy_only=False)], values
 
 
-def _lookup(column: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
-    """Each row's position in ``values`` (looked up once per distinct value)."""
-    encoded = _dictionary(column)
-    position = pc.index_in(encoded.dictionary, pa.array(values)).to_numpy(zero_copy_only=False)
-    return position[encoded.indices.to_numpy(zero_copy_only=False)]
+def lookup(column: pa.ChunkedArray | pa.Array, values: list[str] | tuple[str, ...]) -> np.ndarray:
+    """Each row's position in ``values`` (-1 where absent), looked up once per distinct value
+    of the column rather than once per row. The column must hold no nulls."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_dictionary(array.type):
+        array = pc.dictionary_encode(array)
+    position = pc.index_in(array.dictionary, value_set=pa.array(values, type=pa.string()))
+    position = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return position[array.indices.to_numpy(zero_copy_only=False)]
 
 
 def _round(x: float) -> float | None:
@@ -146,7 +195,7 @@ def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndar
         return None
     p_a = data["p_a"].to_numpy(zero_copy_only=False)[by]
     p_b = data["p_b"].to_numpy(zero_copy_only=False)[by]
-    ref_first = (_lookup(data["order"], metrics.ORDER_CODES) == 0)[by]
+    ref_first = (lookup(data["order"], metrics.ORDER_CODES) == 0)[by]
     margin = np.where(ref_first, p_a - p_b, p_b - p_a)
     has = ~np.isnan(margin)
     margin = np.where(has, margin, 0.0)
@@ -197,8 +246,8 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     by = _by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
-    code = metrics.presentation_code(_lookup(data["order"], metrics.ORDER_CODES),
-                                     _lookup(data["verdict"], metrics.VERDICTS),
+    code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),
+                                     lookup(data["verdict"], metrics.VERDICTS),
                                      data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
     table = metrics.item_table(starts, code[by])
     cell = cell[starts]  # one per item, in order

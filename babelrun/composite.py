@@ -1,0 +1,294 @@
+"""Mitigation judges (``composites`` in the manifest), computed from their inner judges' records.
+
+A composite makes no calls: its inner judges are ordinary judges of the run, whose records
+are ordinary log records under their own keys. So resume, retries, rate limits and costs
+are theirs, and a composite's verdicts are recomputed from the log at every scoring. Each
+composite becomes rows shaped like records (its own judge id and name) that score as any
+judge; its card adds the calls it spends per decision and its change against its base judge.
+
+Rules, per presentation (item, order); verdicts are ``reference``, ``perturbed``, ``tie``,
+``invalid``; a soft verdict is P(A), P(B), P(tie):
+
+- ``dual_order``: the inner judge's two presentations of the item, combined. Soft: the mean
+  of P(reference), P(perturbed), P(tie) over the two orders, argmax. Otherwise: equal
+  verdicts stand; one invalid → the other; decisive but different → tie. Both presentations
+  of the item carry the combined verdict (so Δ is 0 by construction); 2 calls per decision.
+- ``ensemble``: the members' verdicts on the same presentation. ``majority``: more
+  reference than perturbed votes → reference, and vice versa; equal → tie (ties and invalid
+  replies abstain; all invalid → invalid). ``soft``: mean probabilities, argmax. k calls.
+- ``cascade``: the cheap judge's verdict stands unless it is a tie or invalid, its soft
+  margin |P(A) − P(B)| is under ``margin``, or (``on_flip``) its two orders are decisive and
+  disagree (or the other order is missing); then the strong judge's verdict on the same
+  presentation. Calls: 1 (2 with ``on_flip``: both orders of the cheap judge) + the
+  escalation rate.
+- ``calibrated``: items are split by their id hash; on the calibration share the slot bias
+  β = mean log P(A)/P(B) over both orders (where the answers' quality cancels) is
+  estimated per language (pooled where a language has fewer than ``min_items``). On the
+  other items, P(A)·e^(−β/2), P(B)·e^(β/2), P(tie), renormalised, argmax. 1 call.
+
+A presentation a composite cannot decide for want of an inner record (an inner call that
+failed, a strong judge not yet run) is left out and counted as ``unresolved``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import drift, score
+from .manifest import (
+    CalibratedSpec,
+    CascadeSpec,
+    CompositeSpec,
+    DualOrderSpec,
+    EnsembleSpec,
+    inner_judges,
+)
+from .score import lookup, metrics, stats
+
+REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
+# Columns a composite needs beyond the scoring ones: the tie probability, and what the
+# provider served (for the comparison with the base judge).
+COLUMNS = [*score.SCORING_COLUMNS, "p_tie", "served_model", "fingerprint"]
+_EPS = 1e-9
+
+
+class _Judged(msgspec.Struct):
+    """One judge's counted records, sorted by key = item_key << 1 | order (pert_first = 1)."""
+
+    rows: np.ndarray  # row numbers in the run's table
+    key: np.ndarray
+    verdict: np.ndarray  # codes into metrics.VERDICTS
+    probs: np.ndarray  # (n, 3): P(A), P(B), P(tie); NaN where the record has none
+
+    def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of ``keys`` here, and which of them exist."""
+        at = np.minimum(np.searchsorted(self.key, keys), max(len(self.key) - 1, 0))
+        found = (self.key[at] == keys) if len(self.key) else np.zeros(len(keys), dtype=bool)
+        return at, found
+
+
+class Derived(msgspec.Struct):
+    """A composite's presentations: rows of the run's table to copy, with new verdicts."""
+
+    spec: CompositeSpec
+    judge_id: str
+    rows: np.ndarray
+    verdict: np.ndarray
+    probs: np.ndarray
+    calls_per_decision: float
+    unresolved: int = 0
+    escalated: int | None = None  # cascade: presentations the strong judge decided
+    slot_bias: dict[str, float] | None = None  # calibrated: β per language (and "all")
+    calibration_items: int | None = None
+
+
+def composite_id(spec: CompositeSpec, ids: dict[str, str]) -> str:
+    """Short hash of the composite's rule and settings and its inner judges' ids (not names)."""
+    fields = msgspec.structs.asdict(spec)
+    fields.pop("name")
+    fields.pop("base")
+    identity = {"kind": spec.kind, **fields, "inner": [ids[n] for n in inner_judges(spec)]}
+    blob = msgspec.json.encode(identity, order="sorted")
+    return "c" + hashlib.blake2b(blob, digest_size=6).hexdigest()[1:]
+
+
+def _judged(data: pa.Table, judge: np.ndarray, code: int, order: np.ndarray, verdict: np.ndarray,
+            probs: np.ndarray) -> _Judged:
+    rows = np.flatnonzero(judge == code)
+    key = (data["item_key"].to_numpy()[rows] << np.uint64(1)) | order[rows].astype(np.uint64)
+    by = np.argsort(key, kind="stable")
+    rows, key = rows[by], key[by]
+    return _Judged(rows, key, verdict[rows], probs[rows])
+
+
+def _from_slots(probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
+    """Verdict codes from soft verdicts: the argmax slot, named by where the reference stood;
+    no probabilities → invalid."""
+    slot = np.argmax(np.nan_to_num(probs, nan=-1.0), axis=1)  # 0 A, 1 B, 2 tie
+    chose_ref = np.where(ref_first, slot == 0, slot == 1)
+    verdict = np.where(slot == 2, TIE, np.where(chose_ref, REF, PERT))
+    return np.where(np.isnan(probs).any(axis=1), INVALID, verdict)
+
+
+def _ref_view(probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
+    """(P(reference), P(perturbed), P(tie)) from (P(A), P(B), P(tie))."""
+    out = probs.copy()
+    out[~ref_first, 0], out[~ref_first, 1] = probs[~ref_first, 1], probs[~ref_first, 0]
+    return out
+
+
+def _slot_view(ref_probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
+    return _ref_view(ref_probs, ref_first)  # the same swap, undone
+
+
+def _combine_hard(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Two verdicts on one item: equal stand; one invalid → the other; else tie."""
+    return np.where(a == b, a, np.where(a == INVALID, b, np.where(b == INVALID, a, TIE)))
+
+
+def dual_order(spec: DualOrderSpec, j: _Judged) -> Derived:
+    first = (j.key & np.uint64(1)) == 0
+    rf = np.flatnonzero(first)
+    at, found = j.find(j.key[rf] | np.uint64(1))
+    rf, pf = rf[found], at[found]
+    ref = (_ref_view(j.probs[rf], np.ones(len(rf), bool)) + _ref_view(j.probs[pf], np.zeros(len(pf), bool))) / 2
+    soft = ~np.isnan(ref).any(axis=1)
+    soft_verdict = _from_slots(ref, np.ones(len(rf), bool))
+    verdict = np.where(soft, soft_verdict, _combine_hard(j.verdict[rf], j.verdict[pf]))
+    rows = np.concatenate([j.rows[rf], j.rows[pf]])
+    probs = np.concatenate([ref, _slot_view(ref, np.zeros(len(pf), bool))])
+    unresolved = int(len(j.key) - 2 * len(rf))
+    return Derived(spec, "", rows, np.concatenate([verdict, verdict]), probs, 2.0, unresolved)
+
+
+def ensemble(spec: EnsembleSpec, members: list[_Judged]) -> Derived:
+    lead = members[0]
+    keep = np.ones(len(lead.key), dtype=bool)
+    positions = []
+    for m in members:
+        at, found = m.find(lead.key)
+        keep &= found
+        positions.append(at)
+    positions = [at[keep] for at in positions]
+    verdicts = np.stack([m.verdict[at] for m, at in zip(members, positions, strict=True)])
+    ref_first = (lead.key[keep] & np.uint64(1)) == 0
+    if spec.vote == "soft":
+        probs = np.nanmean(np.stack([m.probs[at] for m, at in zip(members, positions, strict=True)]), axis=0)
+        verdict = _from_slots(probs, ref_first)
+    else:
+        refs, perts = (verdicts == REF).sum(axis=0), (verdicts == PERT).sum(axis=0)
+        verdict = np.where(refs > perts, REF, np.where(perts > refs, PERT, TIE))
+        verdict = np.where((verdicts == INVALID).all(axis=0), INVALID, verdict)
+        probs = np.full((len(verdict), 3), np.nan)
+    return Derived(spec, "", lead.rows[keep], verdict, probs, float(len(members)), int((~keep).sum()))
+
+
+def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged) -> Derived:
+    escalate = cheap.verdict >= TIE
+    if spec.margin is not None:
+        margin = np.abs(cheap.probs[:, 0] - cheap.probs[:, 1])
+        escalate |= np.nan_to_num(margin, nan=0.0) < spec.margin
+    if spec.on_flip:
+        at, found = cheap.find(cheap.key ^ np.uint64(1))  # the same item's other order
+        other = np.where(found, cheap.verdict[at], INVALID)
+        flipped = (cheap.verdict <= PERT) & (other <= PERT) & (other != cheap.verdict)
+        escalate |= flipped | ~found
+    at, found = strong.find(cheap.key)
+    resolved = ~escalate | found
+    if not len(strong.key):  # nothing to take from: only what the cheap judge settles
+        strong = _Judged(np.zeros(1, np.int64), np.zeros(1, np.uint64), np.full(1, INVALID), np.full((1, 3), np.nan))
+    verdict = np.where(escalate, strong.verdict[at], cheap.verdict)[resolved]
+    probs = np.where(escalate[:, None], strong.probs[at], cheap.probs)[resolved]
+    n_escalated = int((escalate & resolved).sum())
+    n = int(resolved.sum())
+    calls = (2.0 if spec.on_flip else 1.0) + (n_escalated / n if n else 0.0)
+    return Derived(spec, "", cheap.rows[resolved], verdict, probs, calls, int((~resolved).sum()),
+                   escalated=n_escalated)
+
+
+def calibrated(spec: CalibratedSpec, j: _Judged, lang: np.ndarray, langs: list[str]) -> Derived:
+    item = j.key >> np.uint64(1)
+    held_out = (item % np.uint64(10_000)) < np.uint64(round(spec.calibration_share * 10_000))
+    has = ~np.isnan(j.probs).any(axis=1)
+    log_ratio = np.log(np.clip(j.probs[:, 0], _EPS, None)) - np.log(np.clip(j.probs[:, 1], _EPS, None))
+    cal = held_out & has
+    pooled = float(log_ratio[cal].mean()) if cal.any() else 0.0
+    bias = {"all": pooled}
+    beta = np.full(len(j.key), pooled)
+    row_lang = lang[j.rows]
+    for code in np.unique(row_lang):
+        here = row_lang == code
+        if len(np.unique(item[cal & here])) >= spec.min_items:
+            bias[langs[code]] = float(log_ratio[cal & here].mean())
+            beta[here] = bias[langs[code]]
+    scored = ~held_out
+    p = j.probs[scored] * np.column_stack([np.exp(-beta[scored] / 2), np.exp(beta[scored] / 2),
+                                           np.ones(int(scored.sum()))])
+    p = p / p.sum(axis=1, keepdims=True)
+    verdict = _from_slots(p, (j.key[scored] & np.uint64(1)) == 0)
+    return Derived(spec, "", j.rows[scored], verdict, p, 1.0, 0,
+                   slot_bias={k: round(v, 4) for k, v in sorted(bias.items())},
+                   calibration_items=len(np.unique(item[held_out])))
+
+
+def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> list[Derived]:
+    """Every composite's presentations from the run's counted records (``COLUMNS``)."""
+    if not specs or data.num_rows == 0:
+        return []
+    present = sorted(set(pc.unique(data["judge_id"].cast(pa.string())).to_pylist()))
+    judge = lookup(data["judge_id"], present)
+    order = lookup(data["order"], metrics.ORDER_CODES)
+    verdict = lookup(data["verdict"], metrics.VERDICTS)
+    probs = np.column_stack([data[c].to_numpy(zero_copy_only=False).astype(float) for c in ("p_a", "p_b", "p_tie")])
+    langs = sorted(set(pc.unique(data["lang"].cast(pa.string())).to_pylist()))
+    lang = lookup(data["lang"], langs)
+    empty = _Judged(*(np.zeros(0, dtype=t) for t in (np.int64, np.uint64, np.int64)), np.zeros((0, 3)))
+    judged: dict[str, _Judged] = {}
+
+    def of(name: str) -> _Judged:
+        if name not in judged:
+            jid = ids.get(name)
+            judged[name] = (_judged(data, judge, present.index(jid), order, verdict, probs)
+                            if jid in present else empty)
+        return judged[name]
+
+    rules: dict[type, Callable[[CompositeSpec], Derived]] = {
+        DualOrderSpec: lambda s: dual_order(s, of(s.of)),
+        EnsembleSpec: lambda s: ensemble(s, [of(n) for n in s.of]),
+        CascadeSpec: lambda s: cascade(s, of(s.cheap), of(s.strong)),
+        CalibratedSpec: lambda s: calibrated(s, of(s.of), lang, langs),
+    }
+    return [msgspec.structs.replace(rules[type(s)](s), judge_id=composite_id(s, ids)) for s in specs]
+
+
+def table(data: pa.Table, derived: Derived) -> pa.Table:
+    """The composite's presentations as record rows: the inner rows with the composite's
+    judge id and name, verdict and probabilities."""
+    rows = data.take(pa.array(derived.rows, type=pa.int64()))
+    n = rows.num_rows
+    new = {
+        "judge_id": pa.array([derived.judge_id] * n),
+        "judge": pa.array([derived.spec.name] * n),
+        "verdict": pa.array(np.array(metrics.VERDICTS, dtype=object)[derived.verdict]),
+        "p_a": pa.array(derived.probs[:, 0], from_pandas=True),
+        "p_b": pa.array(derived.probs[:, 1], from_pandas=True),
+        "p_tie": pa.array(derived.probs[:, 2], from_pandas=True),
+    }
+    for name, column in new.items():
+        if name in rows.column_names:
+            i = rows.column_names.index(name)
+            rows = rows.set_column(i, rows.schema.field(name), column.cast(rows.schema.field(name).type))
+    return rows
+
+
+def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], *,
+         replicates: int, confidence: float, seed: int) -> score.CompositeCard:
+    """The composite's own facts and its change against its base judge (``base``, or its
+    first inner judge) on the same presentations."""
+    spec = derived.spec
+    base_name = spec.base or inner_judges(spec)[0]
+    base = data.filter(pc.equal(data["judge_id"].cast(pa.string()), ids[base_name]))
+    changes = drift.compare_tables(base, rows, replicates=replicates, confidence=confidence, seed=seed)
+    n = rows.num_rows
+    escalation = None
+    if derived.escalated is not None:
+        lo, hi = stats.wilson(derived.escalated, n, confidence)
+        escalation = score.Interval(round(derived.escalated / n, 4) if n else None,
+                                    _round(lo), _round(hi), n)
+    return score.CompositeCard(
+        name=spec.name, kind=spec.kind, judge_id=derived.judge_id, inner=inner_judges(spec),
+        base=base_name, calls_per_decision=round(derived.calls_per_decision, 4), presentations=n,
+        unresolved=derived.unresolved, escalation_rate=escalation, slot_bias=derived.slot_bias,
+        calibration_items=derived.calibration_items, change=changes,
+    )
+
+
+def _round(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 4)
