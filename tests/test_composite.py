@@ -1,0 +1,205 @@
+"""Mitigation judges (composites): each removes the bias it targets, at the price it states."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from statistics import NormalDist
+
+import msgspec
+import pytest
+
+import babelrun
+from babelrun import composite, log
+from babelrun.errors import ManifestError
+from babelrun.judges import judge_id
+from babelrun.judges.prompt import TEMPLATES, render
+from babelrun.testing import FakeJudgeServer
+from helpers import ROOT, quiet_audit, simulated, write_manifest
+
+CORPUS = {"sources": [{"kind": "bundled"}], "references_per_language": 12}
+PERTURBATIONS = [{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
+
+
+def _audit(tmp_path, judges, composites, **fields):
+    path = write_manifest(tmp_path, judges, composites=composites, corpus=CORPUS,
+                          perturbations=PERTURBATIONS, **fields)
+    cards = quiet_audit(path).cards
+    by_name = {j.judge: j.overall for j in cards.judges}
+    return cards, by_name, {c.name: c for c in cards.composites}
+
+
+def _contains_zero(iv):
+    return iv.lo <= 0.0 <= iv.hi
+
+
+def test_dual_order_brings_position_bias_to_zero(tmp_path):
+    judges = [simulated("hard", position_bias=0.3, default_accuracy=0.8),
+              {**simulated("soft", position_bias=0.4, default_accuracy=0.8), "soft": True}]
+    composites = [{"kind": "dual_order", "name": "hard2", "of": "hard"},
+                  {"kind": "dual_order", "name": "soft2", "of": "soft"}]
+    _, card, comp = _audit(tmp_path, judges, composites)
+    for base, fixed in (("hard", "hard2"), ("soft", "soft2")):
+        assert card[base].position_bias.lo > 0.15  # the bias is there, well outside noise
+        assert _contains_zero(card[fixed].position_bias)
+        assert abs(card[fixed].position_bias.value) < 0.02
+        assert comp[fixed].calls_per_decision == 2.0
+        assert comp[fixed].presentations == card[base].presentations
+    # Hard verdicts that disagree across orders become ties: as many consistent items as
+    # before, none of them wrongly decided by the slot. Soft verdicts settle them instead.
+    assert card["hard2"].order_consistency.value == card["hard"].order_consistency.value
+    assert card["hard2"].tie_rate.value > 0.2
+    assert card["soft2"].order_consistency.value > card["soft"].order_consistency.hi
+    assert card["soft2"].accuracy.value > card["soft"].accuracy.hi
+    # The change is stated against the base on the same presentations, with an interval.
+    delta = {c.metric: c for c in comp["hard2"].change[0].changes}["position_bias"]
+    assert delta.hi < -0.2 and delta.a.value == card["hard"].position_bias.value
+
+
+def test_calibrated_removes_most_of_a_known_slot_bias_on_held_out_items(tmp_path):
+    bias = 0.4
+    judges = [{**simulated("leaning", position_bias=bias, default_accuracy=0.8), "soft": True}]
+    composites = [{"kind": "calibrated", "name": "cal", "of": "leaning", "calibration_share": 0.3}]
+    cards, card, comp = _audit(tmp_path, judges, composites)
+    cal = comp["cal"]
+    # The simulated soft judge's log-odds shift is Φ⁻¹((1 + bias)/2); the pooled estimate finds it.
+    true_beta = NormalDist().inv_cdf((1 + bias) / 2)
+    assert cal.slot_bias["all"] == pytest.approx(true_beta, abs=0.15)
+    assert cal.calibration_items > 0
+    # Held-out items are never scored: the scored items and the calibration items partition
+    # the base judge's items.
+    assert card["cal"].items + cal.calibration_items == card["leaning"].items
+    base_delta = {c.metric: c for c in cal.change[0].changes}["position_bias"].a.value
+    assert base_delta > 0.2
+    assert abs(card["cal"].position_bias.value) < 0.25 * base_delta  # most of it removed
+    assert card["cal"].position_bias.hi < card["leaning"].position_bias.lo
+    assert cal.calls_per_decision == 1.0
+
+
+def test_calibration_and_scored_items_are_disjoint():
+    import numpy as np
+
+    from babelrun.manifest import CalibratedSpec
+
+    keys = np.sort(np.random.default_rng(0).integers(0, 1 << 60, 2000, dtype=np.uint64) << np.uint64(1))
+    keys = np.sort(np.concatenate([keys, keys | np.uint64(1)]))
+    probs = np.tile([0.6, 0.3, 0.1], (len(keys), 1))
+    judged = composite._Judged(np.arange(len(keys)), keys, np.zeros(len(keys), dtype=np.int64), probs)
+    spec = CalibratedSpec(name="c", of="j", calibration_share=0.25)
+    out = composite.calibrated(spec, judged, np.zeros(len(keys), dtype=np.int64), ["en"])
+    scored_items = set((keys[out.rows] >> np.uint64(1)).tolist())
+    held_out = 2000 - len(scored_items)
+    assert out.calibration_items == held_out
+    assert 0.2 < held_out / 2000 < 0.3
+    # Constant P(A) 0.6 / P(B) 0.3: β = log 2, and after it the two slots are equal.
+    assert out.slot_bias["all"] == pytest.approx(np.log(2), abs=1e-3)
+    assert np.allclose(out.probs[:, 0], out.probs[:, 1])
+
+
+def test_ensemble_helps_when_errors_are_independent_and_not_when_identical(tmp_path):
+    knobs = {"default_accuracy": 0.7}
+    independent = [{**simulated(f"ind{i}", **knobs), "model": f"ind{i}"} for i in range(3)]
+    copies = [{**simulated(f"copy{i}", **knobs, noise="shared"), "model": f"copy{i}"} for i in range(3)]
+    composites = [{"kind": "ensemble", "name": "ind", "of": ["ind0", "ind1", "ind2"]},
+                  {"kind": "ensemble", "name": "copies", "of": ["copy0", "copy1", "copy2"]}]
+    _, card, comp = _audit(tmp_path, independent + copies, composites)
+    # Three independent judges at 0.7: the majority is right with 3p² − 2p³ = 0.784.
+    for i in range(3):
+        assert card["ind"].accuracy.lo > card[f"ind{i}"].accuracy.hi
+    assert card["ind"].accuracy.value == pytest.approx(0.784, abs=0.03)
+    # Copies with one noise source make the same errors: the vote adds nothing.
+    assert card["copies"].accuracy.value == card["copy0"].accuracy.value
+    assert comp["copies"].change[0].mcnemar.b == comp["copies"].change[0].mcnemar.c == 0
+    assert comp["ind"].calls_per_decision == 3.0
+
+
+def test_cascade_escalates_at_the_rate_its_threshold_implies(tmp_path):
+    accuracy, margin = 0.8, 0.5
+    judges = [{**simulated("cheap", default_accuracy=accuracy), "soft": True},
+              simulated("strong", default_accuracy=0.98)]
+    composites = [{"kind": "cascade", "name": "casc", "cheap": "cheap", "strong": "strong",
+                   "margin": margin, "on_flip": False}]
+    _, card, comp = _audit(tmp_path, judges, composites)
+    # The cheap judge's log-odds are ±μ + ε, ε ~ N(0, 1), μ = Φ⁻¹(accuracy); with no tie mass
+    # |P(A) − P(B)| = |tanh(s/2)| < margin  ⇔  |s| < 2·atanh(margin).
+    mu, c = NormalDist().inv_cdf(accuracy), 2 * __import__("math").atanh(margin)
+    implied = NormalDist().cdf(c - mu) - NormalDist().cdf(-c - mu)
+    rate = comp["casc"].escalation_rate
+    assert rate.lo <= implied <= rate.hi, (rate, implied)
+    assert comp["casc"].calls_per_decision == pytest.approx(1 + rate.value, abs=1e-3)
+    assert card["casc"].accuracy.lo > card["cheap"].accuracy.hi
+
+
+def test_prompt_variant_is_a_judge_setting_with_its_own_id():
+    base = msgspec.convert({"name": "a", "backend": "openai", "model": "m"}, babelrun.manifest.JudgeSpec)
+    variant = msgspec.structs.replace(base, prompt="pairwise_length_neutral")
+    assert judge_id(base) != judge_id(variant)
+    system = render(TEMPLATES["pairwise_length_neutral"], "q", "a", "b")[0]["content"]
+    assert "Length is not quality" in system
+    assert "Length is not quality" not in render(TEMPLATES["pairwise"], "q", "a", "b")[0]["content"]
+
+
+@pytest.mark.parametrize("composite_spec, field, problem", [
+    ({"kind": "dual_order", "name": "d", "of": "nobody"}, "composites[0].of", "no judge named 'nobody'"),
+    ({"kind": "dual_order", "name": "a", "of": "a"}, "composites[0].name", "duplicate judge name"),
+    ({"kind": "calibrated", "name": "c", "of": "a"}, "composites[0]", "must be a soft judge"),
+    ({"kind": "ensemble", "name": "e", "of": ["a", "a"]}, "composites[0]", "must be distinct"),
+    ({"kind": "ensemble", "name": "e", "of": ["a"]}, "composites[0].of", "length"),
+    ({"kind": "cascade", "name": "k", "cheap": "a", "strong": "b", "margin": 0.2}, "composites[0]",
+     "must be a soft judge"),
+    ({"kind": "vote", "name": "v", "of": "a"}, "composites[0]", "kind"),
+])
+def test_bad_composites_are_named_by_field(tmp_path, composite_spec, field, problem):
+    path = write_manifest(tmp_path, [simulated("a"), simulated("b")], composites=[composite_spec])
+    with pytest.raises(ManifestError) as e:
+        babelrun.load_manifest(path)
+    assert e.value.path.startswith(field) and problem in str(e.value), str(e.value)
+
+
+def _lines(run_dir):
+    folder = run_dir / "log"
+    return sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl")) if folder.exists() else 0
+
+
+def test_kill_and_resume_with_composites_makes_no_inner_call_twice(tmp_path):
+    corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 3}
+    perts = [{"name": "truncate", "severities": [0.6]}, {"name": "shuffle", "severities": [0.6]}]
+
+    def manifest(folder, server):
+        folder.mkdir()
+        judges = [{"name": n, "backend": "openai", "model": n, "endpoint": server.url, "concurrency": 2}
+                  for n in ("m1", "m2")]
+        composites = [{"kind": "dual_order", "name": "d", "of": "m1"},
+                      {"kind": "ensemble", "name": "e", "of": ["m1", "m2"]},
+                      {"kind": "cascade", "name": "k", "cheap": "m1", "strong": "m2"}]
+        return write_manifest(folder, judges, composites=composites, corpus=corpus, perturbations=perts)
+
+    cmd = [sys.executable, "-m", "babelrun", "audit"]
+    with FakeJudgeServer(latency_s=0.02) as server:
+        killed = manifest(tmp_path / "killed", server)
+        run_dir = tmp_path / "killed" / "run"
+        proc = subprocess.Popen([*cmd, str(killed)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while _lines(run_dir) < 12 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert proc.poll() is None, "the audit finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        again = subprocess.run([*cmd, str(killed)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        requests = server.requests
+        clean = manifest(tmp_path / "clean", server)
+        assert subprocess.run([*cmd, str(clean)], cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+
+    records = list(log.read(run_dir))
+    per_key = Counter(r.key for r in records)
+    assert max(per_key.values()) == 1  # every inner key judged once: none repeated on resume
+    planned = len(per_key)
+    assert requests - planned <= 2 * 2  # at most the calls in flight at the kill were lost
+    assert {r.judge for r in records} == {"m1", "m2"}  # composites make no calls of their own
+    killed_cards = msgspec.json.decode((run_dir / "cards.json").read_bytes())
+    clean_cards = msgspec.json.decode((tmp_path / "clean" / "run" / "cards.json").read_bytes())
+    assert [c["name"] for c in killed_cards["composites"]] == ["d", "e", "k"]
+    assert killed_cards == clean_cards
