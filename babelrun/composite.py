@@ -57,6 +57,9 @@ REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
 # provider served (for the comparison with the base judge).
 COLUMNS = [*score.SCORING_COLUMNS, "p_tie", "served_model", "fingerprint"]
 _EPS = 1e-9
+# What each mitigation is meant to fix, in card metrics (the report marks them).
+TARGETS = {"dual_order": ["position_bias", "order_consistency"], "calibrated": ["position_bias"],
+           "ensemble": ["accuracy"], "cascade": ["accuracy"]}
 
 
 class _Judged(msgspec.Struct):
@@ -284,7 +287,7 @@ def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], 
                                     _round(lo), _round(hi), n)
     return score.CompositeCard(
         name=spec.name, kind=spec.kind, judge_id=derived.judge_id, inner=inner_judges(spec),
-        base=base_name, calls_per_decision=round(derived.calls_per_decision, 4), presentations=n,
+        base=base_name, targets=TARGETS[spec.kind], calls_per_decision=round(derived.calls_per_decision, 4), presentations=n,
         unresolved=derived.unresolved, escalation_rate=escalation, slot_bias=derived.slot_bias,
         calibration_items=derived.calibration_items, change=changes,
     )

@@ -122,7 +122,7 @@ def _mitigations(cards: Cards) -> list[str]:
         "",
         "Base → mitigation on the same presentations, change with a paired item bootstrap "
         "interval; McNemar p on per-presentation correctness; calls per decision: the inner "
-        "judge calls one deployed verdict costs (the base judge: 1).",
+        "judge calls one deployed verdict costs (the base judge: 1). Bold: what the mitigation targets.",
         "",
         "| mitigation | kind | base | calls/decision | " + " | ".join(label for _, label in _COMPARED)
         + " | McNemar p | |",
@@ -131,7 +131,8 @@ def _mitigations(cards: Cards) -> list[str]:
     for comp in cards.composites:
         overall = comp.change[0] if comp.change else None
         changes = {c.metric: c for c in overall.changes} if overall else {}
-        cells = [_change(changes[m]) if m in changes else "–" for m, _ in _COMPARED]
+        cells = [(f"**{_change(changes[m])}**" if m in comp.targets else _change(changes[m]))
+                 if m in changes else "–" for m, _ in _COMPARED]
         p = f"{overall.mcnemar.p:.2g}" if overall else "–"
         out.append(f"| {_cell(comp.name)} | {comp.kind} | {_cell(comp.base)} | {comp.calls_per_decision:.2f} | "
                    + " | ".join(cells) + f" | {p} | {_cell(_extra(comp))} |")

@@ -99,6 +99,7 @@ class CompositeCard(msgspec.Struct, frozen=True):
     judge_id: str
     inner: list[str]  # the judges it is computed from
     base: str
+    targets: list[str]  # the card metrics the mitigation is meant to move
     calls_per_decision: float  # inner calls one deployed decision costs
     presentations: int
     unresolved: int  # presentations it could not decide for want of an inner record
