@@ -173,16 +173,22 @@ def ensemble(spec: EnsembleSpec, members: list[_Judged]) -> Derived:
     return Derived(spec, "", lead.rows[keep], verdict, probs, float(len(members)), int((~keep).sum()))
 
 
-def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged) -> Derived:
+def escalated(spec: CascadeSpec, cheap: _Judged) -> np.ndarray:
+    """Which of the cheap judge's presentations go to the strong judge."""
     escalate = cheap.verdict >= TIE
     if spec.margin is not None:
         margin = np.abs(cheap.probs[:, 0] - cheap.probs[:, 1])
         escalate |= np.nan_to_num(margin, nan=0.0) < spec.margin
     if spec.on_flip:
         at, found = cheap.find(cheap.key ^ np.uint64(1))  # the same item's other order
-        other = np.where(found, cheap.verdict[at], INVALID)
+        other = np.where(found, cheap.verdict[at], INVALID) if len(cheap.key) else cheap.verdict
         flipped = (cheap.verdict <= PERT) & (other <= PERT) & (other != cheap.verdict)
         escalate |= flipped | ~found
+    return escalate
+
+
+def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged) -> Derived:
+    escalate = escalated(spec, cheap)
     at, found = strong.find(cheap.key)
     resolved = ~escalate | found
     if not len(strong.key):  # nothing to take from: only what the cheap judge settles
@@ -221,17 +227,13 @@ def calibrated(spec: CalibratedSpec, j: _Judged, lang: np.ndarray, langs: list[s
                    calibration_items=len(np.unique(item[held_out])))
 
 
-def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> list[Derived]:
-    """Every composite's presentations from the run's counted records (``COLUMNS``)."""
-    if not specs or data.num_rows == 0:
-        return []
+def _judges(data: pa.Table, ids: dict[str, str]) -> Callable[[str], _Judged]:
+    """A lookup of each named judge's records in ``data`` (built on first use)."""
     present = sorted(set(pc.unique(data["judge_id"].cast(pa.string())).to_pylist()))
     judge = lookup(data["judge_id"], present)
     order = lookup(data["order"], metrics.ORDER_CODES)
     verdict = lookup(data["verdict"], metrics.VERDICTS)
     probs = np.column_stack([data[c].to_numpy(zero_copy_only=False).astype(float) for c in ("p_a", "p_b", "p_tie")])
-    langs = sorted(set(pc.unique(data["lang"].cast(pa.string())).to_pylist()))
-    lang = lookup(data["lang"], langs)
     empty = _Judged(*(np.zeros(0, dtype=t) for t in (np.int64, np.uint64, np.int64)), np.zeros((0, 3)))
     judged: dict[str, _Judged] = {}
 
@@ -241,6 +243,31 @@ def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> l
             judged[name] = (_judged(data, judge, present.index(jid), order, verdict, probs)
                             if jid in present else empty)
         return judged[name]
+
+    return of
+
+
+def escalations(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str],
+                strong_judges: set[str]) -> dict[str, np.ndarray]:
+    """The keys (item_key << 1 | order) each of ``strong_judges`` must judge: what its
+    cascades escalate, from the cheap judges' records so far. By judge id."""
+    wanted: dict[str, list[np.ndarray]] = {ids[name]: [] for name in strong_judges}
+    if data.num_rows:
+        of = _judges(data, ids)
+        for spec in specs:
+            if isinstance(spec, CascadeSpec) and spec.strong in strong_judges:
+                cheap = of(spec.cheap)
+                wanted[ids[spec.strong]].append(cheap.key[escalated(spec, cheap)])
+    return {jid: np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.uint64) for jid, keys in wanted.items()}
+
+
+def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> list[Derived]:
+    """Every composite's presentations from the run's counted records (``COLUMNS``)."""
+    if not specs or data.num_rows == 0:
+        return []
+    of = _judges(data, ids)
+    langs = sorted(set(pc.unique(data["lang"].cast(pa.string())).to_pylist()))
+    lang = lookup(data["lang"], langs)
 
     rules: dict[type, Callable[[CompositeSpec], Derived]] = {
         DualOrderSpec: lambda s: dual_order(s, of(s.of)),

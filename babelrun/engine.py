@@ -270,7 +270,8 @@ class JudgeRunner:
                 await _put(records, record)
                 self.count(record)
 
-    async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream) -> None:
+    async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream,
+                      wanted: DoneSet | None = None) -> None:
         template = TEMPLATES[self.judge.spec.prompt]
         localized = self.judge.spec.prompt_language == "item"
         jid = self.judge.judge_id
@@ -280,10 +281,12 @@ class JudgeRunner:
                 for order in ORDERS:
                     if check and done.contains(jid, item.item_id, order):
                         continue
+                    if wanted is not None and not wanted.contains(jid, item.item_id, order):
+                        continue
                     await _put(send, JudgeRequest.of(item, order, template, localized))
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
-                  producers: list[anyio.CancelScope]) -> None:
+                  producers: list[anyio.CancelScope], wanted: DoneSet | None = None) -> None:
         workers = self.judge.spec.concurrency
         send, recv = anyio.create_memory_object_stream[JudgeRequest](max_buffer_size=2 * workers)
         scope = anyio.CancelScope()
@@ -294,7 +297,7 @@ class JudgeRunner:
                 async def produce() -> None:
                     with scope:
                         try:
-                            await self.produce(plan, done, send)
+                            await self.produce(plan, done, send, wanted)
                         except anyio.BrokenResourceError:
                             pass  # every worker has ended (the judge stopped): nothing to feed
                     send.close()  # also when cancelled: the workers drain the stream and end
@@ -333,15 +336,24 @@ async def _signals(on_first, on_second) -> None:
 
 
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter, *,
-              progress: Progress | None = None, handle_signals: bool = True) -> EngineResult:
-    """Judge every planned (judge, item, order) whose key is not in ``done``."""
+              progress: Progress | None = None, handle_signals: bool = True,
+              wanted: DoneSet | None = None) -> EngineResult:
+    """Judge every planned (judge, item, order) whose key is not in ``done`` — and, when
+    ``wanted`` is given, is in it (a cascade's escalations to its strong judge)."""
     accounts = limits.accounts([j.spec for j in judges])
+
+    def state(j: Judge) -> JudgeState:
+        if wanted is None:
+            return JudgeState(j.spec.name, j.judge_id, plan.calls_per_judge, plan.done_count(j.judge_id, done))
+        keys = wanted.keys(j.judge_id)
+        return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys))
+
     runs = [
         JudgeRunner(
             j, accounts[j.spec.name],
             limits.AdaptiveConcurrency(min(4, j.spec.concurrency), j.spec.concurrency)
             if j.spec.adaptive_concurrency else FixedConcurrency(),
-            JudgeState(j.spec.name, j.judge_id, plan.calls_per_judge, plan.done_count(j.judge_id, done)),
+            state(j),
         )
         for j in judges
     ]
@@ -376,7 +388,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
                             tg.start_soon(batches.run_judge, r.judge, r.state, plan, done, send.clone(),
                                           writer.run_dir, producers)
                         else:
-                            tg.start_soon(r.run, plan, done, send.clone(), producers)
+                            tg.start_soon(r.run, plan, done, send.clone(), producers, wanted)
         helpers.cancel_scope.cancel()
 
     progress.finish(result.judges)

@@ -310,6 +310,14 @@ class DoneSet:
                                  _key_bits(items, np.ones(len(items), bool))])
         return int(np.isin(wanted, keys).sum())
 
+    def keys(self, judge_id: str) -> np.ndarray:
+        """This judge's keys, sorted."""
+        return self._keys.get(judge_id, np.zeros(0, dtype=np.uint64))
+
+    def count_keys(self, judge_id: str, keys: np.ndarray) -> int:
+        """How many of these 61-bit keys are in the set for this judge."""
+        return int(np.isin(keys, self.keys(judge_id)).sum())
+
     @property
     def nbytes(self) -> int:
         return sum(k.nbytes for k in self._keys.values())

@@ -204,6 +204,10 @@ class JudgeSpec(_Spec):
     # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
     batch: bool = False
     batch_poll_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # all: every planned key; escalations: only the presentations a cascade escalates to
+    # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
+    # sees a hard subset, so it gets no card of its own.
+    calls: Literal["all", "escalations"] = "all"
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -440,6 +444,17 @@ def _check_composites(manifest: Manifest) -> None:
         for name in needs_soft:
             if not specs[name].soft:
                 raise ManifestError(where, f"judge {name!r} must be a soft judge (soft: true) for this {comp.kind}")
+        uses = inner if not isinstance(comp, CascadeSpec) else [comp.cheap]
+        for name in uses + ([comp.base] if comp.base else []):
+            if specs[name].calls == "escalations":
+                raise ManifestError(where, f"judge {name!r} is only called on escalations: it can only be a "
+                                           "cascade's strong judge")
+    for i, judge in enumerate(manifest.judges):
+        strong = {c.strong for c in manifest.composites if isinstance(c, CascadeSpec)}
+        if judge.calls == "escalations" and judge.name not in strong:
+            raise ManifestError(f"judges[{i}].calls", "escalations: the judge must be the strong judge of a cascade")
+        if judge.calls == "escalations" and judge.batch:
+            raise ManifestError(f"judges[{i}].calls", "escalations and batch cannot be combined")
 
 
 def _valid(code: str) -> bool:

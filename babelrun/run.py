@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import __version__, compact, composite, corpus, engine, items, judges, log, report, score
 from .errors import UserError
@@ -93,15 +94,14 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                                segment_bytes=int(cfg.segment_mb * (1 << 20)))
         try:
-            outcome = anyio.run(lambda: engine.run(backends, plan, done, writer, progress=progress,
-                                                   handle_signals=handle_signals))
+            outcome = _judge(backends, plan, done, writer, manifest, progress, handle_signals)
         finally:
             writer.close()
         stats = RunStats(round(outcome.elapsed_s, 3), outcome.interrupted,
                          [s.stats() for s in outcome.judges])
         _write_atomic(run_dir / "stats.json", msgspec.json.format(msgspec.json.encode(stats), indent=2))
         result = AuditResult(
-            run_dir=str(run_dir), planned_calls=plan.calls_per_judge * len(backends),
+            run_dir=str(run_dir), planned_calls=sum(s.planned for s in outcome.judges),
             already_done=sum(s.done_before for s in outcome.judges), new_records=outcome.written,
             interrupted=outcome.interrupted, stop_reasons=outcome.stop_reasons,
             failed_calls=sum(s.remaining for s in outcome.judges), stats=stats,
@@ -109,6 +109,26 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         if not outcome.interrupted:
             result.cards = score_run(run_dir)
     return result
+
+
+def _judge(backends: list, plan: Plan, done: log.DoneSet, writer: log.LogWriter, manifest: Manifest,
+           progress: Progress | None, handle_signals: bool) -> engine.EngineResult:
+    """The engine over every judge, in two phases when a cascade's strong judge is called
+    on escalations only: first every other judge, then the strong judges on what the cheap
+    judges' records escalate (recomputed from the log, so a resumed run asks the same)."""
+    first = [b for b in backends if b.spec.calls == "all"]
+    later = [b for b in backends if b.spec.calls == "escalations"]
+    outcome = anyio.run(lambda: engine.run(first, plan, done, writer, progress=progress,
+                                           handle_signals=handle_signals))
+    if not later or outcome.interrupted:
+        return outcome
+    data = compact.load(manifest.run_dir, composite.COLUMNS)
+    ids = run_info(manifest).judge_ids
+    wanted = log.DoneSet(composite.escalations(data, manifest.composites, ids, {b.spec.name for b in later}))
+    second = anyio.run(lambda: engine.run(later, plan, done, writer, progress=progress,
+                                          handle_signals=handle_signals, wanted=wanted))
+    return engine.EngineResult(outcome.judges + second.judges, second.interrupted, second.written,
+                               outcome.elapsed_s + second.elapsed_s)
 
 
 def read_run_info(run_dir: Path) -> RunInfo:
@@ -138,7 +158,11 @@ def score_run(run_dir: Path) -> score.Cards:
     data = compact.load(run_dir, composite.COLUMNS if composites else score.SCORING_COLUMNS)
     derived = composite.derive(data, composites, info.judge_ids)
     tables = [composite.table(data, d) for d in derived]
-    cards = score.score(pa.concat_tables([data, *tables]) if tables else data, summary.perturbation_audit,
+    own = data
+    subset = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "escalations"]
+    if subset:  # judges asked only on a cascade's hard presentations: no card of their own
+        own = data.filter(pc.invert(pc.is_in(data["judge_id"].cast(pa.string()), pa.array(subset))))
+    cards = score.score(pa.concat_tables([own, *tables]) if tables else own, summary.perturbation_audit,
                         replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed)
     composite_cards = [composite.card(d, data, t, info.judge_ids, replicates=scoring.bootstrap,
                                       confidence=scoring.confidence, seed=seed)

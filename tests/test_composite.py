@@ -203,3 +203,44 @@ def test_kill_and_resume_with_composites_makes_no_inner_call_twice(tmp_path):
     clean_cards = msgspec.json.decode((tmp_path / "clean" / "run" / "cards.json").read_bytes())
     assert [c["name"] for c in killed_cards["composites"]] == ["d", "e", "k"]
     assert killed_cards == clean_cards
+
+
+def test_a_strong_judge_called_on_escalations_only_gives_the_same_cascade(tmp_path):
+    def run(folder, calls):
+        folder.mkdir()
+        judges = [simulated("cheap", default_accuracy=0.75),
+                  {**simulated("strong", default_accuracy=0.97), "calls": calls}]
+        composites = [{"kind": "cascade", "name": "casc", "cheap": "cheap", "strong": "strong"}]
+        path = write_manifest(folder, judges, composites=composites, corpus=CORPUS, perturbations=PERTURBATIONS)
+        result = quiet_audit(path)
+        return result, list(log.read(folder / "run"))
+
+    full, full_records = run(tmp_path / "all", "all")
+    lazy, lazy_records = run(tmp_path / "escalations", "escalations")
+    casc = {c.name: c for c in lazy.cards.composites}["casc"]
+    strong_calls = [r for r in lazy_records if r.judge == "strong"]
+    # The strong judge answered exactly the escalated presentations, after the cheap judge.
+    assert len(strong_calls) == round(casc.escalation_rate.value * casc.presentations)
+    assert 0 < len(strong_calls) < len([r for r in lazy_records if r.judge == "cheap"])
+    assert max(r.ts for r in lazy_records if r.judge == "cheap") <= min(r.ts for r in strong_calls)
+    assert lazy.planned_calls == len(lazy_records)
+    # Same verdicts where both asked: the cascade's card is the same; the strong judge, which
+    # saw only the hard cases, has no card of its own.
+    assert lazy.cards.composites == full.cards.composites
+    assert [j.judge for j in lazy.cards.judges] == ["casc", "cheap"]
+    lazy_cards = {j.judge: j for j in lazy.cards.judges}
+    assert lazy_cards["casc"] == {j.judge: j for j in full.cards.judges}["casc"]
+    # Run again: nothing left to ask.
+    again = quiet_audit(tmp_path / "escalations" / "manifest.yaml")
+    assert again.new_records == 0 and again.already_done == again.planned_calls
+
+
+def test_escalation_only_judges_must_be_a_cascades_strong_judge(tmp_path):
+    judges = [simulated("a"), {**simulated("b"), "calls": "escalations"}]
+    path = write_manifest(tmp_path, judges)
+    with pytest.raises(ManifestError) as e:
+        babelrun.load_manifest(path)
+    assert e.value.path == "judges[1].calls"
+    path = write_manifest(tmp_path, judges, composites=[{"kind": "dual_order", "name": "d", "of": "b"}])
+    with pytest.raises(ManifestError, match="only be a cascade's strong judge"):
+        babelrun.load_manifest(path)
