@@ -114,9 +114,14 @@ def _validate(args) -> int:
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)
     skipped = sum(row.skipped for row in p.audit)
-    print(f"{args.manifest}: ok — {len(m.judges)} judge(s), {len(p.languages)} "
+    lazy = sum(j.calls == "escalations" for j in m.judges)
+    calls = f"{p.calls_per_judge * (len(m.judges) - lazy)} judge calls"
+    if lazy:
+        calls += f" + up to {p.calls_per_judge * lazy} escalations"
+    composites = f", {len(m.composites)} composite(s)" if m.composites else ""
+    print(f"{args.manifest}: ok — {len(m.judges)} judge(s){composites}, {len(p.languages)} "
           f"language(s), {p.n_items} items ({skipped} no-op perturbations skipped), "
-          f"{p.calls_per_judge * len(m.judges)} judge calls; output: {m.run_dir}")
+          f"{calls}; output: {m.run_dir}")
     return 0
 
 
