@@ -107,7 +107,19 @@ def judge_id(spec: JudgeSpec) -> str:
         "temperature": spec.temperature,
         "max_tokens": spec.max_tokens,
         "soft": spec.soft,
-        "simulated": spec.simulated if spec.backend == "simulated" else None,
+        "simulated": _knobs(spec) if spec.backend == "simulated" else None,
     }
     blob = msgspec.json.encode(identity, order="sorted")
     return hashlib.blake2b(blob, digest_size=6).hexdigest()
+
+
+# Simulated knobs added after judge ids were first recorded: left out of the identity while
+# at their defaults, so every judge that does not set them keeps its id.
+_LATER_KNOBS = {"accuracy_by_perturbation": {}}
+
+
+def _knobs(spec: JudgeSpec) -> dict | None:
+    if spec.simulated is None:
+        return None
+    knobs = msgspec.to_builtins(spec.simulated)
+    return {k: v for k, v in knobs.items() if k not in _LATER_KNOBS or v != _LATER_KNOBS[k]}

@@ -4,7 +4,8 @@ Deterministic per (seed, judge, item, order). Per reply: with ``invalid_rate`` a
 sentence, else with ``tie_rate`` ``tie``, else a decisive choice — slot A with probability
 ``|position_bias|`` (slot B when negative), else the longer answer with probability
 ``verbosity_bias``, else the reference with probability ``accuracy[lang]`` (the perturbed
-answer otherwise). Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
+answer otherwise), or ``accuracy_by_perturbation[perturbation]`` where the item's
+perturbation (``agent:hallucinated_tool``, or its bare name ``hallucinated_tool``) is listed. Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see the README's metric definitions).
 """
 
@@ -32,6 +33,7 @@ class SimulatedJudge:
         self.knobs = spec.simulated or SimulatedKnobs()
         self.seed = seed
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
+        self._by_perturbation = self.knobs.accuracy_by_perturbation
 
     def _rng(self, request: JudgeRequest) -> random.Random:
         key = f"{self.seed}\x1f{self.judge_id}\x1f{request.item.item_id}\x1f{request.order}"
@@ -53,11 +55,17 @@ class SimulatedJudge:
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
         else:
-            lang = request.item.lang  # a regional tag (ha-NG) falls back to its language (ha)
-            accuracy = self._accuracy.get(lang, self._accuracy.get(lang.split("-")[0], k.default_accuracy))
-            slot = ref_slot if rng.random() < accuracy else pert_slot
+            slot = ref_slot if rng.random() < self._accuracy_for(request.item) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
+
+    def _accuracy_for(self, item) -> float:
+        name = item.perturbation
+        for key in (name, name.split(":", 1)[-1]):
+            if key in self._by_perturbation:
+                return self._by_perturbation[key]
+        lang = item.lang  # a regional tag (ha-NG) falls back to its language (ha)
+        return self._accuracy.get(lang, self._accuracy.get(lang.split("-")[0], self.knobs.default_accuracy))
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:
         raw = self.decide(request)
