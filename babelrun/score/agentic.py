@@ -1,0 +1,142 @@
+"""The agentic card: how well a judge compares agent trajectories (README, *Metrics*).
+
+Built from the same vectorised cards as the text ones (``score.cells``) over the agentic
+records only, relabelled, with no loop per record:
+
+1. Each record's perturbation is replaced by its family (``FAMILIES``), and a copy of every
+   record is added under the language ``mul`` (all languages together): one ``cells`` call
+   gives, per judge and language, each family's accuracy with its item-clustered bootstrap
+   interval, and the language's position bias Δ and order consistency κ_ord over all its
+   agentic items.
+2. The length probe: the ``step_pad`` records (the longer trace is the worse one) and those
+   of ``drop_intermediate_step`` and ``early_termination`` (the longer trace is the better one)
+   under one label; that cell's verbosity v is the trajectory-length bias — the text
+   definition, with step_pad as the only source of longer-but-worse pairs.
+
+Families: tool use (T) = tool_name_swap, extra_spurious_arg, drop_intermediate_step,
+corrupt_tool_result, early_termination; arguments (A) = argument_corrupt,
+missing_required_arg; hallucination detection (H) = hallucinated_tool; length = step_pad.
+Agentic accuracy = the weighted mean of T, A and H (weights ``WEIGHTS``) over the families
+the run measured, renormalised; then, with R's gating,
+
+    R_agent = (0.6·acc_agent + 0.4·κ_ord)·(1 − 0.8·|Δ|)·(1 − 0.7·max(0, 2·v_len − 1))
+
+the last factor 1 when the length bias is not measured. A family with no records is listed
+in ``not_measured`` and never scales the score. R_agent is a point value (no interval yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import languages
+from ..items import FAMILY_PREFIX
+from .stats import Interval
+
+PREFIX = FAMILY_PREFIX["agentic"]
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "tool": ("tool_name_swap", "extra_spurious_arg", "drop_intermediate_step", "corrupt_tool_result",
+             "early_termination"),
+    "argument": ("argument_corrupt", "missing_required_arg"),
+    "hallucination": ("hallucinated_tool",),
+    "length": ("step_pad",),
+}
+WEIGHTS = {"tool": 1 / 3, "argument": 1 / 3, "hallucination": 1 / 3}
+LENGTH_PROBE = ("step_pad", "drop_intermediate_step", "early_termination")
+ALL = "mul"  # the language code of the all-languages card ("multiple languages")
+
+
+class AgenticCard(msgspec.Struct, frozen=True):
+    items: int
+    presentations: int
+    tool_accuracy: Interval | None
+    argument_accuracy: Interval | None
+    hallucination_detection: Interval | None
+    length_bias: Interval | None  # v on the length probe; 0.5 neutral, 1 always the longer
+    position_bias: Interval
+    order_consistency: Interval
+    accuracy: Interval  # the families' weighted accuracy (renormalised over the measured ones)
+    reliability: Interval  # R_agent
+    not_measured: list[str]
+    note: str = ""
+
+
+class AgenticLanguageCard(msgspec.Struct, frozen=True):
+    lang: str
+    language: str
+    card: AgenticCard
+
+
+class AgenticJudgeCards(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    overall: AgenticCard
+    languages: list[AgenticLanguageCard]
+
+
+def _relabel(data: pa.Table, column: str, mapping: dict[str, str]) -> pa.Table:
+    """``column`` as plain strings, each value in ``mapping`` replaced by its image."""
+    values = data[column].cast(pa.string())
+    mapped = pc.take(pa.array(list(mapping.values()), pa.string()),
+                     pc.index_in(values, pa.array(list(mapping), pa.string())))
+    return data.set_column(data.schema.get_field_index(column), column, pc.coalesce(mapped, values))
+
+
+def _with_all_languages(data: pa.Table) -> pa.Table:
+    data = data.set_column(data.schema.get_field_index("lang"), "lang", data["lang"].cast(pa.string()))
+    every = data.set_column(data.schema.get_field_index("lang"), "lang", pa.array([ALL] * data.num_rows, pa.string()))
+    return pa.concat_tables([data, every]).unify_dictionaries()
+
+
+def cards(data: pa.Table, cells: Callable[[pa.Table], object]) -> list[AgenticJudgeCards]:
+    """Agentic cards per judge (all languages) and per language, from the agentic records;
+    ``cells`` is ``score.cells`` with the run's bootstrap settings."""
+    family_of = {PREFIX + name: family for family, names in FAMILIES.items() for name in names}
+    families = cells(_with_all_languages(_relabel(data, "perturbation", family_of)))
+    probe = data.filter(pc.is_in(data["perturbation"].cast(pa.string()), pa.array([PREFIX + n for n in LENGTH_PROBE])))
+    lengths = cells(_with_all_languages(_relabel(probe, "perturbation", {PREFIX + n: "length" for n in LENGTH_PROBE})))
+    length_v = {(j.judge_id, lc.lang): p.card.verbosity for j in lengths.judges for lc in j.languages
+                for p in lc.perturbations}
+    out = []
+    for judge in families.judges:
+        by_lang = {lc.lang: _card(lc, length_v.get((judge.judge_id, lc.lang))) for lc in judge.languages}
+        out.append(AgenticJudgeCards(judge.judge, judge.judge_id, by_lang.pop(ALL), [
+            AgenticLanguageCard(code, languages.name(code), card) for code, card in by_lang.items()]))
+    return out
+
+
+def _card(lc, length: Interval | None) -> AgenticCard:
+    """One language's agentic card from its family cards and its length-probe v."""
+    acc = {p.perturbation: p.card.accuracy for p in lc.perturbations}
+    length = length if length is not None and length.value is not None else None
+    measured = [f for f in WEIGHTS if f in acc and acc[f].value is not None]
+    missing = [f for f in (*WEIGHTS, "length") if f not in measured and (f != "length" or length is None)]
+    total = sum(WEIGHTS[f] for f in measured)
+    accuracy = sum(WEIGHTS[f] * acc[f].value for f in measured) / total if total else float("nan")
+    kappa, delta = lc.card.order_consistency.value, lc.card.position_bias.value
+    r = float("nan")
+    if measured and kappa is not None and delta is not None:
+        gate = 1.0 if length is None else 1.0 - 0.7 * max(0.0, 2.0 * length.value - 1.0)
+        r = (0.6 * accuracy + 0.4 * kappa) * (1.0 - 0.8 * abs(delta)) * gate
+    note = ""
+    if missing:
+        note = (f"not measured: {', '.join(missing)}; accuracy renormalised over "
+                f"{', '.join(measured) or 'nothing'}" + ("; no length gate" if length is None else ""))
+    items = lc.card.items
+    return AgenticCard(
+        items=items, presentations=lc.card.presentations,
+        tool_accuracy=acc.get("tool"), argument_accuracy=acc.get("argument"),
+        hallucination_detection=acc.get("hallucination"), length_bias=length,
+        position_bias=lc.card.position_bias, order_consistency=lc.card.order_consistency,
+        accuracy=Interval(_value(accuracy), None, None, items), reliability=Interval(_value(r), None, None, items),
+        not_measured=missing, note=note,
+    )
+
+
+def _value(x: float) -> float | None:
+    return None if not np.isfinite(x) else round(float(x), 4)
