@@ -233,14 +233,13 @@ def _bfcl_task(question: Any) -> str:
 
 
 def _first_acceptable(options: Any) -> tuple[bool, Any]:
-    """BFCL's possible answers: (present, value) — the first acceptable value; ``""`` means
-    the argument may be omitted."""
+    """BFCL's possible answers: (present, value) — the first acceptable value, where ``""``
+    means the argument may be omitted (so it is)."""
     if not isinstance(options, list):
         return True, options
-    for value in options:
-        if value != "":
-            return True, value
-    return False, None
+    if not options or options[0] == "":
+        return False, None
+    return True, options[0]
 
 
 def from_bfcl(row: _BfclRow, lang: str, answers: dict[str, list] | None = None) -> Trajectory:
