@@ -142,6 +142,8 @@ def _audit(args) -> int:
         for jc in result.cards.judges:
             r = jc.overall.reliability
             print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")
+        for ac in result.cards.agentic:
+            print(f"  {ac.judge} (agentic): R_agent = {ac.overall.reliability.value} over {ac.overall.items} items")
     return result.exit_code
 
 
@@ -199,10 +201,11 @@ def _languages(args) -> int:
     m = manifest.load(args.manifest)
     refs = Counter(r.lang for r in corpus.read(m.corpus.sources))
     pairs = Counter(p.lang for p in corpus.read_pairs(m.corpus.sources))
-    rows = [("code", "language", "script", "direction", "references", "pairs")]
-    for lang in sorted(set(refs) | set(pairs)):
+    trajectories = Counter(t.lang for t in corpus.read_trajectories(m.corpus.sources))
+    rows = [("code", "language", "script", "direction", "references", "pairs", "trajectories")]
+    for lang in sorted(set(refs) | set(pairs) | set(trajectories)):
         rows.append((lang, languages.name(lang), languages.script(lang), languages.direction(lang),
-                     str(refs[lang]), str(pairs[lang])))
+                     str(refs[lang]), str(pairs[lang]), str(trajectories[lang])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
