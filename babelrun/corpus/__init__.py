@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ..agentic.trajectory import Trajectory
 from ..manifest import LabelledPairsSource, TrajectoriesSource
 from . import labelled
 from .labelled import LabelledPair
@@ -65,7 +66,7 @@ def read_pairs(sources: Iterable[CorpusSource]) -> Iterator[LabelledPair]:
             yield from _sample_pairs(source, labelled.read_pairs(source))
 
 
-def read_trajectories(sources: Iterable[CorpusSource]) -> Iterator:
+def read_trajectories(sources: Iterable[CorpusSource]) -> Iterator[Trajectory]:
     from . import trajectories
 
     for source in sources:
@@ -109,7 +110,7 @@ class Selection(msgspec.Struct, frozen=True):
     references: list[Reference]
     pairs: list[LabelledPair]
     removed: list[Removed]
-    trajectories: list = []  # agentic.Trajectory: sampled per language like references
+    trajectories: list[Trajectory] = []  # sampled per language like references
 
 
 def _too_short(ref: Reference, manifest: Manifest) -> str | None:
@@ -151,10 +152,10 @@ def select(manifest: Manifest) -> Selection:
                      _sample_trajectories(manifest, wanted))
 
 
-def _sample_trajectories(manifest: Manifest, wanted: set[str] | None) -> list:
+def _sample_trajectories(manifest: Manifest, wanted: set[str] | None) -> list[Trajectory]:
     """The chosen languages' trajectories (the first source wins an id), a seeded random
     sample of ``references_per_language`` per language; corpus length filters are for text."""
-    by_lang: dict[str, dict] = defaultdict(dict)
+    by_lang: dict[str, dict[str, Trajectory]] = defaultdict(dict)
     for traj in read_trajectories(manifest.corpus.sources):
         if wanted is None or traj.lang in wanted:
             by_lang[traj.lang].setdefault(traj.traj_id, traj)
