@@ -113,13 +113,16 @@ def judge_id(spec: JudgeSpec) -> str:
     return hashlib.blake2b(blob, digest_size=6).hexdigest()
 
 
-# Simulated knobs added after judge ids were first recorded: left out of the identity while
-# at their defaults, so every judge that does not set them keeps its id.
+# Knobs added after judge ids were first published: left out of the identity while they hold
+# their default, so adding a knob never renames existing judges.
 _LATER_KNOBS = {"accuracy_by_perturbation": {}}
 
 
 def _knobs(spec: JudgeSpec) -> dict | None:
     if spec.simulated is None:
         return None
-    knobs = msgspec.to_builtins(spec.simulated)
-    return {k: v for k, v in knobs.items() if k not in _LATER_KNOBS or v != _LATER_KNOBS[k]}
+    knobs = msgspec.structs.asdict(spec.simulated)
+    for name, default in _LATER_KNOBS.items():
+        if knobs[name] == default:
+            del knobs[name]
+    return knobs
