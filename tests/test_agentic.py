@@ -339,6 +339,12 @@ def test_mixed_audit_recovers_the_agentic_biases_and_leaves_text_cards_alone(tmp
     assert 2 * v.lo - 1 <= 0.4 <= 2 * v.hi - 1 and v.lo > 0.55, v
     assert long.reliability.value < blind.reliability.value
     assert blind.not_measured == [] and long.not_measured == []
+    for card in (blind, long):  # R_agent by its formula, from the card's own numbers
+        acc = (card.tool_accuracy.value + card.argument_accuracy.value + card.hallucination_detection.value) / 3
+        r = ((0.6 * acc + 0.4 * card.order_consistency.value) * (1 - 0.8 * abs(card.position_bias.value))
+             * (1 - 0.7 * max(0.0, 2 * card.length_bias.value - 1)))
+        assert card.reliability.value == pytest.approx(r, abs=2e-3)
+        assert card.reliability.lo < card.reliability.value < card.reliability.hi
     # Per language too, and the Markdown report shows the agentic section.
     assert {lc.lang for lc in mixed.agentic[0].languages} == {t.lang for t in BUNDLED}
     assert "## Agentic: judge `long`" in (tmp_path / "run" / "report.md").read_text()
@@ -355,5 +361,6 @@ def test_a_family_absent_from_the_run_is_not_measured_and_does_not_scale_the_sco
     assert card.hallucination_detection is None and card.length_bias is None
     assert card.tool_accuracy.value == 1.0 and card.argument_accuracy.value == 1.0
     assert card.reliability.value == 1.0  # renormalised over what was measured, no length gate
+    assert (card.reliability.lo, card.reliability.hi) == (1.0, 1.0)
     assert "renormalised over tool, argument" in card.note
     assert cards.judges == []  # no text items, no text cards

@@ -94,8 +94,9 @@ def _corrupt_str(value: str, rng: random.Random, pool: list[Any]) -> str:
     numbers = list(_DIGITS.finditer(value))
     if numbers:
         m = rng.choice(numbers)
+        # A small step (an id, a day or a year next to the right one), keeping zero padding.
         n = int(m.group())
-        new = str(n + rng.randint(1, max(1, n // 2))).zfill(len(m.group()))
+        new = str(n + rng.randint(1, max(1, min(9, n // 2)))).zfill(len(m.group()))
         return value[: m.start()] + new + value[m.end():]
     words = value.split(" ")
     if len(words) > 1:

@@ -182,7 +182,8 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     cards = cells(data, audit, replicates=replicates, confidence=confidence, seed=seed)
     if separate is not None and separate.num_rows:
         cards = msgspec.structs.replace(cards, agentic=agentic.cards(
-            separate, lambda t: cells(t, [], replicates=replicates, confidence=confidence, seed=seed)))
+            separate, lambda t: cells(t, [], replicates=replicates, confidence=confidence, seed=seed),
+            replicates, confidence, seed))
     return cards
 
 

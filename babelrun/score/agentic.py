@@ -22,11 +22,16 @@ the run measured, renormalised; then, with R's gating,
     R_agent = (0.6·acc_agent + 0.4·κ_ord)·(1 − 0.8·|Δ|)·(1 − 0.7·max(0, 2·v_len − 1))
 
 the last factor 1 when the length bias is not measured. A family with no records is listed
-in ``not_measured`` and never scales the score. R_agent is a point value (no interval yet).
+in ``not_measured`` and never scales the score.
+
+R_agent's interval is the same item-clustered percentile bootstrap as R's: every item's row
+of the item table (``metrics.item_table``) is placed in its block (``BLOCKS``), so that one
+multinomial draw over a card's items gives every family's sums at once (``_r_agent_intervals``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 import msgspec
@@ -34,8 +39,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import languages
+from .. import languages, log
 from ..items import FAMILY_PREFIX
+from . import metrics
 from .stats import Interval
 
 PREFIX = FAMILY_PREFIX["agentic"]
@@ -49,6 +55,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 WEIGHTS = {"tool": 1 / 3, "argument": 1 / 3, "hallucination": 1 / 3}
 LENGTH_PROBE = ("step_pad", "drop_intermediate_step", "early_termination")
 ALL = "mul"  # the language code of the all-languages card ("multiple languages")
+# The item table's blocks for R_agent's bootstrap: tool use is split in two so that the
+# length probe's shortening perturbations can be added to step_pad's pairs.
+BLOCKS = {"tool": ("tool_name_swap", "extra_spurious_arg", "corrupt_tool_result"),
+          "tool_probe": ("drop_intermediate_step", "early_termination"),
+          "argument": FAMILIES["argument"], "hallucination": FAMILIES["hallucination"], "step_pad": ("step_pad",)}
 
 
 class AgenticCard(msgspec.Struct, frozen=True):
@@ -93,24 +104,28 @@ def _with_all_languages(data: pa.Table) -> pa.Table:
     return pa.concat_tables([data, every]).unify_dictionaries()
 
 
-def cards(data: pa.Table, cells: Callable[[pa.Table], object]) -> list[AgenticJudgeCards]:
+def cards(data: pa.Table, cells: Callable[[pa.Table], object], replicates: int = 1000,
+          confidence: float = 0.95, seed: int = 0) -> list[AgenticJudgeCards]:
     """Agentic cards per judge (all languages) and per language, from the agentic records;
-    ``cells`` is ``score.cells`` with the run's bootstrap settings."""
+    ``cells`` is ``score.cells`` with the same bootstrap settings."""
     family_of = {PREFIX + name: family for family, names in FAMILIES.items() for name in names}
     families = cells(_with_all_languages(_relabel(data, "perturbation", family_of)))
     probe = data.filter(pc.is_in(data["perturbation"].cast(pa.string()), pa.array([PREFIX + n for n in LENGTH_PROBE])))
     lengths = cells(_with_all_languages(_relabel(probe, "perturbation", {PREFIX + n: "length" for n in LENGTH_PROBE})))
     length_v = {(j.judge_id, lc.lang): p.card.verbosity for j in lengths.judges for lc in j.languages
                 for p in lc.perturbations}
+    intervals = _r_agent_intervals(_with_all_languages(data), replicates, confidence, seed)
     out = []
     for judge in families.judges:
-        by_lang = {lc.lang: _card(lc, length_v.get((judge.judge_id, lc.lang))) for lc in judge.languages}
+        by_lang = {lc.lang: _card(lc, length_v.get((judge.judge_id, lc.lang)),
+                                  intervals.get((judge.judge_id, lc.lang), (None, None)))
+                   for lc in judge.languages}
         out.append(AgenticJudgeCards(judge.judge, judge.judge_id, by_lang.pop(ALL), [
             AgenticLanguageCard(code, languages.name(code), card) for code, card in by_lang.items()]))
     return out
 
 
-def _card(lc, length: Interval | None) -> AgenticCard:
+def _card(lc, length: Interval | None, interval: tuple[float | None, float | None]) -> AgenticCard:
     """One language's agentic card from its family cards and its length-probe v."""
     acc = {p.perturbation: p.card.accuracy for p in lc.perturbations}
     length = length if length is not None and length.value is not None else None
@@ -133,10 +148,82 @@ def _card(lc, length: Interval | None) -> AgenticCard:
         tool_accuracy=acc.get("tool"), argument_accuracy=acc.get("argument"),
         hallucination_detection=acc.get("hallucination"), length_bias=length,
         position_bias=lc.card.position_bias, order_consistency=lc.card.order_consistency,
-        accuracy=Interval(_value(accuracy), None, None, items), reliability=Interval(_value(r), None, None, items),
+        accuracy=Interval(_value(accuracy), None, None, items), reliability=Interval(_value(r), *(interval if np.isfinite(r) else (None, None)), items),
         not_measured=missing, note=note,
     )
 
 
 def _value(x: float) -> float | None:
     return None if not np.isfinite(x) else round(float(x), 4)
+
+
+def r_agent(sums: np.ndarray, families: list[str]) -> np.ndarray:
+    """R_agent from item-table sums per block (shape (..., len(BLOCKS), len(STATS))), over the
+    accuracy families ``families`` (those the card measured)."""
+    block = {name: sums[..., i, :] for i, name in enumerate(BLOCKS)}
+    family_sums = {"tool": block["tool"] + block["tool_probe"], "argument": block["argument"],
+                   "hallucination": block["hallucination"]}
+    acc = sum(WEIGHTS[f] * metrics.from_sums(family_sums[f])["accuracy"] for f in families)
+    acc = acc / sum(WEIGHTS[f] for f in families)
+    overall = metrics.from_sums(sums.sum(axis=-2))
+    v = metrics.from_sums(block["tool_probe"] + block["step_pad"])["verbosity"]
+    gate = np.where(np.isnan(v), 1.0, 1.0 - 0.7 * np.maximum(0.0, 2.0 * v - 1.0))
+    return (0.6 * acc + 0.4 * overall["order_consistency"]) * (1.0 - 0.8 * np.abs(overall["position_bias"])) * gate
+
+
+def _r_agent_intervals(data: pa.Table, replicates: int, confidence: float,
+                       seed: int) -> dict[tuple[str, str], tuple[float, float]]:
+    """R_agent's item-clustered bootstrap interval per (judge_id, language)."""
+    from . import _by_cell_and_item, _codes, _lookup
+
+    names = tuple(PREFIX + n for ns in BLOCKS.values() for n in ns)
+    block_of = np.array([i for i, ns in enumerate(BLOCKS.values()) for _ in ns] + [-1])
+    position = _lookup(data["perturbation"], names)  # NaN where not found
+    block = block_of[np.where(np.isnan(position), len(names), position).astype(np.int64)]  # -1: no block
+    keep = block >= 0
+    if replicates == 0 or not keep.any():
+        return {}
+    data, block = data.filter(pa.array(keep)), block[keep]
+    judge, judge_ids = _codes(data["judge_id"])
+    lang, langs = _codes(data["lang"])
+    n_blocks, n_stats = len(BLOCKS), len(metrics.STATS)
+    cell = (judge * len(langs) + lang) * n_blocks + block
+    bits = (data["item_key"].to_numpy() if "item_key" in data.column_names
+            else log._item_bits_column(data["item_id"].combine_chunks()))
+    by = _by_cell_and_item(cell, bits)
+    cell, bits = cell[by], bits[by]
+    starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
+    code = metrics.presentation_code(_lookup(data["order"], metrics.ORDER_CODES), _lookup(data["verdict"], metrics.VERDICTS),
+                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
+    table = metrics.item_table(starts, code[by])
+    # Each item's row in its block's columns: one multinomial draw resamples every block.
+    item_cell = cell[starts]
+    wide = np.zeros((len(starts), n_blocks * n_stats), dtype=np.int64)
+    wide[np.arange(len(starts))[:, None], (item_cell % n_blocks)[:, None] * n_stats + np.arange(n_stats)] = table
+    group = item_cell // n_blocks
+    out = {}
+    edges = np.flatnonzero(np.diff(group)) + 1
+    for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(group)], strict=True):
+        jid, code_ = judge_ids[group[a] // len(langs)], langs[group[a] % len(langs)]
+        rows, pattern_of = metrics.patterns(wide[a:b])
+        counts = np.bincount(pattern_of, minlength=len(rows))
+        point = rows.T @ counts
+        families = [f for i, f in enumerate(("tool", "argument", "hallucination"))
+                    if _family_n(point.reshape(n_blocks, n_stats), f) > 0]
+        if not families:
+            continue
+        digest = hashlib.blake2b(f"{seed}\x1f{jid}/{code_}/agentic".encode(), digest_size=8).digest()
+        rng = np.random.default_rng(int.from_bytes(digest))
+        weights = rng.multinomial(b - a, counts / (b - a), size=replicates).astype(np.float64)
+        samples = r_agent((weights @ rows).reshape(replicates, n_blocks, n_stats), families)
+        finite = samples[np.isfinite(samples)]
+        if finite.size:
+            tail = (1.0 - confidence) / 2.0
+            lo, hi = np.quantile(finite, [tail, 1.0 - tail])
+            out[(jid, code_)] = (_value(lo), _value(hi))
+    return out
+
+
+def _family_n(block_sums: np.ndarray, family: str) -> int:
+    blocks = ("tool", "tool_probe") if family == "tool" else (family,)
+    return int(sum(block_sums[list(BLOCKS).index(b), 0] for b in blocks))
