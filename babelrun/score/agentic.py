@@ -114,30 +114,26 @@ def cards(data: pa.Table, cells: Callable[[pa.Table], object], replicates: int =
     lengths = cells(_with_all_languages(_relabel(probe, "perturbation", {PREFIX + n: "length" for n in LENGTH_PROBE})))
     length_v = {(j.judge_id, lc.lang): p.card.verbosity for j in lengths.judges for lc in j.languages
                 for p in lc.perturbations}
-    intervals = _r_agent_intervals(_with_all_languages(data), replicates, confidence, seed)
+    reliability = _reliability(_with_all_languages(data), replicates, confidence, seed)
     out = []
     for judge in families.judges:
         by_lang = {lc.lang: _card(lc, length_v.get((judge.judge_id, lc.lang)),
-                                  intervals.get((judge.judge_id, lc.lang), (None, None)))
+                                  reliability.get((judge.judge_id, lc.lang), (None, None, None)))
                    for lc in judge.languages}
         out.append(AgenticJudgeCards(judge.judge, judge.judge_id, by_lang.pop(ALL), [
             AgenticLanguageCard(code, languages.name(code), card) for code, card in by_lang.items()]))
     return out
 
 
-def _card(lc, length: Interval | None, interval: tuple[float | None, float | None]) -> AgenticCard:
-    """One language's agentic card from its family cards and its length-probe v."""
+def _card(lc, length: Interval | None, reliability: tuple[float | None, ...]) -> AgenticCard:
+    """One language's agentic card from its family cards, its length-probe v and its
+    R_agent (value, lo, hi)."""
     acc = {p.perturbation: p.card.accuracy for p in lc.perturbations}
     length = length if length is not None and length.value is not None else None
     measured = [f for f in WEIGHTS if f in acc and acc[f].value is not None]
     missing = [f for f in (*WEIGHTS, "length") if f not in measured and (f != "length" or length is None)]
     total = sum(WEIGHTS[f] for f in measured)
     accuracy = sum(WEIGHTS[f] * acc[f].value for f in measured) / total if total else float("nan")
-    kappa, delta = lc.card.order_consistency.value, lc.card.position_bias.value
-    r = float("nan")
-    if measured and kappa is not None and delta is not None:
-        gate = 1.0 if length is None else 1.0 - 0.7 * max(0.0, 2.0 * length.value - 1.0)
-        r = (0.6 * accuracy + 0.4 * kappa) * (1.0 - 0.8 * abs(delta)) * gate
     note = ""
     if missing:
         note = (f"not measured: {', '.join(missing)}; accuracy renormalised over "
@@ -148,7 +144,7 @@ def _card(lc, length: Interval | None, interval: tuple[float | None, float | Non
         tool_accuracy=acc.get("tool"), argument_accuracy=acc.get("argument"),
         hallucination_detection=acc.get("hallucination"), length_bias=length,
         position_bias=lc.card.position_bias, order_consistency=lc.card.order_consistency,
-        accuracy=Interval(_value(accuracy), None, None, items), reliability=Interval(_value(r), *(interval if np.isfinite(r) else (None, None)), items),
+        accuracy=Interval(_value(accuracy), None, None, items), reliability=Interval(*reliability, items),
         not_measured=missing, note=note,
     )
 
@@ -171,9 +167,9 @@ def r_agent(sums: np.ndarray, families: list[str]) -> np.ndarray:
     return (0.6 * acc + 0.4 * overall["order_consistency"]) * (1.0 - 0.8 * np.abs(overall["position_bias"])) * gate
 
 
-def _r_agent_intervals(data: pa.Table, replicates: int, confidence: float,
-                       seed: int) -> dict[tuple[str, str], tuple[float, float]]:
-    """R_agent's item-clustered bootstrap interval per (judge_id, language)."""
+def _reliability(data: pa.Table, replicates: int, confidence: float,
+                 seed: int) -> dict[tuple[str, str], tuple[float | None, float | None, float | None]]:
+    """R_agent per (judge_id, language): its value, and its item-clustered bootstrap interval."""
     from . import _by_cell_and_item, _codes, _lookup
 
     names = tuple(PREFIX + n for ns in BLOCKS.values() for n in ns)
@@ -181,7 +177,7 @@ def _r_agent_intervals(data: pa.Table, replicates: int, confidence: float,
     position = _lookup(data["perturbation"], names)  # NaN where not found
     block = block_of[np.where(np.isnan(position), len(names), position).astype(np.int64)]  # -1: no block
     keep = block >= 0
-    if replicates == 0 or not keep.any():
+    if not keep.any():
         return {}
     data, block = data.filter(pa.array(keep)), block[keep]
     judge, judge_ids = _codes(data["judge_id"])
@@ -208,9 +204,10 @@ def _r_agent_intervals(data: pa.Table, replicates: int, confidence: float,
         rows, pattern_of = metrics.patterns(wide[a:b])
         counts = np.bincount(pattern_of, minlength=len(rows))
         point = rows.T @ counts
-        families = [f for i, f in enumerate(("tool", "argument", "hallucination"))
-                    if _family_n(point.reshape(n_blocks, n_stats), f) > 0]
-        if not families:
+        families = [f for f in WEIGHTS if _family_n(point.reshape(n_blocks, n_stats), f) > 0]
+        value = float(r_agent(point.reshape(n_blocks, n_stats), families)) if families else np.nan
+        out[(jid, code_)] = (_value(value), None, None)
+        if not families or not np.isfinite(value) or replicates == 0:
             continue
         digest = hashlib.blake2b(f"{seed}\x1f{jid}/{code_}/agentic".encode(), digest_size=8).digest()
         rng = np.random.default_rng(int.from_bytes(digest))
@@ -220,7 +217,7 @@ def _r_agent_intervals(data: pa.Table, replicates: int, confidence: float,
         if finite.size:
             tail = (1.0 - confidence) / 2.0
             lo, hi = np.quantile(finite, [tail, 1.0 - tail])
-            out[(jid, code_)] = (_value(lo), _value(hi))
+            out[(jid, code_)] = (_value(value), _value(lo), _value(hi))
     return out
 
 
