@@ -306,23 +306,24 @@ def test_trajectory_sources_sample_per_language_and_bfcl_files_load(tmp_path):
 # ---- a mixed audit -------------------------------------------------------------------------
 
 LANGS = sorted({t.lang for t in BUNDLED})
-TEXT = {"sources": [{"kind": "bundled"}], "languages": LANGS, "references_per_language": 3}
+TEXT = {"sources": [{"kind": "bundled"}], "languages": LANGS, "references_per_language": 8}
 MIXED = {**TEXT, "sources": [{"kind": "bundled"}, {"kind": "trajectories"}]}
 JUDGES = [simulated("blind", default_accuracy=0.9, accuracy_by_perturbation={"hallucinated_tool": 0.5}),
           simulated("long", default_accuracy=0.9, verbosity_bias=0.4)]
 # Enough severities for about 200 items per perturbation, however many trajectories are bundled.
-_N_SEV = max(2, 200 // len(BUNDLED))
+_N_SEV = max(2, 200 // len(BUNDLED))  # the 40 bundled: 5 severities, 1,800 agentic items
 DENSE = [round((k + 1) / _N_SEV, 4) for k in range(_N_SEV)]
 
 
-def test_mixed_audit_recovers_the_agentic_biases_and_leaves_text_cards_alone(tmp_path):
+def test_mixed_audit_recovers_the_agentic_biases_and_leaves_text_cards_alone(tmp_path, seed=1):
     agentic_spec = {"focus": "full_trace", "perturbations": [{"name": n, "severities": DENSE}
                                                               for n in AGENTIC_PERTURBATIONS]}
     (tmp_path / "text").mkdir()
-    text_only = quiet_audit(write_manifest(tmp_path / "text", JUDGES, corpus=TEXT,
-                                           scoring={"bootstrap": 500})).cards
+    scoring = {"bootstrap": 500, "confidence": 0.99}
+    text_only = quiet_audit(write_manifest(tmp_path / "text", JUDGES, corpus=TEXT, scoring=scoring,
+                                           seed=seed)).cards
     mixed = quiet_audit(write_manifest(tmp_path, JUDGES, corpus=MIXED, agentic=agentic_spec,
-                                       scoring={"bootstrap": 500})).cards
+                                       scoring=scoring, seed=seed)).cards
     # The text cards are those of the same audit without trajectories, number for number.
     assert mixed.judges == text_only.judges and text_only.agentic == []
     assert not any(p.perturbation.startswith("agent:") for j in mixed.judges for lc in j.languages
