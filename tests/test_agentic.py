@@ -340,6 +340,14 @@ def test_mixed_audit_recovers_the_agentic_biases_and_leaves_text_cards_alone(tmp
     assert 2 * v.lo - 1 <= 0.4 <= 2 * v.hi - 1 and v.lo > 0.55, v
     assert long.reliability.value < blind.reliability.value
     assert blind.not_measured == [] and long.not_measured == []
+    # A family's accuracy pools its perturbations' presentations.
+    single = {p.perturbation: p.accuracy for p in blind.by_perturbation}
+    assert sorted(single) == sorted("agent:" + n for n in AGENTIC_PERTURBATIONS)
+    parts = [single["agent:argument_corrupt"], single["agent:missing_required_arg"]]
+    assert blind.argument_accuracy.value == pytest.approx(sum(a.value * a.n for a in parts) / sum(a.n for a in parts),
+                                                          abs=1e-3)
+    h_alone = single["agent:hallucinated_tool"]
+    assert (blind.hallucination_detection.value, blind.hallucination_detection.n) == (h_alone.value, h_alone.n)
     for card in (blind, long):  # R_agent by its formula, from the card's own numbers
         acc = (card.tool_accuracy.value + card.argument_accuracy.value + card.hallucination_detection.value) / 3
         r = ((0.6 * acc + 0.4 * card.order_consistency.value) * (1 - 0.8 * abs(card.position_bias.value))

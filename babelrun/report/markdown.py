@@ -91,6 +91,14 @@ def _agentic(cards: Cards) -> list[str]:
                 "accuracy like R; a family not measured is left out and the weights renormalised.", "",
                 _AGENTIC_HEADER, _agentic_row("all", judge.overall)]
         out += [_agentic_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
+        out += ["", "Accuracy by agentic perturbation:", ""]
+        names = [p.perturbation for p in judge.overall.by_perturbation]
+        out += ["| language | " + " | ".join(_cell(n.removeprefix("agent:")) for n in names) + " |",
+                "|---|" + "---|" * len(names)]
+        for label, card in [("all", judge.overall), *((lc.lang, lc.card) for lc in judge.languages)]:
+            acc = {p.perturbation: p.accuracy for p in card.by_perturbation}
+            out.append(f"| {_cell(label)} | " + " | ".join(
+                _opt(acc.get(n)).split(" [")[0] for n in names) + " |")
         out.append("")
     return out
 

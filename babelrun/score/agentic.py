@@ -1,7 +1,8 @@
 """The agentic card: how well a judge compares agent trajectories (README, *Metrics*).
 
 Built from the same vectorised cards as the text ones (``score.cells``) over the agentic
-records only, relabelled, with no loop per record:
+records only, relabelled, with no loop per record (a third pass, unrelabelled, gives each
+perturbation's own accuracy for ``by_perturbation``):
 
 1. Each record's perturbation is replaced by its family (``FAMILIES``), and a copy of every
    record is added under the language ``mul`` (all languages together): one ``cells`` call
@@ -62,6 +63,12 @@ BLOCKS = {"tool": ("tool_name_swap", "extra_spurious_arg", "corrupt_tool_result"
           "argument": FAMILIES["argument"], "hallucination": FAMILIES["hallucination"], "step_pad": ("step_pad",)}
 
 
+class PerturbationAccuracy(msgspec.Struct, frozen=True):
+    perturbation: str  # agent:<name>
+    items: int
+    accuracy: Interval
+
+
 class AgenticCard(msgspec.Struct, frozen=True):
     items: int
     presentations: int
@@ -75,6 +82,7 @@ class AgenticCard(msgspec.Struct, frozen=True):
     reliability: Interval  # R_agent
     not_measured: list[str]
     note: str = ""
+    by_perturbation: list[PerturbationAccuracy] = []  # each perturbation's own accuracy
 
 
 class AgenticLanguageCard(msgspec.Struct, frozen=True):
@@ -114,11 +122,17 @@ def cards(data: pa.Table, cells: Callable[[pa.Table], object], replicates: int =
     lengths = cells(_with_all_languages(_relabel(probe, "perturbation", {PREFIX + n: "length" for n in LENGTH_PROBE})))
     length_v = {(j.judge_id, lc.lang): p.card.verbosity for j in lengths.judges for lc in j.languages
                 for p in lc.perturbations}
-    reliability = _reliability(_with_all_languages(data), replicates, confidence, seed)
+    everywhere = _with_all_languages(data)
+    reliability = _reliability(everywhere, replicates, confidence, seed)
+    single = {(j.judge_id, lc.lang): [PerturbationAccuracy(p.perturbation, p.card.items, p.card.accuracy)
+                                      for p in lc.perturbations]
+              for j in cells(everywhere).judges for lc in j.languages}
     out = []
     for judge in families.judges:
-        by_lang = {lc.lang: _card(lc, length_v.get((judge.judge_id, lc.lang)),
-                                  reliability.get((judge.judge_id, lc.lang), (None, None, None)))
+        by_lang = {lc.lang: msgspec.structs.replace(
+                       _card(lc, length_v.get((judge.judge_id, lc.lang)),
+                             reliability.get((judge.judge_id, lc.lang), (None, None, None))),
+                       by_perturbation=single.get((judge.judge_id, lc.lang), []))
                    for lc in judge.languages}
         out.append(AgenticJudgeCards(judge.judge, judge.judge_id, by_lang.pop(ALL), [
             AgenticLanguageCard(code, languages.name(code), card) for code, card in by_lang.items()]))
