@@ -19,7 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="babelrun",
         description="Audit LLM judges: degrade good reference answers in controlled ways, show "
-        "each pair to the judge in both orders, and report per-language reliability cards.",
+        "each pair to the judge in both orders, and report per-language reliability cards. Agent "
+        "trajectories (tool calls) are audited the same way: a corpus source of kind: trajectories "
+        "and an agentic: section (examples/agentic.yaml); their cards are reported apart.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
