@@ -373,3 +373,20 @@ def test_a_family_absent_from_the_run_is_not_measured_and_does_not_scale_the_sco
     assert (card.reliability.lo, card.reliability.hi) == (1.0, 1.0)
     assert "renormalised over tool, argument" in card.note
     assert cards.judges == []  # no text items, no text cards
+
+
+def test_the_agentic_example_runs_offline_and_resumes(tmp_path):
+    from helpers import ROOT
+
+    body = msgspec.yaml.decode((ROOT / "examples" / "agentic.yaml").read_bytes())
+    body["output_dir"] = str(tmp_path / "run")
+    path = tmp_path / "agentic.yaml"
+    path.write_bytes(msgspec.yaml.encode(body))
+    first = quiet_audit(path)
+    assert first.exit_code == 0 and first.new_records == first.planned_calls
+    cards = {j.judge: j.overall for j in first.cards.agentic}
+    assert cards["tool-blind"].hallucination_detection.hi < cards["tool-blind"].tool_accuracy.lo
+    assert cards["long-lover"].length_bias.lo > 0.5 > cards["tool-blind"].length_bias.lo
+    again = quiet_audit(path)
+    assert again.new_records == 0 and again.already_done == first.planned_calls
+    assert again.cards == first.cards
