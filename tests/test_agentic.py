@@ -77,6 +77,22 @@ def test_openai_chat_round_trip():
         assert _semantic(written) == _semantic(line)  # call ids renumbered, nothing else changed
 
 
+def test_openai_chat_content_parts_and_thoughts_between_calls():
+    line = _bundled_lines()[0]
+    messages = [dict(m) for m in line["messages"]]
+    user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    task = messages[user]["content"]
+    messages[user]["content"] = [{"type": "text", "text": task[:10]}, {"type": "image_url"},
+                                 {"type": "text", "text": task[10:]}]
+    first_call = next(i for i, m in enumerate(messages) if m.get("tool_calls"))
+    messages.insert(first_call, {"role": "assistant", "content": "Thinking first."})
+    traj = next(trajectory.read_lines(json.dumps({**line, "messages": messages}).encode(), "openai_chat"))
+    plain = next(trajectory.read_lines(json.dumps(line).encode(), "openai_chat"))
+    assert traj.task == plain.task
+    assert traj.steps[0].thought == ("Thinking first.\n" + plain.steps[0].thought).strip()
+    assert traj.steps[1:] == plain.steps[1:]
+
+
 def test_openai_chat_loader_refuses_what_it_cannot_represent():
     base = {"id": "x", "lang": "en", "messages": [{"role": "user", "content": "t"}]}
     two_users = {**base, "messages": base["messages"] * 2}

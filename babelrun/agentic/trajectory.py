@@ -10,7 +10,8 @@ OpenAI chat (``format: openai_chat``), one JSON object per line::
      parameters}}], "messages": [system?, user (the task), assistant (thought + tool_calls),
      tool (a result per call, matched by tool_call_id), …, assistant (the final answer)]}
 
-``arguments`` are JSON strings, as in the API. An assistant message without tool calls
+``arguments`` are JSON strings, as in the API; a ``content`` may be a string or the API's list
+of parts (its text parts are joined). An assistant message without tool calls
 before the last one is a thought carried into the next step. One user message only (the
 task): multi-turn conversations are refused with the line that holds them.
 ``to_openai_chat`` writes a trajectory back; call ids are renumbered (``call_1``, …), so a
@@ -92,9 +93,14 @@ class _Call(msgspec.Struct):
     type: str = "function"
 
 
+class _Part(msgspec.Struct):
+    type: str
+    text: str = ""
+
+
 class _Message(msgspec.Struct):
     role: str
-    content: str | None = None
+    content: str | list[_Part] | None = None  # a string, or the API's list of content parts
     tool_calls: list[_Call] = []
     tool_call_id: str | None = None
 
@@ -132,6 +138,13 @@ def _arguments(text: str, where: str) -> dict[str, Any]:
     return value
 
 
+def _text(content: str | list[_Part] | None) -> str:
+    """A message's text: its string, or its text parts joined (other parts ignored)."""
+    if isinstance(content, list):
+        return "".join(p.text for p in content if p.type == "text")
+    return content or ""
+
+
 def from_openai_chat(row: _ChatRow, lang: str) -> Trajectory:
     """One chat transcript as a trajectory (see the module docstring for the accepted shape)."""
     system, task, final, thought = "", None, "", []
@@ -142,28 +155,28 @@ def from_openai_chat(row: _ChatRow, lang: str) -> Trajectory:
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if m.role == "system":
-            system = m.content or ""
+            system = _text(m.content)
         elif m.role == "user":
             if task is not None:
                 raise TrajectoryError(f"{where}: a second user message (multi-turn conversations are not supported)")
-            task = m.content or ""
+            task = _text(m.content)
         elif m.role == "assistant" and m.tool_calls:
             _close(steps, results, where)
             calls = [ToolCall(c.function.name, _arguments(c.function.arguments, f"{where}.tool_calls[{k}]"))
                      for k, c in enumerate(m.tool_calls)]
             pending = {c.id: k for k, c in enumerate(m.tool_calls)}
             results = [None] * len(calls)
-            steps.append(Step("\n".join([*thought, m.content or ""]).strip(), calls, []))
+            steps.append(Step("\n".join([*thought, _text(m.content)]).strip(), calls, []))
             thought = []
         elif m.role == "assistant":
             if i == len(messages) - 1:
-                final = m.content or ""
+                final = _text(m.content)
             else:
-                thought.append(m.content or "")
+                thought.append(_text(m.content))
         elif m.role == "tool":
             if m.tool_call_id not in pending:
                 raise TrajectoryError(f"{where}: tool result for unknown call {m.tool_call_id!r}")
-            results[pending.pop(m.tool_call_id)] = m.content or ""
+            results[pending.pop(m.tool_call_id)] = _text(m.content)
         else:
             raise TrajectoryError(f"{where}: unknown role {m.role!r}")
     _close(steps, results, f"messages[{len(messages)}]")
