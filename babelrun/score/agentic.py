@@ -206,18 +206,20 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
     code = metrics.presentation_code(_lookup(data["order"], metrics.ORDER_CODES), _lookup(data["verdict"], metrics.VERDICTS),
                                      data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
     table = metrics.item_table(starts, code[by])
-    # Each item's row in its block's columns: one multinomial draw resamples every block.
+    # An item's row with its block as one more column: the distinct such rows (a few dozen)
+    # are laid out wide, each in its block's columns, so one multinomial draw over a card's
+    # items resamples every block together.
     item_cell = cell[starts]
-    wide = np.zeros((len(starts), n_blocks * n_stats), dtype=np.int64)
-    wide[np.arange(len(starts))[:, None], (item_cell % n_blocks)[:, None] * n_stats + np.arange(n_stats)] = table
+    rows, pattern_of = metrics.patterns(np.column_stack([table, item_cell % n_blocks]))
+    wide = np.zeros((len(rows), n_blocks * n_stats))
+    wide[np.arange(len(rows))[:, None], rows[:, -1:] * n_stats + np.arange(n_stats)] = rows[:, :-1]
     group = item_cell // n_blocks
     out = {}
     edges = np.flatnonzero(np.diff(group)) + 1
     for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(group)], strict=True):
         jid, code_ = judge_ids[group[a] // len(langs)], langs[group[a] % len(langs)]
-        rows, pattern_of = metrics.patterns(wide[a:b])
-        counts = np.bincount(pattern_of, minlength=len(rows))
-        point = rows.T @ counts
+        counts = np.bincount(pattern_of[a:b], minlength=len(rows))
+        point = wide.T @ counts
         families = [f for f in WEIGHTS if _family_n(point.reshape(n_blocks, n_stats), f) > 0]
         value = float(r_agent(point.reshape(n_blocks, n_stats), families)) if families else np.nan
         out[(jid, code_)] = (_value(value), None, None)
@@ -226,7 +228,7 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
         digest = hashlib.blake2b(f"{seed}\x1f{jid}/{code_}/agentic".encode(), digest_size=8).digest()
         rng = np.random.default_rng(int.from_bytes(digest))
         weights = rng.multinomial(b - a, counts / (b - a), size=replicates).astype(np.float64)
-        samples = r_agent((weights @ rows).reshape(replicates, n_blocks, n_stats), families)
+        samples = r_agent((weights @ wide).reshape(replicates, n_blocks, n_stats), families)
         finite = samples[np.isfinite(samples)]
         if finite.size:
             tail = (1.0 - confidence) / 2.0
