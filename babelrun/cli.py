@@ -116,8 +116,10 @@ def _validate(args) -> int:
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)
     skipped = sum(row.skipped for row in p.audit)
+    agentic = sum(row.emitted for row in p.audit if row.perturbation.startswith("agent:"))
     print(f"{args.manifest}: ok — {len(m.judges)} judge(s), {len(p.languages)} "
-          f"language(s), {p.n_items} items ({skipped} no-op perturbations skipped), "
+          f"language(s), {p.n_items} items{f', {agentic} of them agentic,' if agentic else ''} "
+          f"({skipped} no-op perturbations skipped), "
           f"{p.calls_per_judge * len(m.judges)} judge calls; output: {m.run_dir}")
     return 0
 
