@@ -118,8 +118,8 @@ def _validate(args) -> int:
     skipped = sum(row.skipped for row in p.audit)
     agentic = sum(row.emitted for row in p.audit if row.perturbation.startswith("agent:"))
     print(f"{args.manifest}: ok — {len(m.judges)} judge(s), {len(p.languages)} "
-          f"language(s), {p.n_items} items{f', {agentic} of them agentic,' if agentic else ''} "
-          f"({skipped} no-op perturbations skipped), "
+          f"language(s), {p.n_items} items ({f'{agentic} agentic; ' if agentic else ''}"
+          f"{skipped} no-op perturbations skipped), "
           f"{p.calls_per_judge * len(m.judges)} judge calls; output: {m.run_dir}")
     return 0
 
