@@ -312,11 +312,16 @@ def test_trajectory_sources_sample_per_language_and_bfcl_files_load(tmp_path):
     path = write_manifest(tmp_path, [simulated()], corpus={
         "sources": [{"kind": "trajectories"}, {"kind": "trajectories", "path": "q.json", "format": "bfcl",
                                                 "language": "en"}],
-        "languages": ["en", "es"], "references_per_language": 1},
-        agentic={"focus": "tool_calls", "perturbations": [{"name": "step_pad", "severities": [0.5]}]})
+        "languages": ["en", "es"], "references_per_language": 9},
+        agentic={"focus": "tool_calls", "perturbations": [{"name": "step_pad", "severities": [0.5]},
+                                                          {"name": "corrupt_tool_result", "severities": [0.5]}]})
     plan = Plan.from_manifest(manifest.load(path, environ={}))
-    assert Counter(t.lang for t in plan.trajectories) == {"en": 1, "es": 1}
-    assert {i.perturbation for i in plan.items()} == {"agent:step_pad"}
+    bundled = Counter(t.lang for t in BUNDLED)
+    assert Counter(t.lang for t in plan.trajectories) == {"en": bundled["en"] + 1, "es": bundled["es"]}
+    assert {i.perturbation for i in plan.items()} == {"agent:step_pad", "agent:corrupt_tool_result"}
+    # The BFCL line has no results to corrupt: skipped and counted, never emitted.
+    corrupt = {r.lang: (r.emitted, r.skipped) for r in plan.audit if r.perturbation == "agent:corrupt_tool_result"}
+    assert corrupt == {"en": (bundled["en"], 1), "es": (bundled["es"], 0)}
 
 
 # ---- a mixed audit -------------------------------------------------------------------------
