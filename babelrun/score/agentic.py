@@ -1,8 +1,8 @@
 """The agentic card: how well a judge compares agent trajectories (README, *Metrics*).
 
 Built from the same vectorised cards as the text ones (``score.cells``) over the agentic
-records only, relabelled, with no loop per record (a third pass, unrelabelled, gives each
-perturbation's own accuracy for ``by_perturbation``):
+records only, relabelled, with no loop per record (a third pass, not relabelled, gives
+each perturbation's own accuracy for ``by_perturbation``):
 
 1. Each record's perturbation is replaced by its family (``FAMILIES``), and a copy of every
    record is added under the language ``mul`` (all languages together): one ``cells`` call
@@ -25,9 +25,10 @@ the run measured, renormalised; then, with R's gating,
 the last factor 1 when the length bias is not measured. A family with no records is listed
 in ``not_measured`` and never scales the score.
 
-R_agent's interval is the same item-clustered percentile bootstrap as R's: every item's row
-of the item table (``metrics.item_table``) is placed in its block (``BLOCKS``), so that one
-multinomial draw over a card's items gives every family's sums at once (``_r_agent_intervals``).
+R_agent's value and interval come from the item table (``metrics.item_table``) with each
+item's row placed in its block (``BLOCKS``): one multinomial draw over a card's items gives
+every family's sums at once, the same item-clustered percentile bootstrap as R's
+(``_reliability``). A family's accuracy is pooled over its presentations.
 """
 
 from __future__ import annotations
