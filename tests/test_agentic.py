@@ -169,6 +169,19 @@ def test_a_perturbation_the_focus_cannot_show_is_skipped_and_counted():
         ("agent:missing_required_arg", 0, 1), ("agent:missing_required_arg", 0, 1)]
 
 
+def test_the_no_op_guard_sees_what_the_focus_shows(monkeypatch):
+    # A change to thoughts only: visible in full_trace, invisible in tool_calls.
+    def reword(traj, severity, rng):
+        return msgspec.structs.replace(traj, steps=[msgspec.structs.replace(s, thought=s.thought + " Hmm.")
+                                                    for s in traj.steps])
+
+    monkeypatch.setitem(AGENTIC_PERTURBATIONS, "reword", reword)
+    spec = [manifest.PerturbationSpec(name="reword", severities=[0.5])]
+    counts = {focus: [(r.emitted, r.skipped) for r in Plan([], [], 0, trajectories=BUNDLED[:3], agentic_spec=
+                      manifest.AgenticSpec(focus=focus, perturbations=spec)).audit] for focus in agentic.FOCUSES}
+    assert counts == {"full_trace": [(3, 0)], "tool_calls": [(0, 3)]}
+
+
 def test_perturbations_are_type_correct_and_do_what_they_say():
     rng = random.Random(3)
     assert corrupt_value(True, {}, rng) is False
