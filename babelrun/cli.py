@@ -147,7 +147,8 @@ def _audit(args) -> int:
             r = jc.overall.reliability
             print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")
         for ac in result.cards.agentic:
-            print(f"  {ac.judge} (agentic): R_agent = {ac.overall.reliability.value} over {ac.overall.items} items")
+            r = ac.overall.reliability
+            print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items")
     return result.exit_code
 
 

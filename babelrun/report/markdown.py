@@ -98,7 +98,7 @@ def _agentic(cards: Cards) -> list[str]:
         for label, card in [("all", judge.overall), *((lc.lang, lc.card) for lc in judge.languages)]:
             acc = {p.perturbation: p.accuracy for p in card.by_perturbation}
             out.append(f"| {_cell(label)} | " + " | ".join(
-                _opt(acc.get(n)).split(" [")[0] for n in names) + " |")
+                "–" if acc.get(n) is None or acc[n].value is None else f"{acc[n].value:.2f}" for n in names) + " |")
         out.append("")
     return out
 
