@@ -19,7 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="babelrun",
         description="Audit LLM judges: degrade good reference answers in controlled ways, show "
-        "each pair to the judge in both orders, and report per-language reliability cards.",
+        "each pair to the judge in both orders, and report per-language reliability cards. Agent "
+        "trajectories (tool calls) are audited the same way: a corpus source of kind: trajectories "
+        "and an agentic: section (examples/agentic.yaml); their cards are reported apart.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -114,14 +116,15 @@ def _validate(args) -> int:
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)
     skipped = sum(row.skipped for row in p.audit)
+    agentic = sum(row.emitted for row in p.audit if row.perturbation.startswith("agent:"))
     lazy = sum(j.calls == "escalations" for j in m.judges)
     calls = f"{p.calls_per_judge * (len(m.judges) - lazy)} judge calls"
     if lazy:
         calls += f" + up to {p.calls_per_judge * lazy} escalations"
     composites = f", {len(m.composites)} composite(s)" if m.composites else ""
     print(f"{args.manifest}: ok — {len(m.judges)} judge(s){composites}, {len(p.languages)} "
-          f"language(s), {p.n_items} items ({skipped} no-op perturbations skipped), "
-          f"{calls}; output: {m.run_dir}")
+          f"language(s), {p.n_items} items ({f'{agentic} agentic; ' if agentic else ''}"
+          f"{skipped} no-op perturbations skipped), {calls}; output: {m.run_dir}")
     return 0
 
 
@@ -147,6 +150,9 @@ def _audit(args) -> int:
         for jc in result.cards.judges:
             r = jc.overall.reliability
             print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")
+        for ac in result.cards.agentic:
+            r = ac.overall.reliability
+            print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items")
     return result.exit_code
 
 
@@ -204,10 +210,11 @@ def _languages(args) -> int:
     m = manifest.load(args.manifest)
     refs = Counter(r.lang for r in corpus.read(m.corpus.sources))
     pairs = Counter(p.lang for p in corpus.read_pairs(m.corpus.sources))
-    rows = [("code", "language", "script", "direction", "references", "pairs")]
-    for lang in sorted(set(refs) | set(pairs)):
+    trajectories = Counter(t.lang for t in corpus.read_trajectories(m.corpus.sources))
+    rows = [("code", "language", "script", "direction", "references", "pairs", "trajectories")]
+    for lang in sorted(set(refs) | set(pairs) | set(trajectories)):
         rows.append((lang, languages.name(lang), languages.script(lang), languages.direction(lang),
-                     str(refs[lang]), str(pairs[lang])))
+                     str(refs[lang]), str(pairs[lang]), str(trajectories[lang])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 import msgspec
@@ -18,10 +18,11 @@ import msgspec
 from .corpus import LabelledPair, Reference
 from .perturb import TEXT_PERTURBATIONS
 
-ItemKind = Literal["text", "labelled", "code_switched", "tie_probe"]
+ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic"]
 # Item families whose perturbation names carry a prefix in the cards: code-switched items
-# are "cs:truncate", …, so they never share a card cell with the plain items.
-FAMILY_PREFIX = {"text": "", "code_switched": "cs:"}
+# are "cs:truncate", …, agent trajectories "agent:step_pad", …, so they never share a card
+# cell with the plain items.
+FAMILY_PREFIX = {"text": "", "code_switched": "cs:", "agentic": "agent:"}
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -48,8 +49,10 @@ class PerturbationAudit(msgspec.Struct, frozen=True):
     skipped: int
 
 
-def item_id(kind: str, ref: Reference, perturbation: str, severity: float, seed: int) -> str:
-    fields = (kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbation, repr(severity), str(seed))
+def item_id(kind: str, ref: Reference, perturbation: str, severity: float, seed: int, *extra: str) -> str:
+    """``extra``: what else defines an item of this kind (an agentic item's focus); text
+    items have none, so their ids are what they always were."""
+    fields = (kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbation, repr(severity), str(seed), *extra)
     return hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
 
 
@@ -58,20 +61,32 @@ def _same_text(a: str, b: str) -> bool:
 
 
 Cell = tuple[str, str, float]  # (lang, perturbation, severity)
+# How an item kind degrades its source: (source, perturbation name, severity, rng) -> the
+# perturbed text, comparable with ``source.response``.
+Perturber = Callable[[Reference, str, float, random.Random], str]
+
+
+def perturb_text(ref: Reference, name: str, severity: float, rng: random.Random) -> str:
+    return TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
 
 
 def generate(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]],
-             seed: int, kind: ItemKind = "text") -> Iterator[tuple[Cell, Item | None]]:
+             seed: int, kind: ItemKind = "text", perturb: Perturber = perturb_text,
+             extra: tuple[str, ...] = ()) -> Iterator[tuple[Cell, Item | None]]:
     """Every (reference, perturbation, severity) in plan order: its cell, and its item — or
     ``None`` where the perturbation changed nothing (or only whitespace). Such an item would
-    carry a false gold label; it is never emitted, only counted."""
+    carry a false gold label; it is never emitted, only counted.
+
+    A source is anything with a Reference's fields (``lang, ref_id, prompt, response``):
+    agentic items come from trajectories serialised into ``response`` (``babelrun.agentic``),
+    with their own ``perturb`` and their focus in ``extra``."""
     prefix = FAMILY_PREFIX[kind]
     for ref in references:
         for name, severities in perturbations:
             for severity in severities:
-                iid = item_id(kind, ref, name, severity, seed)
+                iid = item_id(kind, ref, name, severity, seed, *extra)
                 rng = random.Random(int(iid, 16))
-                perturbed = TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
+                perturbed = perturb(ref, name, severity, rng)
                 cell = (ref.lang, prefix + name, severity)
                 if _same_text(perturbed, ref.response):
                     yield cell, None

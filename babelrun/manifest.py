@@ -101,8 +101,19 @@ class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind"):
     pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
 
 
+class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind"):
+    """Reference agent trajectories (``babelrun/agentic``): JSON Lines in the OpenAI chat
+    format (``messages`` with ``tool_calls``, ``tool`` results and a ``tools`` list) or BFCL
+    question lines. Without ``path``, the trajectories bundled with babelrun."""
+
+    path: str | None = None
+    format: Literal["openai_chat", "bfcl"] = "openai_chat"
+    language: str | None = None  # for files whose lines carry no ``lang``
+    answers: str | None = None  # BFCL: the possible-answer file, joined by id
+
+
 CorpusSource = (BundledSource | JsonlSource | CsvSource | ParquetSource | UdhrSource | AyaSource
-                | FloresSource | LabelledPairsSource)
+                | FloresSource | LabelledPairsSource | TrajectoriesSource)
 
 
 class ParallelSpec(_Spec):
@@ -137,6 +148,21 @@ def _default_perturbations() -> list[PerturbationSpec]:
     return [PerturbationSpec(name=n) for n in TEXT_PERTURBATIONS]
 
 
+def _default_agentic_perturbations() -> list[PerturbationSpec]:
+    from .agentic import AGENTIC_PERTURBATIONS
+
+    return [PerturbationSpec(name=n) for n in AGENTIC_PERTURBATIONS]
+
+
+class AgenticSpec(_Spec):
+    """How the corpus's trajectories are degraded and shown: ``focus`` is what the judge
+    reads (``tool_calls``: calls, results and the final answer; ``full_trace``: thoughts
+    too); ``perturbations`` default to all nine at the default severities."""
+
+    focus: Literal["tool_calls", "full_trace"] = "full_trace"
+    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_agentic_perturbations)
+
+
 # ---- judges -------------------------------------------------------------------------------
 
 
@@ -166,6 +192,10 @@ class SimulatedKnobs(_Spec):
     # Judges with the same noise key draw the same random numbers, so with the same knobs
     # they make the same errors (an ensemble of copies); unset, each judge draws its own.
     noise: str | None = None
+    # Accuracy on one perturbation's items instead of the language's (``hallucinated_tool``
+    # or ``agent:hallucinated_tool``: a judge blind to invented tools at 0.5). Left out of
+    # the judge_id while empty.
+    accuracy_by_perturbation: dict[str, float] = {}
 
 
 class JudgeSpec(_Spec):
@@ -295,6 +325,8 @@ class Manifest(_Spec):
     composites: list[CompositeSpec] = []
     corpus: CorpusSpec = CorpusSpec()
     perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_perturbations)
+    # Trajectory items (a ``trajectories`` corpus source); defaults apply when it is absent.
+    agentic: AgenticSpec | None = None
     output_dir: str = "runs/{name}"
     seed: int = 0
     scoring: ScoringSpec = ScoringSpec()
@@ -361,6 +393,8 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
         msgspec.structs.replace(s, path=absolute(s.path)) if getattr(s, "path", None) else s
         for s in manifest.corpus.sources
     ]
+    sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
+               for s in sources]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(manifest.output_dir))
 
@@ -383,14 +417,13 @@ def check(manifest: Manifest, environ) -> None:
 
     _check_composites(manifest)
 
-    for i, pert in enumerate(manifest.perturbations):
-        if pert.name not in TEXT_PERTURBATIONS:
-            known = ", ".join(TEXT_PERTURBATIONS)
-            raise ManifestError(
-                f"perturbations[{i}].name", f"unknown perturbation {pert.name!r} (known: {known})"
-            )
-        if not pert.severities:
-            raise ManifestError(f"perturbations[{i}].severities", "at least one severity")
+    _check_perturbations(manifest.perturbations, "perturbations", TEXT_PERTURBATIONS)
+    if manifest.agentic is not None:
+        from .agentic import AGENTIC_PERTURBATIONS
+
+        _check_perturbations(manifest.agentic.perturbations, "agentic.perturbations", AGENTIC_PERTURBATIONS)
+        if not any(isinstance(s, TrajectoriesSource) for s in manifest.corpus.sources):
+            raise ManifestError("agentic", "needs a corpus source of kind: trajectories")
 
     for i, src in enumerate(manifest.corpus.sources):
         check_source(src, manifest, f"corpus.sources[{i}]")
@@ -457,6 +490,15 @@ def _check_composites(manifest: Manifest) -> None:
             raise ManifestError(f"judges[{i}].calls", "escalations and batch cannot be combined")
 
 
+def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:
+    for i, pert in enumerate(perturbations):
+        if pert.name not in known:
+            raise ManifestError(f"{where}[{i}].name",
+                                f"unknown perturbation {pert.name!r} (known: {', '.join(known)})")
+        if not pert.severities:
+            raise ManifestError(f"{where}[{i}].severities", "at least one severity")
+
+
 def _valid(code: str) -> bool:
     try:
         languages.normalize(code)
@@ -517,6 +559,19 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
                 raise ManifestError(f"{where}.simulated.accuracy.{code}", str(e)) from None
             if not 0.0 <= value <= 1.0:
                 raise ManifestError(f"{where}.simulated.accuracy.{code}", "expected a probability in [0, 1]")
+        _check_accuracy_by_perturbation(knobs.accuracy_by_perturbation, f"{where}.simulated.accuracy_by_perturbation")
+
+
+def _check_accuracy_by_perturbation(table: dict[str, float], where: str) -> None:
+    from .agentic import AGENTIC_PERTURBATIONS
+    from .perturb import TEXT_PERTURBATIONS
+
+    for name, value in table.items():
+        bare = name.split(":", 1)[-1]
+        if bare not in TEXT_PERTURBATIONS and bare not in AGENTIC_PERTURBATIONS:
+            raise ManifestError(f"{where}.{name}", f"unknown perturbation {name!r}")
+        if not 0.0 <= value <= 1.0:
+            raise ManifestError(f"{where}.{name}", "expected a probability in [0, 1]")
 
 
 def to_yaml(manifest: Manifest) -> bytes:

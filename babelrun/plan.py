@@ -6,26 +6,31 @@ One survey pass at construction counts the items, keeps their ids (for progress 
 the done count) and the perturbation audit. Labelled pairs follow the perturbation items:
 already items, they are audited as ``pairs:<set>`` and counted as emitted; so are the
 parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbation>``) and
-translation tie probes.
+translation tie probes. Agent trajectories (``babelrun.agentic``) follow the text items:
+perturbed and no-op-guarded on their serialised form, audited as ``agent:<perturbation>``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import corpus, languages
+from . import agentic, corpus, languages
 from .items import Item, PerturbationAudit, audit_counts, generate, pair_item
 from .judges import ORDERS
 from .log import DoneSet
-from .manifest import Manifest, ParallelSpec
+from .manifest import AgenticSpec, Manifest, ParallelSpec
 from .parallel import aligned, code_switched, tie_probe
 
 
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
-                 parallel: ParallelSpec | None = None):
+                 parallel: ParallelSpec | None = None, trajectories: list[agentic.Trajectory] = (),
+                 agentic_spec: AgenticSpec | None = None):
         self.references = references
+        spec = agentic_spec or AgenticSpec()
+        self.trajectories = agentic.references(trajectories, spec.focus)
+        self.agentic_perturbations = [(p.name, list(p.severities)) for p in spec.perturbations]
         self.perturbations = perturbations
         self.seed = seed
         self.pairs = list(pairs)
@@ -49,12 +54,13 @@ class Plan:
         perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
         chosen = corpus.select(manifest)
         return cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
-                   manifest.corpus.parallel)
+                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic)
 
     def _generated(self) -> Iterator[tuple]:
-        """Perturbed items (and the no-ops among them): plain, then code-switched."""
+        """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
         yield from generate(self.references, self.perturbations, self.seed)
         yield from generate(self.code_switched, self.perturbations, self.seed, kind="code_switched")
+        yield from agentic.generate(self.trajectories, self.agentic_perturbations, self.seed)
 
     def _ready_items(self) -> Iterator[Item]:
         """Items that need no perturbing: labelled pairs and translation tie probes."""
@@ -63,7 +69,7 @@ class Plan:
 
     @property
     def languages(self) -> set[str]:
-        return {r.lang for r in self.references} | {p.lang for p in self.pairs}
+        return {r.lang for r in self.references} | {p.lang for p in self.pairs} | {t.lang for t in self.trajectories}
 
     @property
     def n_items(self) -> int:

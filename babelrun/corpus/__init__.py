@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..manifest import LabelledPairsSource
+from ..agentic.trajectory import Trajectory
+from ..manifest import LabelledPairsSource, TrajectoriesSource
 from . import labelled
 from .labelled import LabelledPair
 
@@ -42,7 +43,8 @@ class Reference(msgspec.Struct, frozen=True):
 
 # The manifest's ``kind`` -> the module that reads it (imported when first used).
 _LOADERS = {"bundled": "bundled", "jsonl": "table", "csv": "table", "parquet": "table",
-            "udhr": "udhr", "aya": "aya", "flores": "flores", "labelled_pairs": "labelled"}
+            "udhr": "udhr", "aya": "aya", "flores": "flores", "labelled_pairs": "labelled",
+            "trajectories": "trajectories"}
 
 
 def _loader(source: CorpusSource):
@@ -64,9 +66,18 @@ def read_pairs(sources: Iterable[CorpusSource]) -> Iterator[LabelledPair]:
             yield from _sample_pairs(source, labelled.read_pairs(source))
 
 
+def read_trajectories(sources: Iterable[CorpusSource]) -> Iterator[Trajectory]:
+    from . import trajectories
+
+    for source in sources:
+        if isinstance(source, TrajectoriesSource):
+            yield from trajectories.read_trajectories(source)
+
+
 def available_languages(manifest: Manifest) -> set[str]:
     sources = manifest.corpus.sources
-    return {ref.lang for ref in read(sources)} | {pair.lang for pair in read_pairs(sources)}
+    return ({ref.lang for ref in read(sources)} | {pair.lang for pair in read_pairs(sources)}
+            | {t.lang for t in read_trajectories(sources)})
 
 
 def _rank(seed: int, *key: str) -> bytes:
@@ -99,6 +110,7 @@ class Selection(msgspec.Struct, frozen=True):
     references: list[Reference]
     pairs: list[LabelledPair]
     removed: list[Removed]
+    trajectories: list[Trajectory] = []  # sampled per language like references
 
 
 def _too_short(ref: Reference, manifest: Manifest) -> str | None:
@@ -136,4 +148,20 @@ def select(manifest: Manifest) -> Selection:
         refs = sorted(by_lang[lang].values(), key=lambda r: _rank(manifest.seed, r.lang, r.ref_id))
         chosen.extend(sorted(refs[:n], key=lambda r: r.ref_id))
     pairs = [p for p in read_pairs(manifest.corpus.sources) if wanted is None or p.lang in wanted]
-    return Selection(chosen, pairs, [Removed(lang, reason, k) for (lang, reason), k in sorted(removed.items())])
+    return Selection(chosen, pairs, [Removed(lang, reason, k) for (lang, reason), k in sorted(removed.items())],
+                     _sample_trajectories(manifest, wanted))
+
+
+def _sample_trajectories(manifest: Manifest, wanted: set[str] | None) -> list[Trajectory]:
+    """The chosen languages' trajectories (the first source wins an id), a seeded random
+    sample of ``references_per_language`` per language; corpus length filters are for text."""
+    by_lang: dict[str, dict[str, Trajectory]] = defaultdict(dict)
+    for traj in read_trajectories(manifest.corpus.sources):
+        if wanted is None or traj.lang in wanted:
+            by_lang[traj.lang].setdefault(traj.traj_id, traj)
+    n = manifest.corpus.references_per_language
+    chosen = []
+    for lang in sorted(by_lang):
+        ranked = sorted(by_lang[lang].values(), key=lambda t: _rank(manifest.seed, "agentic", t.lang, t.traj_id))
+        chosen.extend(sorted(ranked[:n], key=lambda t: t.traj_id))
+    return chosen

@@ -115,7 +115,7 @@ def judge_id(spec: JudgeSpec) -> str:
 
 # Knobs added after judge ids were first published: left out of the identity while they hold
 # their default, so adding a knob never renames existing judges.
-_LATER_KNOBS = {"noise": None}
+_LATER_KNOBS = {"noise": None, "accuracy_by_perturbation": {}}
 
 
 def _knobs(spec: JudgeSpec) -> dict | None:

@@ -4,7 +4,8 @@ Deterministic per (seed, judge, item, order). Per reply: with ``invalid_rate`` a
 sentence, else with ``tie_rate`` ``tie``, else a decisive choice — slot A with probability
 ``|position_bias|`` (slot B when negative), else the longer answer with probability
 ``verbosity_bias``, else the reference with probability ``accuracy[lang]`` (the perturbed
-answer otherwise). Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
+answer otherwise), or ``accuracy_by_perturbation[perturbation]`` where the item's
+perturbation (``agent:hallucinated_tool``, or its bare name ``hallucinated_tool``) is listed. Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see the README's metric definitions).
 
 With ``soft: true`` the judge gives probabilities instead (a model of a judge whose slot bias
@@ -45,6 +46,7 @@ class SimulatedJudge:
         self.knobs = spec.simulated or SimulatedKnobs()
         self.seed = seed
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
+        self._by_perturbation = self.knobs.accuracy_by_perturbation
 
     def _rng(self, request: JudgeRequest) -> random.Random:
         source = self.knobs.noise if self.knobs.noise is not None else self.judge_id
@@ -72,7 +74,12 @@ class SimulatedJudge:
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
 
     def accuracy(self, request: JudgeRequest) -> float:
-        lang = request.item.lang  # a regional tag (ha-NG) falls back to its language (ha)
+        """The item's perturbation's accuracy where listed, else its language's."""
+        item = request.item
+        for key in (item.perturbation, item.perturbation.split(":", 1)[-1]):
+            if key in self._by_perturbation:
+                return self._by_perturbation[key]
+        lang = item.lang  # a regional tag (ha-NG) falls back to its language (ha)
         return self._accuracy.get(lang, self._accuracy.get(lang.split("-")[0], self.knobs.default_accuracy))
 
     def probabilities(self, request: JudgeRequest) -> tuple[float, float, float] | None:

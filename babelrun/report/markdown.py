@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..score import Card, Cards, CompositeCard, Interval
+from ..score.agentic import AgenticCard
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
 
@@ -57,9 +58,50 @@ def render(cards: Cards) -> str:
         for lc in judge.languages:
             out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
         out.append("")
+    out += _agentic(cards)
     out += _mitigations(cards)
     out += _audit(cards)
     return "\n".join(out) + "\n"
+
+
+_AGENTIC_HEADER = (
+    "| language | items | R_agent | tool acc. | argument acc. | hallucination det. | length v | Δ (slot A) "
+    "| κ_ord | not measured |\n"
+    "|---|---:|---|---|---|---|---|---|---|---|"
+)
+
+
+def _opt(iv: Interval | None, signed: bool = False) -> str:
+    return "–" if iv is None else _num(iv, signed)
+
+
+def _agentic_row(label: str, card: AgenticCard) -> str:
+    r = card.reliability.value
+    flag = "" if r is None else (" ✓" if r >= THRESHOLD else " ✗")
+    return (f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{flag} | {_opt(card.tool_accuracy)} | "
+            f"{_opt(card.argument_accuracy)} | {_opt(card.hallucination_detection)} | {_opt(card.length_bias)} | "
+            f"{_num(card.position_bias, signed=True)} | {_num(card.order_consistency)} | "
+            f"{_cell(', '.join(card.not_measured)) or '–'} |")
+
+
+def _agentic(cards: Cards) -> list[str]:
+    out = []
+    for judge in cards.agentic:
+        out += [f"## Agentic: judge `{_cell(judge.judge)}` ({judge.judge_id})", "",
+                "Agent trajectories, scored apart from the text cards. R_agent gates the families' "
+                "accuracy like R; a family not measured is left out and the weights renormalised.", "",
+                _AGENTIC_HEADER, _agentic_row("all", judge.overall)]
+        out += [_agentic_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
+        out += ["", "Accuracy by agentic perturbation:", ""]
+        names = [p.perturbation for p in judge.overall.by_perturbation]
+        out += ["| language | " + " | ".join(_cell(n.removeprefix("agent:")) for n in names) + " |",
+                "|---|" + "---|" * len(names)]
+        for label, card in [("all", judge.overall), *((lc.lang, lc.card) for lc in judge.languages)]:
+            acc = {p.perturbation: p.accuracy for p in card.by_perturbation}
+            out.append(f"| {_cell(label)} | " + " | ".join(
+                "–" if acc.get(n) is None or acc[n].value is None else f"{acc[n].value:.2f}" for n in names) + " |")
+        out.append("")
+    return out
 
 
 def _audit(cards: Cards) -> list[str]:

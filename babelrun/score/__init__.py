@@ -18,16 +18,10 @@ import pyarrow.compute as pc
 from .. import languages, log
 from ..corpus import Removed
 from ..items import PerturbationAudit
-from . import metrics, stats
+from . import agentic, metrics, stats
+from .stats import Interval
 
 ROUND = 4
-
-
-class Interval(msgspec.Struct, frozen=True):
-    value: float | None
-    lo: float | None
-    hi: float | None
-    n: int
 
 
 class Card(msgspec.Struct, frozen=True):
@@ -116,12 +110,15 @@ class Cards(msgspec.Struct, frozen=True):
     confidence: float
     removed_by_filters: list[Removed] = []
     composites: list[CompositeCard] = []
+    # Agent-trajectory items are scored apart from the text cards (score/agentic.py).
+    agentic: list[agentic.AgenticJudgeCards] = []
 
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
                    "ref_len", "pert_len", "kind", "p_a", "p_b"]
 UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
+SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
 
 def _dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray:
@@ -225,9 +222,24 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     order. Then an item is a run of adjacent records, a perturbation card a run of items, a
     language card a run of cells and a judge card a run of languages: every card is a slice
     of one item table, and its sums a difference of two cumulative rows.
+    Agentic records are left out of these cards and scored into ``Cards.agentic``.
     """
+    separate = None
     if "kind" in data.column_names:
-        data = data.filter(pc.invert(pc.is_in(data["kind"].cast(pa.string()), pa.array(UNSCORED_KINDS))))
+        kind = data["kind"].cast(pa.string())
+        separate = data.filter(pc.is_in(kind, pa.array(SEPARATE_KINDS)))
+        data = data.filter(pc.invert(pc.is_in(kind, pa.array(UNSCORED_KINDS + SEPARATE_KINDS))))
+    cards = cells(data, audit, replicates=replicates, confidence=confidence, seed=seed)
+    if separate is not None and separate.num_rows:
+        cards = msgspec.structs.replace(cards, agentic=agentic.cards(
+            separate, lambda t: cells(t, [], replicates=replicates, confidence=confidence, seed=seed),
+            replicates, confidence, seed))
+    return cards
+
+
+def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
+          confidence: float = 0.95, seed: int = 0) -> Cards:
+    """Cards for every (judge, language, perturbation) cell of ``data``, whatever its kinds."""
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
     data = data.unify_dictionaries()  # Parquet row groups each bring their own dictionaries

@@ -16,7 +16,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import msgspec
 import numpy as np
+
+
+class Interval(msgspec.Struct, frozen=True):
+    """A card's number: its value, interval (None where undefined) and the count behind it."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+    n: int
 
 _Z = {0.90: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
 
