@@ -220,6 +220,16 @@ class LogSpec(_Spec):
     segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 16.0
 
 
+class RaySpec(_Spec):
+    """The Ray executor (``executor: ray``; see babelrun/cluster.py). The run directory must
+    be on storage every worker can write (one machine, or a shared file system)."""
+
+    address: str | None = None  # an existing cluster ("auto", "ray://head:10001"); unset: start one here
+    workers: PositiveInt = 2  # shards of the plan, one Ray task each
+    max_retries: Annotated[int, msgspec.Meta(ge=0)] = 3  # reschedules of a shard whose worker died
+    num_cpus: Annotated[float, msgspec.Meta(ge=0)] = 1.0  # CPUs a worker reserves
+
+
 class Manifest(_Spec):
     name: str
     judges: list[JudgeSpec]
@@ -229,6 +239,8 @@ class Manifest(_Spec):
     seed: int = 0
     scoring: ScoringSpec = ScoringSpec()
     log: LogSpec = LogSpec()
+    executor: Literal["local", "ray"] = "local"  # ray: the plan's shards run on Ray workers
+    ray: RaySpec = RaySpec()
 
     @property
     def run_dir(self) -> Path:
