@@ -27,9 +27,11 @@ every worker through it.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
+import anyio
 import msgspec
 
 from . import limits, log, run
@@ -64,23 +66,43 @@ class BudgetActor:
     async def pause(self, seconds: float) -> None:
         self.account.pause(seconds)
 
+    async def paused_for(self) -> float:
+        """Seconds the account stays paused (relative: the workers' clocks are not ours)."""
+        return max(0.0, self.account.paused_until - time.monotonic())
+
 
 class RemoteAccount:
-    """``limits.Budget`` on a ``BudgetActor``: one round trip per admission (two when tokens
-    are limited)."""
+    """``limits.Budget`` on a ``BudgetActor``. With a limit, one round trip per admission
+    (two when tokens are limited): the actor paces every worker's calls. Without one, there
+    is nothing to pace, only Retry-After pauses to share: admissions stay local and ask the
+    actor at most every ``poll_s`` whether another worker has paused the account (a
+    ~2 ms round trip per call would otherwise cost CPU for nothing)."""
 
-    def __init__(self, actor, rpm: float | None, tpm: float | None):
+    def __init__(self, actor, rpm: float | None, tpm: float | None, poll_s: float = 0.25):
         self._actor = actor
         self.rpm, self.tpm = rpm, tpm
+        self._paced = rpm is not None or tpm is not None
+        self._poll_s = poll_s
+        self._polled = -math.inf
+        self._paused_until = 0.0
 
     async def admit(self, estimated_tokens: int) -> int:
-        return await self._actor.admit.remote(estimated_tokens)
+        if self._paced:
+            return await self._actor.admit.remote(estimated_tokens)
+        now = time.monotonic()
+        if now - self._polled >= self._poll_s:
+            self._polled = now
+            self._paused_until = max(self._paused_until, now + await self._actor.paused_for.remote())
+        while (wait := self._paused_until - time.monotonic()) > 0:
+            await anyio.sleep(wait)
+        return 0
 
     async def settle(self, reserved: int, used: int | None) -> None:
         if self.tpm is not None and used is not None:
             await self._actor.settle.remote(reserved, used)
 
     def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
         # A message, not a task: the actor applies it in order with the admissions after it.
         self._actor.pause.remote(seconds)
 
@@ -156,7 +178,8 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
                        for key, (rpm, tpm) in limits.account_limits(manifest.judges).items()}
             task = ray.remote(_run_shard).options(num_cpus=spec.num_cpus, max_retries=spec.max_retries)
             plan_ref = ray.put(plan)
-            interval = progress.interval if progress is not None else 10.0
+            # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
+            interval = 10.0 if progress is None or progress.live else progress.interval
             refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, interval)
                     for i in range(spec.workers)]
             parts = _gather(ray, refs)

@@ -87,14 +87,14 @@ class Account:
         self.rpm, self.tpm = rpm, tpm
         self.requests = _request_bucket(rpm)
         self.tokens: TokenLimiter | None = _bucket(tpm, max(1.0, (tpm or 0) / 60.0), TokenLimiter)
-        self._paused_until = 0.0
+        self.paused_until = 0.0
 
     def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
 
     async def admit(self, estimated_tokens: int) -> int:
         """Wait for the account's budget; returns the tokens actually reserved."""
-        while (wait := self._paused_until - time.monotonic()) > 0:
+        while (wait := self.paused_until - time.monotonic()) > 0:
             await anyio.sleep(wait)
         if self.requests is not None:
             await self.requests.acquire()

@@ -39,6 +39,7 @@ do; otherwise give each host its own shards and never run one shard twice).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import io
 import os
@@ -344,6 +345,7 @@ class DoneSet:
 _MASK64 = (1 << 64) - 1
 
 
+@functools.lru_cache(maxsize=64)
 def _judge_word(judge_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(judge_id.encode(), digest_size=8).digest(), "little")
 

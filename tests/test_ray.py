@@ -121,3 +121,24 @@ def _timestamps_by_shard(run_dir):
         times = [msgspec.json.decode(line, type=log.Record).ts for line in seg.read_bytes().splitlines()]
         out.setdefault(seg.name.split("-")[0], []).extend(times)
     return out
+
+
+def test_a_retry_after_pause_reaches_every_worker_of_an_unlimited_account(local_ray):
+    import anyio
+
+    from babelrun.cluster import BudgetActor, RemoteAccount
+
+    actor = ray.remote(BudgetActor).options(num_cpus=0).remote(("http://x", "K"), None, None)
+    one, two = RemoteAccount(actor, None, None, poll_s=0.05), RemoteAccount(actor, None, None, poll_s=0.05)
+
+    async def admitted_after_pause() -> float:
+        await two.admit(0)  # polls now: not paused
+        one.pause(0.6)  # a 429 with Retry-After: 0.6 seen by the first worker
+        await anyio.sleep(0.1)  # the second's next poll is due
+        started = time.monotonic()
+        await two.admit(0)
+        return time.monotonic() - started
+
+    waited = anyio.run(admitted_after_pause)
+    assert 0.3 < waited < 0.7
+    ray.kill(actor)
