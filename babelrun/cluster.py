@@ -23,6 +23,12 @@ Rate limits: every worker's engine asks one actor per provider account (``Budget
 for admission, so N workers together keep to the account's requests/min and tokens/min;
 the actor runs the very ``limits.Account`` a local run uses. A Retry-After pause reaches
 every worker through it.
+
+Replicas: an in-process judge (llama.cpp, MLX, simulated) with ``replicas: N`` is N actors
+(``ReplicaActor``), each holding the model and reserving ``threads`` CPUs; every worker's
+engine sends its calls to the least busy one (``ReplicaPool``), where the backend's
+micro-batcher batches the calls that arrive together. A replica that dies is restarted by
+Ray and its calls are retried.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ import time
 import anyio
 import msgspec
 
-from . import limits, log, run
+from . import judges, limits, log, run
 from .errors import UserError
-from .manifest import Manifest
+from .judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .manifest import JudgeSpec, Manifest
 from .plan import Plan
 from .progress import Progress
 
@@ -107,15 +114,105 @@ class RemoteAccount:
         self._actor.pause.remote(seconds)
 
 
-def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, interval: float):
+# ---- replicas of in-process judges ----------------------------------------------------------
+
+
+class _Failure(msgspec.Struct, frozen=True):
+    """A judge error sent back from a replica as a value: our error classes take keyword
+    parts that pickling an exception would lose."""
+
+    severity: str  # retryable | rejected | fatal
+    kind: str
+    message: str
+    retry_after: float | None = None
+
+    def error(self) -> Exception:
+        if self.severity == "retryable":
+            return RetryableError(self.kind, self.message, self.retry_after)
+        return (RejectedError if self.severity == "rejected" else FatalJudgeError)(self.kind, self.message)
+
+
+class ReplicaActor:
+    """One replica of an in-process judge (a Ray async actor): it holds the model and serves
+    calls from every worker; the backend's own micro-batcher gathers the calls that arrive
+    together into one batch, as it does in a local run."""
+
+    def __init__(self, spec: JudgeSpec, seed: int):
+        self.backend = judges.build(spec, seed)
+        self.served = 0
+
+    async def call(self, request: JudgeRequest) -> JudgeReply | _Failure:
+        self.served += 1
+        try:
+            return await self.backend.judge(request)
+        except RetryableError as e:
+            return _Failure("retryable", e.kind, str(e), e.retry_after)
+        except RejectedError as e:
+            return _Failure("rejected", e.kind, str(e))
+        except FatalJudgeError as e:
+            return _Failure("fatal", e.kind, str(e))
+
+    async def count(self) -> int:
+        return self.served
+
+
+class ReplicaPool:
+    """A judge backend (``judges.Judge``) whose calls go to the least busy of its replicas
+    (as this worker sees them). A replica that died is a retryable error: the engine's retry
+    goes to another replica, or to the same one once Ray has restarted it."""
+
+    def __init__(self, spec: JudgeSpec, judge_id: str, actors: list):
+        self.spec, self.judge_id = spec, judge_id
+        self._actors = actors
+        self._busy = [0] * len(actors)
+        self._ray = require_ray()
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        i = min(range(len(self._actors)), key=self._busy.__getitem__)
+        self._busy[i] += 1
+        try:
+            reply = await self._actors[i].call.remote(request)
+        except self._ray.exceptions.RayActorError as e:
+            raise RetryableError("replica_died", f"replica {i} of {self.spec.name!r} died: {type(e).__name__}") from None
+        finally:
+            self._busy[i] -= 1
+        if isinstance(reply, _Failure):
+            raise reply.error()
+        return reply
+
+    async def aclose(self) -> None:
+        pass  # the driver ends the replicas when every shard is done
+
+
+def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
+    """Judge name -> its replica actors, for every judge with ``replicas`` > 1. Each reserves
+    the CPU threads its model uses."""
+    out = {}
+    for spec in manifest.judges:
+        if spec.replicas > 1:
+            actor = ray.remote(ReplicaActor).options(
+                num_cpus=spec.threads or 1, max_restarts=manifest.ray.max_retries,
+                max_concurrency=max(64, 4 * spec.batch_size))
+            out[spec.name] = [actor.remote(spec, manifest.seed) for _ in range(spec.replicas)]
+    return out
+
+
+def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
+               interval: float):
     """A worker's task: one shard through the engine, under the shard's lock."""
+
+    def build(spec: JudgeSpec, seed: int):
+        if spec.name in replicas:
+            return ReplicaPool(spec, judges.judge_id(spec), replicas[spec.name])
+        return judges.build(spec, seed)
+
     lims = limits.account_limits(manifest.judges)
     accounts = {spec.name: RemoteAccount(budgets[limits.account_key(spec)], *lims[limits.account_key(spec)])
                 for spec in manifest.judges}
     progress = Progress(stream=sys.stderr, interval=interval, live=False)
     with log.RunLock(manifest.run_dir, shard):
         outcome = run.run_shard(manifest, plan.sharded(shard), accounts=accounts, progress=progress,
-                                handle_signals=False)
+                                handle_signals=False, build=build)
     return outcome.judges, outcome.written, outcome.interrupted
 
 
@@ -135,6 +232,13 @@ def _combine(parts: list) -> list:
             m.latencies.extend(s.latencies)
             m.stopped = m.stopped or s.stopped
     return list(merged.values())
+
+
+def _report_replicas(ray, replicas: dict[str, list], progress: Progress | None) -> None:
+    for name, actors in replicas.items():
+        served = ray.get([a.count.remote() for a in actors])
+        (progress or Progress()).note(f"judge {name!r}: {len(actors)} replicas served "
+                                      f"{', '.join(map(str, served))} calls")
 
 
 def _connect(ray, address: str | None) -> bool:
@@ -166,25 +270,27 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
     run.check_shardable(manifest)
     spec, run_dir = manifest.ray, manifest.run_dir
     plan = Plan.from_manifest(manifest)
-    run._prepare(run_dir)
+    run.prepare_dir(run_dir)
     started = time.monotonic()
     with log.RunLock(run_dir, shared=True):
         run.write_run_files(manifest, plan)
         owned = _connect(ray, spec.address)
-        budgets = {}
+        budgets, replicas = {}, {}
         try:
             actor = ray.remote(BudgetActor).options(num_cpus=0, max_concurrency=10_000)
             budgets = {key: actor.remote(key, rpm, tpm)
                        for key, (rpm, tpm) in limits.account_limits(manifest.judges).items()}
+            replicas = _start_replicas(ray, manifest)
             task = ray.remote(_run_shard).options(num_cpus=spec.num_cpus, max_retries=spec.max_retries)
             plan_ref = ray.put(plan)
             # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
             interval = 10.0 if progress is None or progress.live else progress.interval
-            refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, interval)
+            refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas, interval)
                     for i in range(spec.workers)]
             parts = _gather(ray, refs)
+            _report_replicas(ray, replicas, progress)
         finally:
-            for handle in budgets.values():
+            for handle in [*budgets.values(), *(a for group in replicas.values() for a in group)]:
                 ray.kill(handle)
             if owned:
                 ray.shutdown()
@@ -195,7 +301,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
         interrupted = any(stopped for _, _, stopped in parts)
         result = run.result_of(run_dir, states, written=sum(w for _, w, _ in parts),
                                interrupted=interrupted, elapsed_s=elapsed)
-        run._write_atomic(run_dir / "stats.json", msgspec.json.format(msgspec.json.encode(result.stats), indent=2))
+        run.write_stats(run_dir, result.stats)
     if not interrupted:
         # The shards have all ended, but a whole-run lock is not needed to score: readers
         # leave torn lines out, and cards come from the log alone.

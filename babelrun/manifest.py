@@ -28,6 +28,8 @@ DEFAULT_SEVERITIES = (0.3, 0.6)
 # Backends whose replies carry token log-probabilities (soft verdicts).
 SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks",
                  "llamacpp")
+# Backends that run the model in this process (``replicas`` makes Ray actors of them).
+IN_PROCESS_BACKENDS = ("simulated", "llamacpp", "mlx")
 # Backends whose provider offers a batch API (babelrun/batches.py).
 BATCH_BACKENDS = ("openai", "anthropic")
 
@@ -196,6 +198,9 @@ class JudgeSpec(_Spec):
     max_wait_ms: Annotated[float, msgspec.Meta(ge=0)] = 20.0  # how long the first one waits
     threads: PositiveInt | None = None  # CPU threads (llama.cpp's default when unset)
     context: PositiveInt = 4096  # context window, tokens
+    # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
+    # each hold the model and serve every worker's calls in micro-batches.
+    replicas: PositiveInt = 1
     simulated: SimulatedKnobs | None = None
     # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
     # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
@@ -399,6 +404,9 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
     if judge.batch and judge.backend not in BATCH_BACKENDS:
         raise ManifestError(f"{where}.batch", f"the {judge.backend} backend has no batch API "
                                               f"(batch: {', '.join(BATCH_BACKENDS)})")
+    if judge.replicas > 1 and judge.backend not in IN_PROCESS_BACKENDS:
+        raise ManifestError(f"{where}.replicas", f"only in-process judges have replicas "
+                                                 f"({', '.join(IN_PROCESS_BACKENDS)}); scale a remote one with concurrency")
     if judge.batch and judge.soft:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     if judge.backend == "simulated":

@@ -14,6 +14,7 @@ unifies them. ``executor: ray`` hands the shards to Ray workers (``cluster.py``)
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -22,7 +23,7 @@ import pyarrow.compute as pc
 
 from . import __version__, compact, corpus, engine, items, judges, limits, log, report, score
 from .errors import UserError
-from .manifest import Manifest, ScoringSpec
+from .manifest import JudgeSpec, Manifest, ScoringSpec
 from .plan import Plan
 from .progress import Progress
 
@@ -75,7 +76,7 @@ def run_info(manifest: Manifest) -> RunInfo:
     return RunInfo(__version__, ids, manifest)
 
 
-def _prepare(run_dir: Path) -> None:
+def prepare_dir(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -97,13 +98,15 @@ def check_shardable(manifest: Manifest) -> None:
 
 
 def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budget] | None = None,
-              progress: Progress | None = None, handle_signals: bool = True) -> engine.EngineResult:
+              progress: Progress | None = None, handle_signals: bool = True,
+              build: Callable[[JudgeSpec, int], judges.Judge] = judges.build) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
-    process's own segments. The caller holds the run lock in the matching mode."""
+    process's own segments. The caller holds the run lock in the matching mode. ``build``
+    makes each judge's backend (the Ray executor's replicas stand in for local models)."""
     run_dir, shard = manifest.run_dir, plan.shard
     log.repair(run_dir, shard)
     done = log.DoneSet.from_log(run_dir)
-    backends = [judges.build(spec, manifest.seed) for spec in manifest.judges]
+    backends = [build(spec, manifest.seed) for spec in manifest.judges]
     cfg = manifest.log
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
@@ -125,6 +128,10 @@ def result_of(run_dir: Path, states: list[engine.JudgeState], *, written: int, i
     )
 
 
+def write_stats(run_dir: Path, stats: RunStats, name: str = "stats.json") -> None:
+    _write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(stats), indent=2))
+
+
 def audit(manifest: Manifest, *, progress: Progress | None = None,
           handle_signals: bool = True, shard: log.Shard | None = None) -> AuditResult:
     """Run (or resume) the audit; with ``shard``, only that shard's keys, and no cards (the
@@ -135,9 +142,13 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         return cluster.audit(manifest, progress=progress)
     if shard is not None:
         check_shardable(manifest)
+    for i, spec in enumerate(manifest.judges):
+        if spec.replicas > 1:
+            raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
+                            "(or --executor ray)")
     run_dir = manifest.run_dir
     plan = Plan.from_manifest(manifest).sharded(shard)
-    _prepare(run_dir)
+    prepare_dir(run_dir)
     with log.RunLock(run_dir, shard):
         write_run_files(manifest, plan)
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
@@ -145,8 +156,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
-        name = "stats.json" if shard is None else f"stats.{shard.tag}.json"
-        _write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(result.stats), indent=2))
+        write_stats(run_dir, result.stats, "stats.json" if shard is None else f"stats.{shard.tag}.json")
         if not outcome.interrupted and shard is None:
             result.cards = score_run(run_dir, manifest.scoring, manifest.seed)
     return result

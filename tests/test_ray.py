@@ -142,3 +142,37 @@ def test_a_retry_after_pause_reaches_every_worker_of_an_unlimited_account(local_
     waited = anyio.run(admitted_after_pause)
     assert 0.3 < waited < 0.7
     ray.kill(actor)
+
+
+def test_replicas_of_an_in_process_judge_serve_every_worker(tmp_path, local_ray):
+    knobs = {"position_bias": 0.1, "latency_ms": 20}
+    judge = {"name": "sim", "backend": "simulated", "simulated": knobs, "concurrency": 4, "replicas": 2}
+    corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "zh"], "references_per_language": 3}
+    # The replicas hold a CPU each; the two workers only wait on them.
+    (tmp_path / "ray").mkdir()
+    path = write_manifest(tmp_path / "ray", [judge], corpus=corpus, perturbations=PERTURBATIONS, executor="ray",
+                          ray={"workers": 2, "num_cpus": 0})
+    notes = io.StringIO()
+    result = run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=notes, interval=60))
+    assert result.exit_code == 0
+    served = [int(n) for n in re.search(r"2 replicas served (\d+), (\d+) calls", notes.getvalue()).groups()]
+    assert sum(served) == result.planned_calls and min(served) > result.planned_calls / 4
+
+    (tmp_path / "local").mkdir()
+    local = write_manifest(tmp_path / "local", [{**judge, "replicas": 1}], corpus=corpus, perturbations=PERTURBATIONS)
+    reference = _audit(babelrun.load_manifest(local))
+    ours = {r.key: r.raw for r in log.read(tmp_path / "ray" / "run")}
+    assert ours == {r.key: r.raw for r in log.read(tmp_path / "local" / "run")}
+    assert (tmp_path / "ray" / "run" / "cards.json").read_bytes() == (tmp_path / "local" / "run" / "cards.json").read_bytes()
+    assert reference.exit_code == 0
+
+
+def test_replicas_need_the_ray_executor(tmp_path):
+    judge = {"name": "sim", "backend": "simulated", "replicas": 2}
+    path = write_manifest(tmp_path, [judge], corpus={"languages": ["en"], "references_per_language": 1})
+    with pytest.raises(babelrun.errors.UserError, match=r"judges\[0\].replicas: replicas are Ray actors"):
+        _audit(babelrun.load_manifest(path))
+    remote = write_manifest(tmp_path, [{"name": "r", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
+                                        "replicas": 2}])
+    with pytest.raises(babelrun.errors.ManifestError, match=r"judges\[0\].replicas: only in-process judges"):
+        babelrun.load_manifest(remote)
