@@ -194,6 +194,9 @@ def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
                 num_cpus=spec.threads or 1, max_restarts=manifest.ray.max_retries,
                 max_concurrency=max(64, 4 * spec.batch_size))
             out[spec.name] = [actor.remote(spec, manifest.seed) for _ in range(spec.replicas)]
+    # Wait until every replica is up: calls sent to one still starting would wait behind it
+    # while the first one up took nearly all the rest.
+    ray.get([a.count.remote() for actors in out.values() for a in actors])
     return out
 
 
