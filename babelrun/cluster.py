@@ -50,6 +50,12 @@ from .progress import Progress
 INSTALL = "executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"
 
 
+class Interrupted(UserError):
+    """Ctrl-C at the driver: the shards are cancelled, and the run resumes like any other."""
+
+    exit_code = 130
+
+
 def require_ray():
     try:
         import ray
@@ -263,8 +269,9 @@ def _gather(ray, refs: list) -> list:
         raise
     except KeyboardInterrupt:
         for ref in refs:
-            ray.cancel(ref)
-        raise
+            ray.cancel(ref)  # the workers stop; what they wrote stays in their segments
+        raise Interrupted("interrupted: the log is intact; run the same command again to resume "
+                          "(on Ray, or locally with --executor local)") from None
 
 
 def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditResult:
