@@ -21,10 +21,10 @@ CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["ar", "hi", "ja"], "re
 PERTURBATIONS = [{"name": n, "severities": [0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
 
 
-def _manifest(folder, server):
+def _manifest(folder, server, concurrency=1):
     folder.mkdir(parents=True, exist_ok=True)
-    judges = [{"name": "one", "backend": "openai", "model": "m1", "endpoint": server.url, "concurrency": 4},
-              {"name": "two", "backend": "openai", "model": "m2", "endpoint": server.url, "concurrency": 4}]
+    judges = [{"name": n, "backend": "openai", "model": m, "endpoint": server.url, "concurrency": concurrency}
+              for n, m in (("one", "m1"), ("two", "m2"))]
     return write_manifest(folder, judges, corpus=CORPUS, perturbations=PERTURBATIONS)
 
 
@@ -49,13 +49,15 @@ def _verdicts(run_dir):
 
 
 def test_three_shard_processes_merge_to_the_one_process_run(tmp_path):
-    with FakeJudgeServer(latency_s=0.01) as server:
+    # One call in flight per judge and shard: each shard runs for a second or two, so that
+    # the three overlap however their processes' start-ups are staggered.
+    with FakeJudgeServer(latency_s=0.03) as server:
         path = _manifest(tmp_path / "sharded", server)
         shards = [subprocess.Popen(_cmd("audit", path, "--shard", f"{i}/3", "--progress-every", "60"), cwd=ROOT,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
         outs = [p.communicate(timeout=120) for p in shards]
         assert [p.returncode for p in shards] == [0, 0, 0], [err for _, err in outs]
-        whole = _manifest(tmp_path / "whole", server)
+        whole = _manifest(tmp_path / "whole", server, concurrency=8)  # not in the judge_id
         one = subprocess.run(_cmd("audit", whole, "--progress-every", "60"), cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
         assert one.returncode == 0, one.stderr
@@ -68,6 +70,9 @@ def test_three_shard_processes_merge_to_the_one_process_run(tmp_path):
     by_shard = [{_key(line) for line in s.read_bytes().splitlines()} for s in segments]
     assert sum(map(len, by_shard)) == len(planned) and set().union(*by_shard) == planned
     assert min(map(len, by_shard)) > len(planned) / 3 * 0.7
+    # They ran at the same time, on one run directory: their records' times overlap.
+    times = [[msgspec.json.decode(line, type=log.Record).ts for line in s.read_bytes().splitlines()] for s in segments]
+    assert max(map(min, times)) < min(map(max, times))
 
     merged = subprocess.run(_cmd("merge", run_dir), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert merged.returncode == 0, merged.stderr
