@@ -274,36 +274,43 @@ def _gather(ray, refs: list) -> list:
                           "(on Ray, or locally with --executor local)") from None
 
 
+def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> list:
+    """Start the budgets and replicas, run every shard as a task, and end them all."""
+    spec = manifest.ray
+    owned = _connect(ray, spec.address)
+    budgets, replicas = {}, {}
+    try:
+        actor = ray.remote(BudgetActor).options(num_cpus=0, max_concurrency=10_000)
+        budgets = {key: actor.remote(key, rpm, tpm)
+                   for key, (rpm, tpm) in limits.account_limits(manifest.judges).items()}
+        replicas = _start_replicas(ray, manifest)
+        task = ray.remote(_run_shard).options(num_cpus=spec.num_cpus, max_retries=spec.max_retries)
+        plan_ref = ray.put(plan)
+        # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
+        interval = 10.0 if progress is None or progress.live else progress.interval
+        refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas, interval)
+                for i in range(spec.workers)]
+        parts = _gather(ray, refs)
+        _report_replicas(ray, replicas, progress)
+        return parts
+    finally:
+        for handle in [*budgets.values(), *(a for group in replicas.values() for a in group)]:
+            ray.kill(handle)
+        if owned:
+            ray.shutdown()
+
+
 def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditResult:
     """The whole plan as ``ray.workers`` shards on Ray; cards when every shard is done."""
     ray = require_ray()
     run.check_shardable(manifest)
-    spec, run_dir = manifest.ray, manifest.run_dir
+    run_dir = manifest.run_dir
     plan = Plan.from_manifest(manifest)
     run.prepare_dir(run_dir)
     started = time.monotonic()
     with log.RunLock(run_dir, shared=True):
         run.write_run_files(manifest, plan)
-        owned = _connect(ray, spec.address)
-        budgets, replicas = {}, {}
-        try:
-            actor = ray.remote(BudgetActor).options(num_cpus=0, max_concurrency=10_000)
-            budgets = {key: actor.remote(key, rpm, tpm)
-                       for key, (rpm, tpm) in limits.account_limits(manifest.judges).items()}
-            replicas = _start_replicas(ray, manifest)
-            task = ray.remote(_run_shard).options(num_cpus=spec.num_cpus, max_retries=spec.max_retries)
-            plan_ref = ray.put(plan)
-            # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
-            interval = 10.0 if progress is None or progress.live else progress.interval
-            refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas, interval)
-                    for i in range(spec.workers)]
-            parts = _gather(ray, refs)
-            _report_replicas(ray, replicas, progress)
-        finally:
-            for handle in [*budgets.values(), *(a for group in replicas.values() for a in group)]:
-                ray.kill(handle)
-            if owned:
-                ray.shutdown()
+        parts = _launch(ray, manifest, plan, progress)
         states = _combine([states for states, _, _ in parts])
         elapsed = time.monotonic() - started
         for s in states:  # the run's clock is the driver's
@@ -313,7 +320,6 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
                                interrupted=interrupted, elapsed_s=elapsed)
         run.write_stats(run_dir, result.stats)
     if not interrupted:
-        # The shards have all ended, but a whole-run lock is not needed to score: readers
-        # leave torn lines out, and cards come from the log alone.
+        # Every shard has ended; scoring needs no lock (readers leave torn lines out).
         result.cards = run.score_run(run_dir, manifest.scoring, manifest.seed)
     return result
