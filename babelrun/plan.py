@@ -9,7 +9,8 @@ parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbat
 translation tie probes.
 
 A plan can be narrowed to one shard (``sharded``): the keys of shard i of N (``log.Shard``),
-judged by one process of several; the union of the N shards is the plan.
+judged by one process of several; the union of the N shards is the plan. Each shard still
+walks every item (perturbing is cheap) and skips the keys of the others.
 """
 
 from __future__ import annotations

@@ -151,3 +151,16 @@ def test_ray_executor_without_ray_says_how_to_install_it(tmp_path, small_corpus,
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["babelrun: error: executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"]
     assert cli.main(["audit", str(path), "--executor", "local", "--progress-every", "60"]) == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--shard", "3/3"], "--shard '3/3': need 0 <= i < N"),
+    (["--shard", "one/3"], "--shard 'one/3': expected i/N, e.g. 0/4"),
+    (["--shard", "0/2", "--executor", "ray"], "--shard runs one shard here; the Ray executor runs them all: use one or the other"),
+    (["--workers", "0", "--executor", "ray"], "--workers must be at least 1"),
+])
+def test_bad_shard_arguments_are_one_line_and_write_nothing(tmp_path, small_corpus, capsys, args, message):
+    path = write_manifest(tmp_path, [simulated()], corpus=small_corpus)
+    assert cli.main(["audit", str(path), *args]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"babelrun: error: {message}"]
+    assert not (tmp_path / "run").exists()
