@@ -24,7 +24,7 @@ three ways:
 - a whole-run ``audit`` (and ``merge``) takes it **exclusive**: no other writer is alive,
   so it may repair every segment;
 - a shard takes it **shared**, plus an exclusive lock on ``RUN_DIR/locks/s<i>of<N>``: shards
-  run side by side, a whole-run audit waits for none of them but is refused while any runs,
+  run side by side, a whole-run audit or merge is refused while any of them runs,
   and two processes never run the same shard. A shard's segments are named after it
   (``s<i>of<N>-host-pid-…``), and it repairs only those: under its own exclusive lock their
   writers are all dead, while other shards' segments may have live writers;
