@@ -37,6 +37,15 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("manifest", type=Path, help="the manifest YAML file")
     a.add_argument("--progress-every", type=float, metavar="SECONDS",
                    help="progress line interval (default: live on a terminal, 10 s otherwise)")
+    a.add_argument("--shard", metavar="I/N",
+                   help="judge only shard I of N (0 <= I < N) of the plan's keys, e.g. one task of a "
+                   "Slurm array; shards run side by side on one run directory, each paced at 1/N of "
+                   "the rate limits. No cards: finish with `babelrun merge RUN_DIR`")
+    a.add_argument("--executor", choices=("local", "ray"),
+                   help="run here (local) or as shards on Ray workers (overrides the manifest's executor)")
+    a.add_argument("--address", metavar="ADDR",
+                   help="the Ray cluster to join (implies --executor ray; default: start one here)")
+    a.add_argument("--workers", type=int, metavar="N", help="Ray workers, one shard each (default: ray.workers, 2)")
 
     v = sub.add_parser("validate", help="check a manifest without running anything",
                        description="Decode and check a manifest: fields, types, files, "
@@ -53,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
                        "judgements.parquet, for scoring and for pandas / polars / DuckDB. "
                        "audit does this at the end of every run.")
     c.add_argument("run_dir", type=Path)
+
+    mg = sub.add_parser("merge", help="unify the shards of a run directory and score them",
+                        description="After `audit --shard` processes (or Ray workers) have written "
+                        "their log segments into RUN_DIR: cut torn lines, count each key's first "
+                        "successful record once (a key written by two shards counts once), write "
+                        "judgements.parquet, cards.json and report.md, and say how many planned keys "
+                        "are still missing. Idempotent; refused while a shard is still running.")
+    mg.add_argument("run_dir", type=Path)
 
     g = sub.add_parser("languages", help="list the languages a manifest's corpus offers",
                        description="For the corpus sources of a manifest (all of them, before "
@@ -132,9 +149,11 @@ def _audit(args) -> int:
     from . import manifest, run
     from .progress import Progress
 
-    m = manifest.load(args.manifest)
-    result = run.audit(m, progress=Progress(interval=args.progress_every))
-    print(f"{result.run_dir}: {result.new_records} new records; "
+    m = _executor(manifest.load(args.manifest), args)
+    shard = _shard(args, m)
+    result = run.audit(m, progress=Progress(interval=args.progress_every), shard=shard)
+    what = f"shard {shard.index}/{shard.count}: " if shard is not None else ""
+    print(f"{result.run_dir}: {what}{result.new_records} new records; "
           f"{result.already_done} of {result.planned_calls} planned calls were already done")
     for reason in result.stop_reasons:
         print(f"error: {reason}", file=sys.stderr)
@@ -145,6 +164,9 @@ def _audit(args) -> int:
         print(f"incomplete: {result.failed_calls} call(s) have no verdict yet; run "
               f"`babelrun audit {args.manifest}` again to retry them", file=sys.stderr)
     print(stats_table(result.stats))
+    if shard is not None and not result.interrupted:
+        print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
+              f"{result.run_dir}`) writes the cards")
     if result.cards is not None:
         print(f"cards: {Path(result.run_dir) / 'cards.json'}  report: {Path(result.run_dir) / 'report.md'}")
         for jc in result.cards.judges:
@@ -154,6 +176,52 @@ def _audit(args) -> int:
             r = ac.overall.reliability
             print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items")
     return result.exit_code
+
+
+def _executor(m, args):
+    """The manifest with the command line's executor settings applied."""
+    import msgspec
+
+    from .errors import UsageError
+
+    ray = m.ray
+    if args.address is not None:
+        ray = msgspec.structs.replace(ray, address=args.address)
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        ray = msgspec.structs.replace(ray, workers=args.workers)
+    executor = args.executor or ("ray" if args.address is not None else m.executor)
+    return msgspec.structs.replace(m, executor=executor, ray=ray)
+
+
+def _shard(args, m):
+    from .errors import UsageError
+    from .log import Shard
+
+    if args.shard is None:
+        return None
+    if m.executor == "ray":
+        raise UsageError("--shard runs one shard here; the Ray executor runs them all: use one or the other")
+    try:
+        return Shard.parse(args.shard)
+    except Exception as e:
+        raise UsageError(str(e)) from None
+
+
+def _merge(args) -> int:
+    from .run import merge_run
+
+    m = merge_run(args.run_dir)
+    print(f"{args.run_dir}: {m.segments} segment(s), {m.ok_records} successful records; "
+          f"{m.counted} of {m.planned} planned keys counted once each "
+          f"({m.ok_records - m.counted} repeated or outside the plan)")
+    print(f"cards: {args.run_dir / 'cards.json'}  report: {args.run_dir / 'report.md'}")
+    if m.counted < m.planned:
+        print(f"incomplete: {m.planned - m.counted} planned key(s) have no verdict yet; run the "
+              "missing shards, or `babelrun audit MANIFEST` to finish them here", file=sys.stderr)
+        return 1
+    return 0
 
 
 def stats_table(stats) -> str:
@@ -278,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     _lean_arrow()
-    handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact,
+    handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact, "merge": _merge,
                "bench-judge": _bench_judge, "languages": _languages,
                "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
                "diff": _diff}[args.command]

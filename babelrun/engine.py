@@ -178,7 +178,7 @@ class JudgeRunner:
     ``bench-judge``, so that measuring goes through the same path as auditing."""
 
     judge: Judge
-    account: limits.Account
+    account: limits.Budget
     gate: limits.AdaptiveConcurrency | FixedConcurrency
     state: JudgeState
 
@@ -210,7 +210,7 @@ class JudgeRunner:
         budget per call at 5,000 calls/s, and most calls succeed first time.
         """
         estimate = (limits.estimate_tokens(request.messages, self.judge.spec.max_tokens)
-                    if self.account.tokens is not None else 0)
+                    if self.account.tpm is not None else 0)
         try:
             reply, latency = await self._attempt(request, estimate)
             return build.ok_record(self.judge, request, reply, 1, latency)
@@ -276,9 +276,12 @@ class JudgeRunner:
         localized = self.judge.spec.prompt_language == "item"
         jid = self.judge.judge_id
         check = len(done) > 0
+        sharded = plan.shard is not None
         async with send:
             for item in plan.items():
                 for order in ORDERS:
+                    if sharded and not plan.wants(jid, item.item_id, order):
+                        continue
                     if check and done.contains(jid, item.item_id, order):
                         continue
                     if wanted is not None and not wanted.contains(jid, item.item_id, order):
@@ -337,15 +340,21 @@ async def _signals(on_first, on_second) -> None:
 
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter, *,
               progress: Progress | None = None, handle_signals: bool = True,
-              wanted: DoneSet | None = None) -> EngineResult:
-    """Judge every planned (judge, item, order) whose key is not in ``done`` — and, when
-    ``wanted`` is given, is in it (a cascade's escalations to its strong judge)."""
-    accounts = limits.accounts([j.spec for j in judges])
+              wanted: DoneSet | None = None,
+              accounts: dict[str, limits.Budget] | None = None) -> EngineResult:
+    """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
+    shard, when it is one) — and, when ``wanted`` is given, is in it (a cascade's escalations
+    to its strong judge). ``accounts``: each judge's budget by judge name, when it is held
+    elsewhere (the Ray executor's shared budget); by default one ``limits.Account`` per
+    provider account, in this process."""
+    accounts = accounts or limits.accounts([j.spec for j in judges])
 
     def state(j: Judge) -> JudgeState:
         if wanted is None:
-            return JudgeState(j.spec.name, j.judge_id, plan.calls_per_judge, plan.done_count(j.judge_id, done))
+            return JudgeState(j.spec.name, j.judge_id, plan.calls_for(j.judge_id), plan.done_count(j.judge_id, done))
         keys = wanted.keys(j.judge_id)
+        if plan.shard is not None:
+            keys = keys[plan.shard.mask(j.judge_id, keys)]
         return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys))
 
     runs = [

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from typing import Protocol
 
 import anyio
 from aiolimiter import AsyncLimiter
@@ -64,6 +65,20 @@ def _request_bucket(rpm: float | None) -> AsyncLimiter | None:
     return AsyncLimiter(depth, depth * 60.0 / per_minute)
 
 
+class Budget(Protocol):
+    """What the engine asks of an account's budget. ``Account`` holds it in this process; the
+    Ray executor's ``cluster.RemoteAccount`` asks an actor holding an ``Account`` for all
+    workers. ``tpm`` is None when tokens are not limited (no estimate is then made)."""
+
+    tpm: float | None
+
+    async def admit(self, estimated_tokens: int) -> int: ...
+
+    async def settle(self, reserved: int, used: int | None) -> None: ...
+
+    def pause(self, seconds: float) -> None: ...
+
+
 class Account:
     """The shared budget of one provider account."""
 
@@ -72,14 +87,14 @@ class Account:
         self.rpm, self.tpm = rpm, tpm
         self.requests = _request_bucket(rpm)
         self.tokens: TokenLimiter | None = _bucket(tpm, max(1.0, (tpm or 0) / 60.0), TokenLimiter)
-        self._paused_until = 0.0
+        self.paused_until = 0.0
 
     def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
 
     async def admit(self, estimated_tokens: int) -> int:
         """Wait for the account's budget; returns the tokens actually reserved."""
-        while (wait := self._paused_until - time.monotonic()) > 0:
+        while (wait := self.paused_until - time.monotonic()) > 0:
             await anyio.sleep(wait)
         if self.requests is not None:
             await self.requests.acquire()
@@ -114,13 +129,25 @@ def _smaller(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def accounts(specs: list[JudgeSpec]) -> dict[str, Account]:
-    """Judge name -> its account, one Account object per distinct account key."""
+def account_limits(specs: list[JudgeSpec]) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+    """Account key -> its (rpm, tpm): the smallest its judges state."""
     limits: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     for spec in specs:
         rpm, tpm = limits.get(account_key(spec), (None, None))
         limits[account_key(spec)] = (_smaller(rpm, spec.rate_limit.rpm), _smaller(tpm, spec.rate_limit.tpm))
-    shared = {key: Account(key, rpm, tpm) for key, (rpm, tpm) in limits.items()}
+    return limits
+
+
+def _share(limit: float | None, share: float) -> float | None:
+    return None if limit is None else limit * share
+
+
+def accounts(specs: list[JudgeSpec], share: float = 1.0) -> dict[str, Account]:
+    """Judge name -> its account, one Account object per distinct account key. ``share``:
+    the fraction of each account's limits this process may use (a shard of N run outside
+    Ray takes 1/N, so that N shards side by side stay within the account)."""
+    shared = {key: Account(key, _share(rpm, share), _share(tpm, share))
+              for key, (rpm, tpm) in account_limits(specs).items()}
     return {spec.name: shared[account_key(spec)] for spec in specs}
 
 

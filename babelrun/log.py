@@ -16,13 +16,30 @@ off before the next run appends, and the key is judged again. Rotation happens b
 batches, so a segment can pass ``segment_bytes`` by one batch. Errors are recorded but are
 never done: a resume retries them.
 
-Only one process writes a run directory at a time (``RunLock``); shards of one plan in
-several processes are a later addition and will each take their own lock scope.
+Shards and locking. A plan splits by key into N shards (``Shard``: a hash of (judge_id,
+item_id, order) mod N), and several processes may write one run directory at once, each
+running its own shard. ``RunLock`` is an ``flock`` on ``RUN_DIR/lock`` taken in one of
+three ways:
+
+- a whole-run ``audit`` (and ``merge``) takes it **exclusive**: no other writer is alive,
+  so it may repair every segment;
+- a shard takes it **shared**, plus an exclusive lock on ``RUN_DIR/locks/s<i>of<N>``: shards
+  run side by side, a whole-run audit or merge is refused while any of them runs,
+  and two processes never run the same shard. A shard's segments are named after it
+  (``s<i>of<N>-host-pid-…``), and it repairs only those: under its own exclusive lock their
+  writers are all dead, while other shards' segments may have live writers;
+- the Ray driver takes it **shared** only; its workers lock their shards.
+
+Readers never need a repair: they leave out a torn last line (a live writer's, or a dead
+one's that no repair has cut yet). The kernel drops a lock when its process dies, however
+it dies; on shared storage across hosts, ``flock`` must reach the server (NFSv4 and Lustre
+do; otherwise give each host its own shards and never run one shard twice).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import io
 import os
@@ -89,11 +106,15 @@ def segments(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "log").glob("*.jsonl"))
 
 
-def repair(run_dir: Path) -> int:
-    """Cut a torn (unterminated) last line off every segment, and delete empty segments.
-    Returns the bytes removed. Runs under the run lock: no segment has a live writer."""
+def repair(run_dir: Path, shard: Shard | None = None) -> int:
+    """Cut a torn (unterminated) last line off every segment (only ``shard``'s, when given),
+    and delete empty segments. Returns the bytes removed. Runs under the run lock (or the
+    shard's): none of the segments it touches has a live writer."""
     removed = 0
+    prefix = f"{shard.tag}-" if shard is not None else ""
     for seg in segments(run_dir):
+        if not seg.name.startswith(prefix):
+            continue
         size = seg.stat().st_size
         if size == 0:
             seg.unlink()  # a writer killed before its first record
@@ -305,22 +326,88 @@ class DoneSet:
         keys = self._keys.get(judge_id)
         if keys is None or not item_ids:
             return 0
-        items = np.array([item_bits(i) for i in item_ids], dtype=np.uint64)
-        wanted = np.concatenate([_key_bits(items, np.zeros(len(items), bool)),
-                                 _key_bits(items, np.ones(len(items), bool))])
+        return self.count_keys(judge_id, plan_keys(item_ids))
+
+    def count_keys(self, judge_id: str, wanted: np.ndarray) -> int:
+        """How many of these 61-bit keys are done for this judge."""
+        keys = self._keys.get(judge_id)
+        if keys is None or not len(wanted):
+            return 0
         return int(np.isin(wanted, keys).sum())
 
     def keys(self, judge_id: str) -> np.ndarray:
         """This judge's keys, sorted."""
         return self._keys.get(judge_id, np.zeros(0, dtype=np.uint64))
 
-    def count_keys(self, judge_id: str, keys: np.ndarray) -> int:
-        """How many of these 61-bit keys are in the set for this judge."""
-        return int(np.isin(keys, self.keys(judge_id)).sum())
-
     @property
     def nbytes(self) -> int:
         return sum(k.nbytes for k in self._keys.values())
+
+
+# ---- shards -------------------------------------------------------------------------------
+
+_MASK64 = (1 << 64) - 1
+
+
+@functools.lru_cache(maxsize=64)
+def _judge_word(judge_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(judge_id.encode(), digest_size=8).digest(), "little")
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finalizer: every input bit moves every output bit, so ``mod N`` is even."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _mix_array(x: np.ndarray) -> np.ndarray:
+    """``_mix`` over a uint64 array (NumPy's uint64 products wrap modulo 2**64, as wanted)."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+class Shard(msgspec.Struct, frozen=True):
+    """Shard ``index`` of ``count``: the keys whose mixed (judge_id, item_id, order) word is
+    ``index`` mod ``count``. The word is the done-set's 61-bit key XOR 64 bits of the judge
+    id, so a key's shard is the same on every machine and in every run."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"i/N"`` with 0 <= i < N."""
+        try:
+            i, n = (int(part) for part in text.split("/"))
+        except ValueError:
+            raise UserError(f"--shard {text!r}: expected i/N, e.g. 0/4") from None
+        if not 0 <= i < n:
+            raise UserError(f"--shard {text!r}: need 0 <= i < N")
+        return cls(i, n)
+
+    @property
+    def tag(self) -> str:
+        return f"s{self.index}of{self.count}"
+
+    def contains(self, judge_id: str, item_id: str, order: str) -> bool:
+        key = (item_bits(item_id) << 1) | (order == "pert_first")
+        return _mix(key ^ _judge_word(judge_id)) % self.count == self.index
+
+    def mask(self, judge_id: str, keys: np.ndarray) -> np.ndarray:
+        """Which of these 61-bit keys (``_key_bits``) of one judge are in this shard."""
+        words = keys.astype(np.uint64) ^ np.uint64(_judge_word(judge_id))
+        return _mix_array(words) % np.uint64(self.count) == np.uint64(self.index)
+
+
+def plan_keys(item_ids: list[str]) -> np.ndarray:
+    """The 61-bit keys of these items in both orders (ref_first, then pert_first)."""
+    items = np.array([item_bits(i) for i in item_ids], dtype=np.uint64)
+    return np.concatenate([_key_bits(items, np.zeros(len(items), bool)),
+                           _key_bits(items, np.ones(len(items), bool))])
 
 
 def final_records(records: Iterable[Record]) -> list[Record]:
@@ -336,12 +423,14 @@ class LogWriter:
     """Appends records to this process's own segments. One task owns it (the engine's writer)."""
 
     def __init__(self, run_dir: Path, *, fsync: Literal["interval", "batch"] = "interval",
-                 fsync_interval: float = 1.0, segment_bytes: int = 16 << 20):
+                 fsync_interval: float = 1.0, segment_bytes: int = 16 << 20,
+                 shard: Shard | None = None):
         self.run_dir = run_dir
         self._dir = run_dir / "log"
         self._dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        self._stem = f"{socket.gethostname()}-{os.getpid()}-{stamp}"
+        owner = f"{shard.tag}-" if shard is not None else ""  # a shard repairs only its own
+        self._stem = f"{owner}{socket.gethostname()}-{os.getpid()}-{stamp}"
         self._fsync_every_batch = fsync == "batch"
         self._fsync_interval = fsync_interval
         self._segment_bytes = segment_bytes
@@ -398,33 +487,50 @@ class LogWriter:
 
 
 class RunLock:
-    """An exclusive ``flock`` on ``RUN_DIR/lock``: one writing process per run directory.
+    """The run directory's lock (see the module docstring): ``flock`` on ``RUN_DIR/lock``,
+    exclusive for a whole-run audit, shared for a shard (which also locks
+    ``RUN_DIR/locks/<shard tag>`` exclusively) or for the Ray driver (``shared=True``).
 
-    The kernel drops the lock when the process dies, however it dies, so a killed run never
-    leaves a stale lock behind. The file names the holder for the error message.
+    The kernel drops the locks when the process dies, however it dies, so a killed run never
+    leaves a stale lock behind. Each lock file names its holder for the error message.
     """
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, shard: Shard | None = None, *, shared: bool = False):
         self.path = run_dir / "lock"
-        self._fd = -1
+        self.shard = shard
+        self.shared = shared or shard is not None
+        self._fds: list[int] = []
 
-    def __enter__(self) -> RunLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def _take(self, path: Path, mode: int, busy: str) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise UserError(
-                f"{self.path.parent} is in use by {holder}; wait for it to finish, or give "
-                "this audit another output_dir"
-            ) from None
+            self.__exit__()
+            raise UserError(busy.format(holder=holder)) from None
+        self._fds.append(fd)
+        # Name the holder; shared holders overwrite each other, and any of them will do.
+        kind = "shards, e.g. " if mode == fcntl.LOCK_SH else ""
         os.ftruncate(fd, 0)
-        os.write(fd, f"babelrun pid {os.getpid()} on {socket.gethostname()}\n".encode())
-        self._fd = fd
+        os.pwrite(fd, f"babelrun {kind}pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+
+    def __enter__(self) -> RunLock:
+        where = self.path.parent
+        if not self.shared:
+            self._take(self.path, fcntl.LOCK_EX, f"{where} is in use by {{holder}}; wait for it to "
+                       "finish, or give this audit another output_dir")
+            return self
+        self._take(self.path, fcntl.LOCK_SH, f"{where} is in use by {{holder}} (a whole-run audit "
+                   "or merge); wait for it to finish")
+        if self.shard is not None:
+            (where / "locks").mkdir(exist_ok=True)
+            self._take(where / "locks" / self.shard.tag, fcntl.LOCK_EX,
+                       f"shard {self.shard.index}/{self.shard.count} of {where} is already running "
+                       "in {holder}")
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)  # closing releases the lock
-            self._fd = -1
+        while self._fds:
+            os.close(self._fds.pop())  # closing releases the lock

@@ -28,6 +28,8 @@ DEFAULT_SEVERITIES = (0.3, 0.6)
 # Backends whose replies carry token log-probabilities (soft verdicts).
 SOFT_BACKENDS = ("openai", "vllm", "llamacpp_server", "together", "deepseek", "openrouter", "fireworks",
                  "llamacpp", "simulated")
+# Backends that run the model in this process (``replicas`` makes Ray actors of them).
+IN_PROCESS_BACKENDS = ("simulated", "llamacpp", "mlx")
 # Backends whose provider offers a batch API (babelrun/batches.py).
 BATCH_BACKENDS = ("openai", "anthropic")
 
@@ -229,6 +231,9 @@ class JudgeSpec(_Spec):
     max_wait_ms: Annotated[float, msgspec.Meta(ge=0)] = 20.0  # how long the first one waits
     threads: PositiveInt | None = None  # CPU threads (llama.cpp's default when unset)
     context: PositiveInt = 4096  # context window, tokens
+    # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
+    # each hold the model and serve every worker's calls in micro-batches.
+    replicas: PositiveInt = 1
     simulated: SimulatedKnobs | None = None
     # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
     # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
@@ -319,6 +324,16 @@ class LogSpec(_Spec):
     segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 16.0
 
 
+class RaySpec(_Spec):
+    """The Ray executor (``executor: ray``; see babelrun/cluster.py). The run directory must
+    be on storage every worker can write (one machine, or a shared file system)."""
+
+    address: str | None = None  # an existing cluster ("auto", "ray://head:10001"); unset: start one here
+    workers: PositiveInt = 2  # shards of the plan, one Ray task each
+    max_retries: Annotated[int, msgspec.Meta(ge=0)] = 3  # reschedules of a shard whose worker died
+    num_cpus: Annotated[float, msgspec.Meta(ge=0)] = 1.0  # CPUs a worker reserves
+
+
 class Manifest(_Spec):
     name: str
     judges: list[JudgeSpec]
@@ -331,6 +346,8 @@ class Manifest(_Spec):
     seed: int = 0
     scoring: ScoringSpec = ScoringSpec()
     log: LogSpec = LogSpec()
+    executor: Literal["local", "ray"] = "local"  # ray: the plan's shards run on Ray workers
+    ray: RaySpec = RaySpec()
 
     @property
     def run_dir(self) -> Path:
@@ -542,6 +559,9 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
     if judge.batch and judge.backend not in BATCH_BACKENDS:
         raise ManifestError(f"{where}.batch", f"the {judge.backend} backend has no batch API "
                                               f"(batch: {', '.join(BATCH_BACKENDS)})")
+    if judge.replicas > 1 and judge.backend not in IN_PROCESS_BACKENDS:
+        raise ManifestError(f"{where}.replicas", f"only in-process judges have replicas "
+                                                 f"({', '.join(IN_PROCESS_BACKENDS)}); scale a remote one with concurrency")
     if judge.batch and judge.soft:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     if judge.backend == "simulated":

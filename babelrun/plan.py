@@ -8,16 +8,21 @@ already items, they are audited as ``pairs:<set>`` and counted as emitted; so ar
 parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbation>``) and
 translation tie probes. Agent trajectories (``babelrun.agentic``) follow the text items:
 perturbed and no-op-guarded on their serialised form, audited as ``agent:<perturbation>``.
+
+A plan can be narrowed to one shard (``sharded``): the keys of shard i of N (``log.Shard``),
+judged by one process of several; the union of the N shards is the plan. Each shard still
+walks every item (perturbing is cheap) and skips the keys of the others.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 from . import agentic, corpus, languages
 from .items import Item, PerturbationAudit, audit_counts, generate, pair_item
 from .judges import ORDERS
-from .log import DoneSet
+from .log import DoneSet, Shard, plan_keys
 from .manifest import AgenticSpec, Manifest, ParallelSpec
 from .parallel import aligned, code_switched, tie_probe
 
@@ -48,6 +53,7 @@ class Plan:
             cells.append(((item.lang, item.perturbation, item.severity), True))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
+        self.shard: Shard | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
@@ -85,6 +91,26 @@ class Plan:
                 yield item
         yield from self._ready_items()
 
+    def sharded(self, shard: Shard | None) -> Plan:
+        """This plan narrowed to one shard's keys (the same references: nothing is copied)."""
+        narrowed = copy.copy(self)
+        narrowed.shard = shard
+        return narrowed
+
+    def wants(self, judge_id: str, item_id: str, order: str) -> bool:
+        """Whether the key is this plan's to judge (always, unless the plan is a shard)."""
+        return self.shard is None or self.shard.contains(judge_id, item_id, order)
+
+    def _keys(self, judge_id: str):
+        keys = plan_keys(self.item_ids)
+        return keys if self.shard is None else keys[self.shard.mask(judge_id, keys)]
+
+    def calls_for(self, judge_id: str) -> int:
+        """This judge's planned keys (in this shard, when the plan is one)."""
+        return self.calls_per_judge if self.shard is None else len(self._keys(judge_id))
+
     def done_count(self, judge_id: str, done: DoneSet) -> int:
         """How many of this judge's planned keys already have an ``ok`` record."""
-        return done.count(judge_id, self.item_ids)
+        if self.shard is None:
+            return done.count(judge_id, self.item_ids)
+        return done.count_keys(judge_id, self._keys(judge_id))

@@ -4,13 +4,17 @@ The run directory holds ``run.yaml`` (the resolved manifest, judge ids, babelrun
 ``plan.json`` (the perturbation audit of the plan), ``log/*.jsonl`` (the source of truth),
 ``judgements.parquet``, ``cards.json``, ``report.md`` and ``stats.json``. Running the same
 manifest again judges only the keys without an ``ok`` record; a changed manifest adds only
-its new keys. Cards cover every record in the run directory. One process at a time writes a
-run directory (``log.RunLock``).
+its new keys. Cards cover every record in the run directory.
+
+``audit(..., shard=Shard(i, N))`` judges one shard's keys and writes no cards; shards run
+side by side in separate processes (``log.RunLock``'s shared mode), and ``merge_run``
+unifies them. ``executor: ray`` hands the shards to Ray workers (``cluster.py``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -18,9 +22,21 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import __version__, compact, composite, corpus, engine, items, judges, log, report, score
+from . import (
+    __version__,
+    compact,
+    composite,
+    corpus,
+    engine,
+    items,
+    judges,
+    limits,
+    log,
+    report,
+    score,
+)
 from .errors import UserError
-from .manifest import Manifest
+from .manifest import JudgeSpec, Manifest
 from .plan import Plan
 from .progress import Progress
 
@@ -62,7 +78,8 @@ class AuditResult(msgspec.Struct):
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    # The temporary name is the writer's own: shards write run.yaml and plan.json side by side.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
@@ -72,63 +89,138 @@ def run_info(manifest: Manifest) -> RunInfo:
     return RunInfo(__version__, ids, manifest)
 
 
-def _prepare(run_dir: Path) -> None:
+def prepare_dir(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create output directory {run_dir}: {e.strerror}") from None
 
 
-def audit(manifest: Manifest, *, progress: Progress | None = None,
-          handle_signals: bool = True) -> AuditResult:
+def write_run_files(manifest: Manifest, plan: Plan) -> None:
+    """run.yaml and plan.json: the same bytes from every process of one run."""
     run_dir = manifest.run_dir
-    plan = Plan.from_manifest(manifest)
-    _prepare(run_dir)
-    with log.RunLock(run_dir):
-        _write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
-        _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
-        log.repair(run_dir)
-        done = log.DoneSet.from_log(run_dir)
-        backends = [judges.build(spec, manifest.seed) for spec in manifest.judges]
-        cfg = manifest.log
-        writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
-                               segment_bytes=int(cfg.segment_mb * (1 << 20)))
-        try:
-            outcome = _judge(backends, plan, done, writer, manifest, progress, handle_signals)
-        finally:
-            writer.close()
-        stats = RunStats(round(outcome.elapsed_s, 3), outcome.interrupted,
-                         [s.stats() for s in outcome.judges])
-        _write_atomic(run_dir / "stats.json", msgspec.json.format(msgspec.json.encode(stats), indent=2))
-        result = AuditResult(
-            run_dir=str(run_dir), planned_calls=sum(s.planned for s in outcome.judges),
-            already_done=sum(s.done_before for s in outcome.judges), new_records=outcome.written,
-            interrupted=outcome.interrupted, stop_reasons=outcome.stop_reasons,
-            failed_calls=sum(s.remaining for s in outcome.judges), stats=stats,
-        )
-        if not outcome.interrupted:
-            result.cards = score_run(run_dir)
-    return result
+    _write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
+    _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
+
+
+def check_shardable(manifest: Manifest) -> None:
+    for i, spec in enumerate(manifest.judges):
+        if spec.batch:  # its pending-batch file is one per judge, not per shard
+            raise UserError(f"judges[{i}] ({spec.name!r}) uses a provider batch (batch: true), which "
+                            "cannot be split into shards; audit it without --shard or the Ray executor")
+        if spec.calls == "escalations":  # its keys depend on other judges' records, in every shard
+            raise UserError(f"judges[{i}] ({spec.name!r}) is called on escalations only, which needs the "
+                            "whole run's cheap-judge records; audit it without --shard or the Ray executor")
+
+
+def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budget] | None = None,
+              progress: Progress | None = None, handle_signals: bool = True,
+              build: Callable[[JudgeSpec, int], judges.Judge] = judges.build) -> engine.EngineResult:
+    """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
+    process's own segments. The caller holds the run lock in the matching mode. ``build``
+    makes each judge's backend (the Ray executor's replicas stand in for local models)."""
+    run_dir, shard = manifest.run_dir, plan.shard
+    log.repair(run_dir, shard)
+    done = log.DoneSet.from_log(run_dir)
+    backends = [build(spec, manifest.seed) for spec in manifest.judges]
+    cfg = manifest.log
+    writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
+                           segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
+    try:
+        return _judge(backends, plan, done, writer, manifest, progress=progress,
+                      handle_signals=handle_signals, accounts=accounts)
+    finally:
+        writer.close()
 
 
 def _judge(backends: list, plan: Plan, done: log.DoneSet, writer: log.LogWriter, manifest: Manifest,
-           progress: Progress | None, handle_signals: bool) -> engine.EngineResult:
+           **options) -> engine.EngineResult:
     """The engine over every judge, in two phases when a cascade's strong judge is called
     on escalations only: first every other judge, then the strong judges on what the cheap
     judges' records escalate (recomputed from the log, so a resumed run asks the same)."""
     first = [b for b in backends if b.spec.calls == "all"]
     later = [b for b in backends if b.spec.calls == "escalations"]
-    outcome = anyio.run(lambda: engine.run(first, plan, done, writer, progress=progress,
-                                           handle_signals=handle_signals))
+    outcome = anyio.run(lambda: engine.run(first, plan, done, writer, **options))
     if not later or outcome.interrupted:
         return outcome
     data = compact.load(manifest.run_dir, composite.COLUMNS)
     ids = run_info(manifest).judge_ids
     wanted = log.DoneSet(composite.escalations(data, manifest.composites, ids, {b.spec.name for b in later}))
-    second = anyio.run(lambda: engine.run(later, plan, done, writer, progress=progress,
-                                          handle_signals=handle_signals, wanted=wanted))
+    second = anyio.run(lambda: engine.run(later, plan, done, writer, wanted=wanted, **options))
     return engine.EngineResult(outcome.judges + second.judges, second.interrupted, second.written,
                                outcome.elapsed_s + second.elapsed_s)
+
+
+def result_of(run_dir: Path, states: list[engine.JudgeState], *, written: int, interrupted: bool,
+              elapsed_s: float) -> AuditResult:
+    stats = RunStats(round(elapsed_s, 3), interrupted, [s.stats() for s in states])
+    return AuditResult(
+        run_dir=str(run_dir), planned_calls=sum(s.planned for s in states),
+        already_done=sum(s.done_before for s in states), new_records=written,
+        interrupted=interrupted, stop_reasons=[s.stopped for s in states if s.stopped],
+        failed_calls=sum(s.remaining for s in states), stats=stats,
+    )
+
+
+def write_stats(run_dir: Path, stats: RunStats, name: str = "stats.json") -> None:
+    _write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(stats), indent=2))
+
+
+def audit(manifest: Manifest, *, progress: Progress | None = None,
+          handle_signals: bool = True, shard: log.Shard | None = None) -> AuditResult:
+    """Run (or resume) the audit; with ``shard``, only that shard's keys, and no cards (the
+    last shard to finish does not know it is the last: ``merge`` scores the union)."""
+    if manifest.executor == "ray" and shard is None:
+        from . import cluster
+
+        return cluster.audit(manifest, progress=progress)
+    if shard is not None:
+        check_shardable(manifest)
+    for i, spec in enumerate(manifest.judges):
+        if spec.replicas > 1:
+            raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
+                            "(or --executor ray)")
+    run_dir = manifest.run_dir
+    plan = Plan.from_manifest(manifest).sharded(shard)
+    prepare_dir(run_dir)
+    with log.RunLock(run_dir, shard):
+        write_run_files(manifest, plan)
+        # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
+        accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
+        outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals)
+        result = result_of(run_dir, outcome.judges, written=outcome.written,
+                           interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
+        write_stats(run_dir, result.stats, "stats.json" if shard is None else f"stats.{shard.tag}.json")
+        if not outcome.interrupted and shard is None:
+            result.cards = score_run(run_dir)
+    return result
+
+
+class MergeResult(msgspec.Struct, frozen=True):
+    segments: int
+    ok_records: int  # ok records in the log, repeats included
+    counted: int  # keys counted once each
+    planned: int
+    cards: score.Cards
+
+
+def merge_run(run_dir: Path) -> MergeResult:
+    """Unify a run directory's segments (every shard's) into judgements.parquet and cards:
+    repair torn lines, count each key's first ``ok`` record once. Idempotent. Takes the
+    run lock exclusively, so it refuses while any shard is still writing."""
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    with log.RunLock(run_dir):
+        log.repair(run_dir)
+        done = log.DoneSet.from_log(run_dir)
+        plan = Plan.from_manifest(info.manifest)
+        every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
+        planned = plan.calls_per_judge * len(every_key)
+        counted = sum(plan.done_count(jid, done) for jid in every_key)
+        keys = log.read_table(run_dir, log.DoneSet._KEYS)
+        ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
+        cards = score_run(run_dir)
+    return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards)
 
 
 def read_run_info(run_dir: Path) -> RunInfo:

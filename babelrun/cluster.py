@@ -1,0 +1,325 @@
+"""The Ray executor (``executor: ray``): the plan's shards on Ray workers, one shared budget.
+
+    driver ──┬─ budget actor per provider account  (holds a ``limits.Account``)
+             └─ shard task × workers ── run.run_shard(plan.sharded(i/N))
+                                        (the same async engine; its own log segments)
+
+The driver builds the plan once and hands it to every task (``ray.put``); it holds the run
+directory's lock shared, and each task locks its shard (``log.RunLock``). Records go
+straight from each worker to its own segments (``s<i>of<N>-host-pid-…jsonl``) in the run
+directory, which must therefore be on storage every worker can write: one machine, or a
+shared file system with working ``flock``. Nothing crosses Ray but the plan, budget calls
+and each shard's final counters, so the driver is no bottleneck and a dead driver loses no
+verdict.
+
+A worker that dies (killed, OOM, node lost) has its task rescheduled by Ray
+(``ray.max_retries``); the new attempt takes the shard's lock, cuts its shard's torn lines
+and judges only the keys without a verdict, as a resumed local audit does. The log is the
+same either way, so a run started on Ray can be finished by a local ``babelrun audit`` and
+vice versa. Counters of an attempt that died are lost with it (``stats.json`` covers the
+attempts that finished).
+
+Rate limits: every worker's engine asks one actor per provider account (``BudgetActor``)
+for admission, so N workers together keep to the account's requests/min and tokens/min;
+the actor runs the very ``limits.Account`` a local run uses. A Retry-After pause reaches
+every worker through it.
+
+Replicas: an in-process judge (llama.cpp, MLX, simulated) with ``replicas: N`` is N actors
+(``ReplicaActor``), each holding the model and reserving ``threads`` CPUs; every worker's
+engine sends its calls to the least busy one (``ReplicaPool``), where the backend's
+micro-batcher batches the calls that arrive together. A replica that dies is restarted by
+Ray and its calls are retried.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import anyio
+import msgspec
+
+from . import judges, limits, log, run
+from .errors import UserError
+from .judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .manifest import JudgeSpec, Manifest
+from .plan import Plan
+from .progress import Progress
+
+INSTALL = "executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"
+
+
+class Interrupted(UserError):
+    """Ctrl-C at the driver: the shards are cancelled, and the run resumes like any other."""
+
+    exit_code = 130
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError(INSTALL) from None
+    return ray
+
+
+class BudgetActor:
+    """One provider account's budget for every worker (a Ray async actor)."""
+
+    def __init__(self, key: tuple[str, str], rpm: float | None, tpm: float | None):
+        self.account = limits.Account(key, rpm, tpm)
+
+    async def admit(self, estimated_tokens: int) -> int:
+        return await self.account.admit(estimated_tokens)
+
+    async def settle(self, reserved: int, used: int | None) -> None:
+        await self.account.settle(reserved, used)
+
+    async def pause(self, seconds: float) -> None:
+        self.account.pause(seconds)
+
+    async def paused_for(self) -> float:
+        """Seconds the account stays paused (relative: the workers' clocks are not ours)."""
+        return max(0.0, self.account.paused_until - time.monotonic())
+
+
+class RemoteAccount:
+    """``limits.Budget`` on a ``BudgetActor``. With a limit, one round trip per admission
+    (two when tokens are limited): the actor paces every worker's calls. Without one, there
+    is nothing to pace, only Retry-After pauses to share: admissions stay local and ask the
+    actor at most every ``poll_s`` whether another worker has paused the account (a
+    ~2 ms round trip per call would otherwise cost CPU for nothing)."""
+
+    def __init__(self, actor, rpm: float | None, tpm: float | None, poll_s: float = 0.25):
+        self._actor = actor
+        self.rpm, self.tpm = rpm, tpm
+        self._paced = rpm is not None or tpm is not None
+        self._poll_s = poll_s
+        self._polled = -math.inf
+        self._paused_until = 0.0
+
+    async def admit(self, estimated_tokens: int) -> int:
+        if self._paced:
+            return await self._actor.admit.remote(estimated_tokens)
+        now = time.monotonic()
+        if now - self._polled >= self._poll_s:
+            self._polled = now
+            self._paused_until = max(self._paused_until, now + await self._actor.paused_for.remote())
+        while (wait := self._paused_until - time.monotonic()) > 0:
+            await anyio.sleep(wait)
+        return 0
+
+    async def settle(self, reserved: int, used: int | None) -> None:
+        if self.tpm is not None and used is not None:
+            await self._actor.settle.remote(reserved, used)
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        # A message, not a task: the actor applies it in order with the admissions after it.
+        self._actor.pause.remote(seconds)
+
+
+# ---- replicas of in-process judges ----------------------------------------------------------
+
+
+class _Failure(msgspec.Struct, frozen=True):
+    """A judge error sent back from a replica as a value: our error classes take keyword
+    parts that pickling an exception would lose."""
+
+    severity: str  # retryable | rejected | fatal
+    kind: str
+    message: str
+    retry_after: float | None = None
+
+    def error(self) -> Exception:
+        if self.severity == "retryable":
+            return RetryableError(self.kind, self.message, self.retry_after)
+        return (RejectedError if self.severity == "rejected" else FatalJudgeError)(self.kind, self.message)
+
+
+class ReplicaActor:
+    """One replica of an in-process judge (a Ray async actor): it holds the model and serves
+    calls from every worker; the backend's own micro-batcher gathers the calls that arrive
+    together into one batch, as it does in a local run."""
+
+    def __init__(self, spec: JudgeSpec, seed: int):
+        self.backend = judges.build(spec, seed)
+        self.served = 0
+
+    async def call(self, request: JudgeRequest) -> JudgeReply | _Failure:
+        self.served += 1
+        try:
+            return await self.backend.judge(request)
+        except RetryableError as e:
+            return _Failure("retryable", e.kind, str(e), e.retry_after)
+        except RejectedError as e:
+            return _Failure("rejected", e.kind, str(e))
+        except FatalJudgeError as e:
+            return _Failure("fatal", e.kind, str(e))
+
+    async def count(self) -> int:
+        return self.served
+
+
+class ReplicaPool:
+    """A judge backend (``judges.Judge``) whose calls go to the least busy of its replicas
+    (as this worker sees them). A replica that died is a retryable error: the engine's retry
+    goes to another replica, or to the same one once Ray has restarted it."""
+
+    def __init__(self, spec: JudgeSpec, judge_id: str, actors: list):
+        self.spec, self.judge_id = spec, judge_id
+        self._actors = actors
+        self._busy = [0] * len(actors)
+        self._ray = require_ray()
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        i = min(range(len(self._actors)), key=self._busy.__getitem__)
+        self._busy[i] += 1
+        try:
+            reply = await self._actors[i].call.remote(request)
+        except self._ray.exceptions.RayActorError as e:
+            raise RetryableError("replica_died", f"replica {i} of {self.spec.name!r} died: {type(e).__name__}") from None
+        finally:
+            self._busy[i] -= 1
+        if isinstance(reply, _Failure):
+            raise reply.error()
+        return reply
+
+    async def aclose(self) -> None:
+        pass  # the driver ends the replicas when every shard is done
+
+
+def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
+    """Judge name -> its replica actors, for every judge with ``replicas`` > 1. Each reserves
+    the CPU threads its model uses."""
+    out = {}
+    for spec in manifest.judges:
+        if spec.replicas > 1:
+            actor = ray.remote(ReplicaActor).options(
+                num_cpus=spec.threads or 1, max_restarts=manifest.ray.max_retries,
+                max_concurrency=max(64, 4 * spec.batch_size))
+            out[spec.name] = [actor.remote(spec, manifest.seed) for _ in range(spec.replicas)]
+    # Wait until every replica is up: calls sent to one still starting would wait behind it
+    # while the first one up took nearly all the rest.
+    ray.get([a.count.remote() for actors in out.values() for a in actors])
+    return out
+
+
+def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
+               interval: float):
+    """A worker's task: one shard through the engine, under the shard's lock."""
+
+    def build(spec: JudgeSpec, seed: int):
+        if spec.name in replicas:
+            return ReplicaPool(spec, judges.judge_id(spec), replicas[spec.name])
+        return judges.build(spec, seed)
+
+    lims = limits.account_limits(manifest.judges)
+    accounts = {spec.name: RemoteAccount(budgets[limits.account_key(spec)], *lims[limits.account_key(spec)])
+                for spec in manifest.judges}
+    progress = Progress(stream=sys.stderr, interval=interval, live=False)
+    with log.RunLock(manifest.run_dir, shard):
+        outcome = run.run_shard(manifest, plan.sharded(shard), accounts=accounts, progress=progress,
+                                handle_signals=False, build=build)
+    return outcome.judges, outcome.written, outcome.interrupted
+
+
+def _combine(parts: list) -> list:
+    """Each judge's counters summed over the shards (latencies pooled for the percentiles)."""
+    merged = {}
+    for states in parts:
+        for s in states:
+            m = merged.get(s.judge_id)
+            if m is None:
+                merged[s.judge_id] = s
+                continue
+            for name in ("planned", "done_before", "ok", "failed", "calls", "retries", "rate_limited",
+                         "tokens_in", "tokens_out"):
+                setattr(m, name, getattr(m, name) + getattr(s, name))
+            m.errors.update(s.errors)
+            m.latencies.extend(s.latencies)
+            m.stopped = m.stopped or s.stopped
+    return list(merged.values())
+
+
+def _report_replicas(ray, replicas: dict[str, list], progress: Progress | None) -> None:
+    for name, actors in replicas.items():
+        served = ray.get([a.count.remote() for a in actors])
+        (progress or Progress()).note(f"judge {name!r}: {len(actors)} replicas served "
+                                      f"{', '.join(map(str, served))} calls")
+
+
+def _connect(ray, address: str | None) -> bool:
+    """Join the cluster at ``address`` (or start one here); returns whether we started the
+    connection (and so must end it). A caller that ran ``ray.init`` itself keeps its own."""
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, include_dashboard=False, log_to_driver=True)
+    return True
+
+
+def _gather(ray, refs: list) -> list:
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, UserError):  # e.g. a shard already running elsewhere
+            raise cause from None
+        raise
+    except KeyboardInterrupt:
+        for ref in refs:
+            ray.cancel(ref)  # the workers stop; what they wrote stays in their segments
+        raise Interrupted("interrupted: the log is intact; run the same command again to resume "
+                          "(on Ray, or locally with --executor local)") from None
+
+
+def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> list:
+    """Start the budgets and replicas, run every shard as a task, and end them all."""
+    spec = manifest.ray
+    owned = _connect(ray, spec.address)
+    budgets, replicas = {}, {}
+    try:
+        actor = ray.remote(BudgetActor).options(num_cpus=0, max_concurrency=10_000)
+        budgets = {key: actor.remote(key, rpm, tpm)
+                   for key, (rpm, tpm) in limits.account_limits(manifest.judges).items()}
+        replicas = _start_replicas(ray, manifest)
+        task = ray.remote(_run_shard).options(num_cpus=spec.num_cpus, max_retries=spec.max_retries)
+        plan_ref = ray.put(plan)
+        # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
+        interval = 10.0 if progress is None or progress.live else progress.interval
+        refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas, interval)
+                for i in range(spec.workers)]
+        parts = _gather(ray, refs)
+        _report_replicas(ray, replicas, progress)
+        return parts
+    finally:
+        for handle in [*budgets.values(), *(a for group in replicas.values() for a in group)]:
+            ray.kill(handle)
+        if owned:
+            ray.shutdown()
+
+
+def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditResult:
+    """The whole plan as ``ray.workers`` shards on Ray; cards when every shard is done."""
+    ray = require_ray()
+    run.check_shardable(manifest)
+    run_dir = manifest.run_dir
+    plan = Plan.from_manifest(manifest)
+    run.prepare_dir(run_dir)
+    started = time.monotonic()
+    with log.RunLock(run_dir, shared=True):
+        run.write_run_files(manifest, plan)
+        parts = _launch(ray, manifest, plan, progress)
+        states = _combine([states for states, _, _ in parts])
+        elapsed = time.monotonic() - started
+        for s in states:  # the run's clock is the driver's
+            s.started, s.ended = started, started + elapsed
+        interrupted = any(stopped for _, _, stopped in parts)
+        result = run.result_of(run_dir, states, written=sum(w for _, w, _ in parts),
+                               interrupted=interrupted, elapsed_s=elapsed)
+        run.write_stats(run_dir, result.stats)
+    if not interrupted:
+        # Every shard has ended; scoring needs no lock (readers leave torn lines out).
+        result.cards = run.score_run(run_dir)
+    return result
