@@ -244,3 +244,16 @@ def test_escalation_only_judges_must_be_a_cascades_strong_judge(tmp_path):
     path = write_manifest(tmp_path, judges, composites=[{"kind": "dual_order", "name": "d", "of": "b"}])
     with pytest.raises(ManifestError, match="only be a cascade's strong judge"):
         babelrun.load_manifest(path)
+
+
+def test_escalation_only_judges_need_the_whole_run(tmp_path):
+    from babelrun import run
+    from babelrun.errors import UserError
+    from babelrun.log import Shard
+
+    judges = [simulated("cheap"), {**simulated("strong"), "calls": "escalations"}]
+    path = write_manifest(tmp_path, judges, corpus=CORPUS, perturbations=PERTURBATIONS,
+                          composites=[{"kind": "cascade", "name": "k", "cheap": "cheap", "strong": "strong"}])
+    with pytest.raises(UserError, match="escalations only"):
+        run.audit(babelrun.load_manifest(path), shard=Shard(0, 2), handle_signals=False)
+    assert not (tmp_path / "run" / "log").exists()
