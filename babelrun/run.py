@@ -2,7 +2,8 @@
 
 The run directory holds ``run.yaml`` (the resolved manifest, judge ids, babelrun version),
 ``plan.json`` (the perturbation audit of the plan), ``log/*.jsonl`` (the source of truth),
-``judgements.parquet``, ``cards.json``, ``report.md`` and ``stats.json``. Running the same
+``judgements.parquet``, ``cards.json``, ``stats.json`` and the report (``report.md``,
+``report.html``, ``plots/``). Running the same
 manifest again judges only the keys without an ``ok`` record; a changed manifest adds only
 its new keys. Cards cover every record in the run directory. One process at a time writes a
 run directory (``log.RunLock``).
@@ -107,6 +108,9 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         )
         if not outcome.interrupted:
             result.cards = score_run(run_dir, manifest.scoring, manifest.seed)
+            # The full report (report.md with the leaderboard, report.html, plots/) from the
+            # log and the cards just scored.
+            report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result
 
 

@@ -1,0 +1,298 @@
+"""Everything a report shows, gathered once from run directories into typed structs.
+
+``gather`` reads each run directory's cards (given, or rebuilt from the log by
+``run.score_run``), ``run.yaml`` (judge identities), ``stats.json``, the counted records
+(served models, fingerprints, example failures with the judge's raw reply), the analyses'
+results where they were run (``calibration.json``, ``invariance.json``), and regenerates the
+handful of items the examples need from the run's resolved manifest (records hold no texts).
+Renderers (``markdown``, ``html``, ``plots``) only read a ``ReportData``; nothing here
+formats text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import compact
+from ..calibrate import Calibration
+from ..engine import JudgeStats
+from ..invariance import Invariance
+from ..score import Cards, JudgeCards
+from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend
+
+EXAMPLES_PER_MODE = 3
+# Failure modes, in the order the report shows them.
+MODES = {
+    "perturbed": "the judge chose the degraded answer",
+    "tie": "the judge said tie (the gold label is never a tie)",
+    "invalid": "the reply was not A, B or tie",
+    "order_flip": "the two slot orders gave different answers (an item-level position effect)",
+}
+_COLUMNS = ["judge_id", "judge", "item_id", "ref_id", "order", "lang", "perturbation", "severity",
+            "verdict", "slot", "raw", "served_model", "fingerprint"]
+
+
+class JudgeIdentity(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    run_dir: str
+    backend: str | None = None  # None: the judge is in the log but no longer in run.yaml
+    model: str | None = None
+    endpoint: str | None = None
+    prompt: str | None = None
+    prompt_version: int | None = None
+    prompt_language: str | None = None
+    served_models: list[str] = []  # as the provider reported them in the records
+    fingerprints: list[str] = []
+
+
+class Reply(msgspec.Struct, frozen=True):
+    order: str
+    slot: str | None
+    verdict: str | None
+    raw: str | None
+
+
+class Example(msgspec.Struct, frozen=True):
+    mode: str  # a key of MODES
+    judge: str
+    judge_id: str
+    item_id: str
+    lang: str
+    perturbation: str
+    severity: float
+    replies: list[Reply]
+    prompt: str | None = None  # None: the item's texts could not be regenerated
+    reference: str | None = None
+    perturbed: str | None = None
+
+
+class LogStats(msgspec.Struct, frozen=True):
+    """One judge's calls as the log records them (every process that wrote the run): the
+    same numbers however often the report is rebuilt. 429s and calls/s are not in records;
+    they come from stats.json, which describes the last audit process only."""
+
+    judge: str
+    judge_id: str
+    records: int
+    ok: int
+    errors: dict[str, int]  # error records by kind
+    calls: int              # attempts, retries included
+    retries: int
+    latency_ms: dict[str, float | None]  # p50 / p95 / p99 of the ok records
+    tokens_in: int
+    tokens_out: int
+
+
+class RunReport(msgspec.Struct, frozen=True):
+    run_dir: str
+    name: str
+    babelrun_version: str
+    cards: Cards
+    identities: list[JudgeIdentity]
+    log_stats: list[LogStats]
+    stats: list[JudgeStats]
+    elapsed_s: float | None
+    examples: list[Example]
+    texts_note: str | None  # why the examples' texts are missing, when they are
+    calibration: Calibration | None = None
+    invariance: Invariance | None = None
+
+
+class ReportData(msgspec.Struct, frozen=True):
+    runs: list[RunReport]
+    recommendations: list[Recommendation]
+    thresholds: Thresholds = THRESHOLDS
+
+    def judges(self) -> list[tuple[RunReport, JudgeCards]]:
+        """Every judge of every run (a judge id seen in an earlier run is not repeated)."""
+        seen, out = set(), []
+        for run in self.runs:
+            for jc in run.cards.judges:
+                if jc.judge_id not in seen:
+                    seen.add(jc.judge_id)
+                    out.append((run, jc))
+        return out
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return next((r.calibration for r in self.runs if r.calibration is not None), None)
+
+    @property
+    def invariance(self) -> list[Invariance]:
+        return [r.invariance for r in self.runs if r.invariance is not None]
+
+
+def _optional(path: Path, type_):
+    """A JSON file decoded as ``type_``, or None when absent or of another shape (written by
+    another babelrun version)."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=type_)
+    except (FileNotFoundError, msgspec.DecodeError):
+        return None
+
+
+def _plain(column) -> list:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    return array.to_pylist()
+
+
+def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
+    from ..judges.prompt import TEMPLATES
+
+    specs = {info.judge_ids.get(s.name): s for s in info.manifest.judges}
+    ids = dict(zip(_plain(records["judge_id"]), _plain(records["judge"]), strict=True))
+    for jid, spec in specs.items():
+        ids.setdefault(jid, spec.name)
+    out = []
+    for jid, name in sorted(ids.items(), key=lambda kv: (kv[1], kv[0])):
+        mine = records.filter(pc.equal(records["judge_id"].cast(pa.string()), jid))
+        served = sorted({v for v in _plain(mine["served_model"]) if v})
+        prints = sorted({v for v in _plain(mine["fingerprint"]) if v})
+        spec = specs.get(jid)
+        if spec is None:
+            out.append(JudgeIdentity(name, jid, str(run_dir), served_models=served, fingerprints=prints))
+            continue
+        template = TEMPLATES.get(spec.prompt)
+        out.append(JudgeIdentity(name, jid, str(run_dir), spec.backend, spec.model or None, spec.endpoint,
+                                 spec.prompt, template.version if template else None, spec.prompt_language,
+                                 served, prints))
+    return out
+
+
+def _pick(rows: list[dict], mode: str, n: int) -> list[list[dict]]:
+    """Up to ``n`` examples of ``mode`` for one judge, each the item's records (both orders);
+    chosen by item id (a content hash), so the same log always shows the same examples."""
+    by_item: dict[str, list[dict]] = {}
+    for r in rows:
+        by_item.setdefault(r["item_id"], []).append(r)
+    chosen = []
+    for item_id in sorted(by_item):
+        recs = sorted(by_item[item_id], key=lambda r: r["order"] != "ref_first")
+        verdicts = [r["verdict"] for r in recs]
+        if mode == "order_flip":
+            hit = len(recs) == 2 and verdicts[0] != verdicts[1] and set(verdicts) <= {"reference", "perturbed"}
+        else:
+            hit = mode in verdicts
+        if hit:
+            chosen.append(recs)
+            if len(chosen) == n:
+                break
+    return chosen
+
+
+def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
+    gold = records.filter(pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"]))))
+    rows = gold.select([c for c in _COLUMNS if c in gold.column_names]).to_pylist()
+    by_judge: dict[str, list[dict]] = {}
+    for r in rows:
+        by_judge.setdefault(r["judge_id"], []).append(r)
+    out = []
+    for jid in sorted(by_judge, key=lambda j: (by_judge[j][0]["judge"], j)):
+        for mode in MODES:
+            out += [(mode, recs) for recs in _pick(by_judge[jid], mode, n)]
+    return out
+
+
+def _texts(info, wanted: set[str], ref_ids: set[str], langs: set[str]):
+    """The wanted items, regenerated from the run's resolved manifest: only the references
+    they came from are perturbed again. Returns (item_id -> Item, note when unavailable)."""
+    from .. import corpus
+    from ..errors import UserError
+    from ..plan import Plan
+
+    manifest = info.manifest
+    try:
+        chosen = corpus.select(manifest)
+    except (UserError, OSError, ValueError) as e:
+        return {}, f"the corpus is no longer readable ({e}): texts unavailable, ids and raw replies only"
+    parallel = manifest.corpus.parallel
+    keep_langs = langs | ({parallel.pivot} if parallel else set())
+    refs = [r for r in chosen.references if (r.ref_id in ref_ids or not ref_ids) and r.lang in keep_langs]
+    pairs = [p for p in chosen.pairs if p.pair_id in ref_ids or not ref_ids]
+    plan = Plan(refs, [(p.name, list(p.severities)) for p in manifest.perturbations], manifest.seed,
+                pairs, parallel=parallel)
+    found = {it.item_id: it for it in plan.items() if it.item_id in wanted}
+    missing = len(wanted - set(found))
+    note = (f"{missing} example item(s) could not be regenerated from the corpus (changed since the "
+            "run?): their texts are unavailable") if missing else None
+    return found, note
+
+
+def _examples(info, records: pa.Table, n: int) -> tuple[list[Example], str | None]:
+    failures = _failures(records, n)
+    if not failures:
+        return [], None
+    wanted = {recs[0]["item_id"] for _, recs in failures}
+    ref_ids = {recs[0].get("ref_id") or "" for _, recs in failures}
+    if "" in ref_ids:  # a log written before records kept ref_id: regenerate every reference
+        ref_ids = set()
+    items, note = _texts(info, wanted, ref_ids, {recs[0]["lang"] for _, recs in failures})
+    out = []
+    for mode, recs in failures:
+        first, item = recs[0], items.get(recs[0]["item_id"])
+        out.append(Example(
+            mode, first["judge"], first["judge_id"], first["item_id"], first["lang"], first["perturbation"],
+            first["severity"], [Reply(r["order"], r["slot"], r["verdict"], r["raw"]) for r in recs],
+            item.prompt if item else None, item.reference if item else None, item.perturbed if item else None))
+    return out, note
+
+
+_STATS_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
+                           ("attempts", pa.int64()), ("latency_ms", pa.float64()), ("tokens_in", pa.int64()),
+                           ("tokens_out", pa.int64()), ("error_kind", pa.string())])
+
+
+def _log_stats(run_dir: Path) -> list[LogStats]:
+    import numpy as np
+
+    from .. import log
+
+    table = log.read_table(run_dir, _STATS_SCHEMA)
+    out = []
+    for jid in sorted(set(table["judge_id"].to_pylist())):
+        mine = table.filter(pc.equal(table["judge_id"], jid))
+        ok = pc.equal(mine["status"], "ok").to_numpy(zero_copy_only=False)
+        attempts = mine["attempts"].fill_null(1).to_numpy()
+        lat = mine["latency_ms"].to_numpy(zero_copy_only=False)[ok]
+        lat = lat[np.isfinite(lat)]
+        pct = {f"p{q}": round(float(np.percentile(lat, q)), 2) if lat.size else None for q in (50, 95, 99)}
+        kinds = [k or "unknown" for k, good in zip(mine["error_kind"].to_pylist(), ok, strict=True) if not good]
+        out.append(LogStats(
+            mine["judge"][0].as_py(), jid, mine.num_rows, int(ok.sum()),
+            {k: kinds.count(k) for k in sorted(set(kinds))}, int(attempts.sum()),
+            int((attempts - 1).clip(0).sum()), pct, int(pc.sum(mine["tokens_in"]).as_py() or 0),
+            int(pc.sum(mine["tokens_out"]).as_py() or 0)))
+    return sorted(out, key=lambda s: (s.judge, s.judge_id))
+
+
+def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
+    """One run directory's part of the report; cards are rebuilt from the log when not given."""
+    from ..run import RunStats, read_run_info, score_run
+
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    if cards is None:
+        cards = score_run(run_dir)
+    records = compact.load(run_dir, _COLUMNS + ["kind"])
+    stats = _optional(run_dir / "stats.json", RunStats)
+    found, note = _examples(info, records, examples)
+    return RunReport(
+        str(run_dir), info.manifest.name, info.babelrun_version, cards, _identities(run_dir, info, records),
+        _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
+        _optional(run_dir / "calibration.json", Calibration), _optional(run_dir / "invariance.json", Invariance))
+
+
+def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
+           thresholds: Thresholds = THRESHOLDS) -> ReportData:
+    cards = cards or {}
+    runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
+    data = ReportData(runs, [], thresholds)
+    return msgspec.structs.replace(data, recommendations=recommend(data.judges(), thresholds))
