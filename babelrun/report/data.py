@@ -167,13 +167,14 @@ def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
     return out
 
 
-def _pick(rows: list[dict], mode: str, n: int) -> list[list[dict]]:
+def _pick(rows: list[dict], mode: str, n: int, used: set[str]) -> list[list[dict]]:
     """Up to ``n`` examples of ``mode`` for one judge, each the item's records (both orders);
-    chosen by item id (a content hash), so the same log always shows the same examples."""
+    chosen by item id (a content hash), so the same log always shows the same examples.
+    Items shown for an earlier mode (in ``used``) are passed over while others remain."""
     by_item: dict[str, list[dict]] = {}
     for r in rows:
         by_item.setdefault(r["item_id"], []).append(r)
-    chosen = []
+    chosen, spare = [], []
     for item_id in sorted(by_item):
         recs = sorted(by_item[item_id], key=lambda r: r["order"] != "ref_first")
         verdicts = [r["verdict"] for r in recs]
@@ -182,9 +183,11 @@ def _pick(rows: list[dict], mode: str, n: int) -> list[list[dict]]:
         else:
             hit = mode in verdicts
         if hit:
-            chosen.append(recs)
+            (spare if item_id in used else chosen).append(recs)
             if len(chosen) == n:
                 break
+    chosen += spare[: n - len(chosen)]
+    used.update(recs[0]["item_id"] for recs in chosen)
     return chosen
 
 
@@ -196,8 +199,9 @@ def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
         by_judge.setdefault(r["judge_id"], []).append(r)
     out = []
     for jid in sorted(by_judge, key=lambda j: (by_judge[j][0]["judge"], j)):
+        used: set[str] = set()
         for mode in MODES:
-            out += [(mode, recs) for recs in _pick(by_judge[jid], mode, n)]
+            out += [(mode, recs) for recs in _pick(by_judge[jid], mode, n, used)]
     return out
 
 

@@ -238,8 +238,12 @@ def _text(label: str, text: str | None) -> str:
     return f'<div><i>{label}</i><div class="text" dir="auto">{h(text)}</div></div>'
 
 
+def _raw(text: str | None) -> str:
+    return "<i>(empty)</i>" if not text else f"<span class=raw>{h(text)}</span>"
+
+
 def _example(e: Example) -> str:
-    replies = "".join(f"<li>{h(r.order)}: <span class=raw>{h(r.raw if r.raw is not None else '')}</span> → "
+    replies = "".join(f"<li>{h(r.order)}: {_raw(r.raw)} → "
                       f"{h(r.slot or '–')} ({h(r.verdict or '–')})</li>" for r in e.replies)
     texts = (_text("question", e.prompt) + _text("reference (the better answer)", e.reference)
              + _text(f"perturbed ({h(e.perturbation)} {e.severity:g})", e.perturbed)

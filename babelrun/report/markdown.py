@@ -136,7 +136,7 @@ def _recommendations(data) -> list[str]:
     for r in data.recommendations:  # the advice is babelrun's own text and numbers
         by[(r.judge, r.lang, r.language)].append(r.advice)
     out += ["| judge | language | advice |", "|---|---|---|"]
-    out += [f"| {md(judge)} | {_cell(lang)} ({_cell(name)}) | {'; '.join(advice)} |"
+    out += [f"| {md(judge)} | {_cell(lang)} ({_cell(name)}) | {'; '.join(advice).replace('|', chr(92) + '|')} |"
             for (judge, lang, name), advice in by.items()]
     return out + [""]
 
@@ -205,6 +205,11 @@ def _identities(data) -> list[str]:
     return out + [""]
 
 
+def _raw(text: str | None) -> str:
+    """A raw reply in quotes (so that spaces show), escaped and cut at 80 characters."""
+    return "(empty)" if not text else f"“{md(text, 80)}”"
+
+
 def _examples(data) -> list[str]:
     from .data import MODES
 
@@ -221,9 +226,9 @@ def _examples(data) -> list[str]:
         out += ["| judge | failure | item | language | perturbation | replies (order: raw) |",
                 "|---|---|---|---|---|---|"]
         for e in run.examples:
-            replies = "; ".join(f"{r.order}: {md(r.raw if r.raw is not None else '', 80)}" for r in e.replies)
+            replies = "; ".join(f"{r.order}: {_raw(r.raw)} → {r.slot or '–'}" for r in e.replies)
             out.append(f"| {md(e.judge)} | {MODES[e.mode].split(' (')[0]} | {_cell(e.item_id)} | {_cell(e.lang)} | "
-                       f"{md(e.perturbation)} {e.severity:g} | {replies} |")
+                       f"{_cell(e.perturbation)} {e.severity:g} | {replies} |")
         out.append("")
     return out if any_example else out + ["None found.", ""]
 

@@ -55,6 +55,16 @@ def _pyplot():
     return _plt
 
 
+def _tight(fig, **kwargs) -> None:
+    """tight_layout, quietly: when labels cannot all fit it keeps the default layout, which
+    is still a readable figure."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout(**kwargs)
+
+
 def _colors(n: int) -> list:
     cmap = _pyplot().get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]
@@ -140,7 +150,7 @@ def metric_heatmap(data: ReportData):
         ax.tick_params(axis="x", top=True, labeltop=True, bottom=False, labelbottom=False)
         ax.set_title(label(jc.judge))
     fig.suptitle("Metrics per language (colour: green is good; |Δ| and v are best at 0 and 0.5)")
-    fig.tight_layout()
+    _tight(fig)
     return fig
 
 
@@ -156,7 +166,7 @@ def radar(data: ReportData):
     plt = _pyplot()
     cols = min(8, len(langs))
     rows = -(-len(langs) // cols)
-    fig, ax = plt.subplots(figsize=(1.5 * cols + 0.4, 1.5 * rows + 0.9))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.5 * cols + 0.4), 1.5 * rows + 1.1))
     angles = np.pi / 2 - np.linspace(0, 2 * np.pi, len(RADAR_AXES), endpoint=False)  # clockwise from the top
     unit = np.column_stack([np.cos(angles), np.sin(angles)]) * 0.4
     centres = [(i % cols, -(i // cols)) for i in range(len(langs))]
@@ -185,9 +195,9 @@ def radar(data: ReportData):
     ax.axis("off")
     handles = [plt.Line2D([], [], color=c, label=label(jc.judge)) for jc, c in zip(judges, colors, strict=True)]
     ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1, 1), fontsize=7, ncol=min(4, len(judges)))
-    ax.set_title("Per language, clockwise from the top: " + ", ".join(RADAR_AXES) + "; rings at 0.5 and 1 "
-                 "(outer is better)", fontsize=8, loc="left", pad=14)
-    fig.tight_layout()
+    ax.set_title("Per language, clockwise from the top: " + ", ".join(RADAR_AXES) + ";\nrings at 0.5 and 1 "
+                 "(outer is better; an undefined metric is drawn at the centre)", fontsize=8, loc="left", pad=14)
+    _tight(fig)
     return fig
 
 
@@ -220,7 +230,7 @@ def perturbation_accuracy(data: ReportData):
     ax.set(ylim=(0, 1), ylabel="accuracy (all languages)", title="Accuracy per perturbation")
     ax.axhline(0.5, color="#999", linewidth=0.8, linestyle=":")
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    _tight(fig)
     return fig
 
 
@@ -243,7 +253,7 @@ def cbc_ranks(data: ReportData):
         ax.set_yticks(range(len(c.judges)), [label(x, 20) for x in c.judges])
         ax.set_title(f"rank per language, {title}")
     fig.suptitle("CBC: judges' rank in each language before and after calibration (1 = best)")
-    fig.tight_layout()
+    _tight(fig)
     return fig
 
 
@@ -270,7 +280,7 @@ def language_switch(data: ReportData):
            title=f"Language switch against {label(pivots)}: correctness flips (bars, Wilson interval); "
                  "verdict flips (black ticks)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    _tight(fig)
     return fig
 
 
