@@ -33,7 +33,7 @@ MODES = {
     "invalid": "the reply was not A, B or tie",
     "order_flip": "the two slot orders gave different answers (an item-level position effect)",
 }
-_COLUMNS = ["judge_id", "judge", "item_id", "ref_id", "order", "lang", "perturbation", "severity",
+_COLUMNS = ["judge_id", "judge", "kind", "item_id", "ref_id", "order", "lang", "perturbation", "severity",
             "verdict", "slot", "raw", "served_model", "fingerprint"]
 
 
@@ -205,26 +205,49 @@ def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
     return out
 
 
-def _texts(info, wanted: set[str], ref_ids: set[str], langs: set[str]):
-    """The wanted items, regenerated from the run's resolved manifest: only the references
-    they came from are perturbed again. Returns (item_id -> Item, note when unavailable)."""
-    from .. import corpus
-    from ..errors import UserError
+def _regenerate(manifest, chosen, wanted: list[dict]) -> dict:
+    """Items by id: plain text items straight from their reference (one perturbation each);
+    the other families (labelled pairs, code-switched items) through a plan restricted to the
+    references they came from."""
+    from ..items import generate
     from ..plan import Plan
 
-    manifest = info.manifest
+    by_ref = {(r.lang, r.ref_id): r for r in chosen.references}
+    found, rest = {}, []
+    for w in wanted:
+        ref = by_ref.get((w["lang"], w.get("ref_id") or ""))
+        if w.get("kind") == "text" and ref is not None:
+            for _, item in generate([ref], [(w["perturbation"], [w["severity"]])], manifest.seed):
+                if item is not None and item.item_id == w["item_id"]:
+                    found[item.item_id] = item
+        if w["item_id"] not in found:
+            rest.append(w)
+    if rest:
+        ref_ids = {w.get("ref_id") or "" for w in rest}
+        ref_ids = set() if "" in ref_ids else ref_ids  # a log from before records kept ref_id: all
+        parallel = manifest.corpus.parallel
+        langs = {w["lang"] for w in rest} | ({parallel.pivot} if parallel else set())
+        refs = [r for r in chosen.references if (not ref_ids or r.ref_id in ref_ids) and r.lang in langs]
+        pairs = [p for p in chosen.pairs if not ref_ids or p.pair_id in ref_ids]
+        plan = Plan(refs, [(p.name, list(p.severities)) for p in manifest.perturbations], manifest.seed,
+                    pairs, parallel=parallel)
+        ids = {w["item_id"] for w in rest}
+        found.update((it.item_id, it) for it in plan.items() if it.item_id in ids)
+    return found
+
+
+def _texts(info, wanted: list[dict]):
+    """The wanted items (their first records), regenerated from the run's resolved manifest.
+    Returns (item_id -> Item, a note when some or all are unavailable)."""
+    from .. import corpus
+    from ..errors import UserError
+
     try:
-        chosen = corpus.select(manifest)
+        chosen = corpus.select(info.manifest)
     except (UserError, OSError, ValueError) as e:
         return {}, f"the corpus is no longer readable ({e}): texts unavailable, ids and raw replies only"
-    parallel = manifest.corpus.parallel
-    keep_langs = langs | ({parallel.pivot} if parallel else set())
-    refs = [r for r in chosen.references if (r.ref_id in ref_ids or not ref_ids) and r.lang in keep_langs]
-    pairs = [p for p in chosen.pairs if p.pair_id in ref_ids or not ref_ids]
-    plan = Plan(refs, [(p.name, list(p.severities)) for p in manifest.perturbations], manifest.seed,
-                pairs, parallel=parallel)
-    found = {it.item_id: it for it in plan.items() if it.item_id in wanted}
-    missing = len(wanted - set(found))
+    found = _regenerate(info.manifest, chosen, wanted)
+    missing = len({w["item_id"] for w in wanted} - set(found))
     note = (f"{missing} example item(s) could not be regenerated from the corpus (changed since the "
             "run?): their texts are unavailable") if missing else None
     return found, note
@@ -234,11 +257,7 @@ def _examples(info, records: pa.Table, n: int) -> tuple[list[Example], str | Non
     failures = _failures(records, n)
     if not failures:
         return [], None
-    wanted = {recs[0]["item_id"] for _, recs in failures}
-    ref_ids = {recs[0].get("ref_id") or "" for _, recs in failures}
-    if "" in ref_ids:  # a log written before records kept ref_id: regenerate every reference
-        ref_ids = set()
-    items, note = _texts(info, wanted, ref_ids, {recs[0]["lang"] for _, recs in failures})
+    items, note = _texts(info, [recs[0] for _, recs in failures])
     out = []
     for mode, recs in failures:
         first, item = recs[0], items.get(recs[0]["item_id"])
@@ -285,7 +304,7 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     info = read_run_info(run_dir)
     if cards is None:
         cards = score_run(run_dir)
-    records = compact.load(run_dir, _COLUMNS + ["kind"])
+    records = compact.load(run_dir, _COLUMNS)
     stats = _optional(run_dir / "stats.json", RunStats)
     found, note = _examples(info, records, examples)
     return RunReport(
