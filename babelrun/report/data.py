@@ -148,7 +148,9 @@ def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
     from ..judges.prompt import TEMPLATES
 
     specs = {info.judge_ids.get(s.name): s for s in info.manifest.judges}
-    ids = dict(zip(_plain(records["judge_id"]), _plain(records["judge"]), strict=True))
+    pairs = pa.table({c: records[c].cast(pa.string()) for c in ("judge_id", "judge")})
+    pairs = pairs.group_by(["judge_id", "judge"], use_threads=False).aggregate([])
+    ids = dict(zip(_plain(pairs["judge_id"]), _plain(pairs["judge"]), strict=True))
     for jid, spec in specs.items():
         ids.setdefault(jid, spec.name)
     out = []
@@ -193,6 +195,10 @@ def _pick(rows: list[dict], mode: str, n: int, used: set[str]) -> list[list[dict
 
 def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
     gold = records.filter(pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"]))))
+    # Only items with a verdict other than the reference can be examples: select them in
+    # Arrow, so that Python sees a few rows, not the whole run.
+    wrong = pc.fill_null(pc.not_equal(gold["verdict"].cast(pa.string()), "reference"), True)
+    gold = gold.filter(pc.is_in(gold["item_id"], pc.unique(gold.filter(wrong)["item_id"])))
     rows = gold.select([c for c in _COLUMNS if c in gold.column_names]).to_pylist()
     by_judge: dict[str, list[dict]] = {}
     for r in rows:
