@@ -86,7 +86,7 @@ def test_html_holds_no_live_markup_from_references_or_replies(tmp_path):
     corpus = tmp_path / "refs.jsonl"
     _hostile_corpus(corpus)
     with HostileJudge() as server:
-        judge = {"name": "hostile", "backend": "openai", "model": "m", "endpoint": server.url + "/v1",
+        judge = {"name": "hostile<svg onload=alert(1)>", "backend": "openai", "model": "m", "endpoint": server.url + "/v1",
                  "retries": 0, "concurrency": 2}
         path = write_manifest(tmp_path, [judge], corpus={"sources": [{"kind": "jsonl", "path": str(corpus)}],
                                                          "languages": "all", "references_per_language": 3},
