@@ -279,27 +279,53 @@ _STATS_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("
                            ("tokens_out", pa.int64()), ("error_kind", pa.string())])
 
 
-def _log_stats(run_dir: Path) -> list[LogStats]:
-    import numpy as np
+class _Tally:
+    """One judge's running totals over the log's blocks."""
 
+    def __init__(self, judge: str):
+        self.judge, self.records, self.ok, self.calls, self.retries = judge, 0, 0, 0, 0
+        self.tokens_in = self.tokens_out = 0
+        self.errors: dict[str, int] = {}
+        self.latencies: list = []  # arrays of the ok records' latencies, one per block
+
+    def add(self, block: pa.Table) -> None:
+        import numpy as np
+
+        ok = pc.equal(block["status"], "ok").to_numpy(zero_copy_only=False)
+        attempts = block["attempts"].fill_null(1).to_numpy()
+        lat = block["latency_ms"].to_numpy(zero_copy_only=False)[ok]
+        self.latencies.append(lat[np.isfinite(lat)])
+        self.records += block.num_rows
+        self.ok += int(ok.sum())
+        self.calls += int(attempts.sum())
+        self.retries += int((attempts - 1).clip(0).sum())
+        self.tokens_in += int(pc.sum(block["tokens_in"]).as_py() or 0)
+        self.tokens_out += int(pc.sum(block["tokens_out"]).as_py() or 0)
+        for kind in block.filter(pa.array(~ok))["error_kind"].to_pylist():
+            self.errors[kind or "unknown"] = self.errors.get(kind or "unknown", 0) + 1
+
+    def stats(self, judge_id: str) -> LogStats:
+        import numpy as np
+
+        lat = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
+        pct = {f"p{q}": round(float(np.percentile(lat, q)), 2) if lat.size else None for q in (50, 95, 99)}
+        return LogStats(self.judge, judge_id, self.records, self.ok, dict(sorted(self.errors.items())),
+                        self.calls, self.retries, pct, self.tokens_in, self.tokens_out)
+
+
+def _log_stats(run_dir: Path) -> list[LogStats]:
+    """Per judge, over every record of the log, read a few megabytes at a time (memory holds
+    the latencies, 8 bytes a call, not the records)."""
     from .. import log
 
-    table = log.read_table(run_dir, _STATS_SCHEMA)
-    out = []
-    for jid in sorted(set(table["judge_id"].to_pylist())):
-        mine = table.filter(pc.equal(table["judge_id"], jid))
-        ok = pc.equal(mine["status"], "ok").to_numpy(zero_copy_only=False)
-        attempts = mine["attempts"].fill_null(1).to_numpy()
-        lat = mine["latency_ms"].to_numpy(zero_copy_only=False)[ok]
-        lat = lat[np.isfinite(lat)]
-        pct = {f"p{q}": round(float(np.percentile(lat, q)), 2) if lat.size else None for q in (50, 95, 99)}
-        kinds = [k or "unknown" for k, good in zip(mine["error_kind"].to_pylist(), ok, strict=True) if not good]
-        out.append(LogStats(
-            mine["judge"][0].as_py(), jid, mine.num_rows, int(ok.sum()),
-            {k: kinds.count(k) for k in sorted(set(kinds))}, int(attempts.sum()),
-            int((attempts - 1).clip(0).sum()), pct, int(pc.sum(mine["tokens_in"]).as_py() or 0),
-            int(pc.sum(mine["tokens_out"]).as_py() or 0)))
-    return sorted(out, key=lambda s: (s.judge, s.judge_id))
+    tallies: dict[str, _Tally] = {}
+    for seg in log.segments(run_dir):
+        for batch in log.stream_segment(seg, _STATS_SCHEMA):
+            block = pa.Table.from_batches([batch])
+            for jid in pc.unique(block["judge_id"]).to_pylist():
+                mine = block.filter(pc.equal(block["judge_id"], jid))
+                tallies.setdefault(jid, _Tally(mine["judge"][0].as_py())).add(mine)
+    return sorted((t.stats(jid) for jid, t in tallies.items()), key=lambda s: (s.judge, s.judge_id))
 
 
 def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
