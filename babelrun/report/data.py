@@ -169,46 +169,54 @@ def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
     return out
 
 
-def _pick(rows: list[dict], mode: str, n: int, used: set[str]) -> list[list[dict]]:
-    """Up to ``n`` examples of ``mode`` for one judge, each the item's records (both orders);
-    chosen by item id (a content hash), so the same log always shows the same examples.
-    Items shown for an earlier mode (in ``used``) are passed over while others remain."""
-    by_item: dict[str, list[dict]] = {}
-    for r in rows:
-        by_item.setdefault(r["item_id"], []).append(r)
-    chosen, spare = [], []
-    for item_id in sorted(by_item):
-        recs = sorted(by_item[item_id], key=lambda r: r["order"] != "ref_first")
-        verdicts = [r["verdict"] for r in recs]
-        if mode == "order_flip":
-            hit = len(recs) == 2 and verdicts[0] != verdicts[1] and set(verdicts) <= {"reference", "perturbed"}
-        else:
-            hit = mode in verdicts
-        if hit:
-            (spare if item_id in used else chosen).append(recs)
-            if len(chosen) == n:
-                break
-    chosen += spare[: n - len(chosen)]
-    used.update(recs[0]["item_id"] for recs in chosen)
+def _in_mode(mine: pa.Table, mode: str) -> pa.Array:
+    """The ids of one judge's items that show ``mode``: a verdict of that kind in either
+    order, or (order_flip) two decisive verdicts that differ."""
+    verdict = mine["verdict"]
+    if mode != "order_flip":
+        return pc.unique(mine.filter(pc.equal(verdict, mode))["item_id"])
+    import numpy as np
+
+    decisive = pc.fill_null(pc.is_in(verdict, pa.array(["reference", "perturbed"])), False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(decisive)
+    keys = mine["item_key"].to_numpy()[rows]  # the item's 60 bits (compact.py): sorts as integers
+    right = pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)[rows]
+    order = np.argsort(keys, kind="stable")
+    keys, right = keys[order], right[order]
+    flip = (keys[1:] == keys[:-1]) & (right[1:] != right[:-1])  # the item's two orders disagree
+    return mine["item_id"].take(pa.array(rows[order[1:][flip]]))
+
+
+def _pick(mine: pa.Table, mode: str, n: int, used: set[str]) -> list[str]:
+    """Up to ``n`` item ids of ``mode`` for one judge, the first by item id (a content hash),
+    so the same log always shows the same examples; items shown for an earlier mode (in
+    ``used``) are passed over while others remain. Selected in Arrow: Python sees ids only."""
+    ids = _in_mode(mine, mode)
+    first = ids.take(pc.sort_indices(ids)[: n + len(used)]).to_pylist()
+    chosen = [i for i in first if i not in used][:n]
+    chosen += [i for i in first if i in used][: n - len(chosen)]
+    used.update(chosen)
     return chosen
 
 
 def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
-    gold = records.filter(pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"]))))
-    # Only items with a verdict other than the reference can be examples: select them in
-    # Arrow, so that Python sees a few rows, not the whole run.
-    wrong = pc.fill_null(pc.not_equal(gold["verdict"].cast(pa.string()), "reference"), True)
-    gold = gold.filter(pc.is_in(gold["item_id"], pc.unique(gold.filter(wrong)["item_id"])))
-    rows = gold.select([c for c in _COLUMNS if c in gold.column_names]).to_pylist()
-    by_judge: dict[str, list[dict]] = {}
-    for r in rows:
-        by_judge.setdefault(r["judge_id"], []).append(r)
-    out = []
-    for jid in sorted(by_judge, key=lambda j: (by_judge[j][0]["judge"], j)):
+    """(mode, the item's records in both orders) for a few items per judge and mode. Items
+    are chosen on three narrow columns; only the chosen items' records are read whole."""
+    gold = pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"])))
+    narrow = pa.table({"judge_id": records["judge_id"].cast(pa.string()), "item_id": records["item_id"],
+                       "item_key": records["item_key"], "verdict": records["verdict"].cast(pa.string())}).filter(gold)
+    picked, used_all = [], set()
+    for jid in sorted(pc.unique(narrow["judge_id"]).to_pylist()):
+        mine = narrow.filter(pc.equal(narrow["judge_id"], jid))
         used: set[str] = set()
-        for mode in MODES:
-            out += [(mode, recs) for recs in _pick(by_judge[jid], mode, n, used)]
-    return out
+        picked += [(jid, mode, item) for mode in MODES for item in _pick(mine, mode, n, used)]
+        used_all |= used
+    rows = records.filter(pc.is_in(records["item_id"], pa.array(sorted(used_all), pa.string())))
+    by_key: dict[tuple[str, str], list[dict]] = {}
+    for r in rows.select(_COLUMNS).to_pylist():
+        by_key.setdefault((r["judge_id"], r["item_id"]), []).append(r)
+    out = [(mode, sorted(by_key[(jid, item)], key=lambda r: r["order"] != "ref_first")) for jid, mode, item in picked]
+    return sorted(out, key=lambda x: (x[1][0]["judge"], x[1][0]["judge_id"], list(MODES).index(x[0])))
 
 
 def _regenerate(manifest, chosen, wanted: list[dict]) -> dict:
@@ -336,7 +344,7 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     info = read_run_info(run_dir)
     if cards is None:
         cards = score_run(run_dir)
-    records = compact.load(run_dir, _COLUMNS)
+    records = compact.load(run_dir, [*_COLUMNS, "item_key"])
     stats = _optional(run_dir / "stats.json", RunStats)
     found, note = _examples(info, records, examples)
     return RunReport(
