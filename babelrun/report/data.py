@@ -199,9 +199,15 @@ def _pick(mine: pa.Table, mode: str, n: int, used: set[str]) -> list[str]:
     return chosen
 
 
-def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
+_NARROW = ["judge_id", "judge", "kind", "item_id", "item_key", "verdict", "served_model", "fingerprint"]
+
+
+def _failures(run_dir: Path, records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
     """(mode, the item's records in both orders) for a few items per judge and mode. Items
-    are chosen on three narrow columns; only the chosen items' records are read whole."""
+    are chosen on the narrow columns (``_NARROW``); only the chosen items' records are read
+    whole from judgements.parquet, so memory does not grow with the replies' text."""
+    import pyarrow.parquet as pq
+
     gold = pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"])))
     narrow = pa.table({"judge_id": records["judge_id"].cast(pa.string()), "item_id": records["item_id"],
                        "item_key": records["item_key"], "verdict": records["verdict"].cast(pa.string())}).filter(gold)
@@ -211,9 +217,11 @@ def _failures(records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
         used: set[str] = set()
         picked += [(jid, mode, item) for mode in MODES for item in _pick(mine, mode, n, used)]
         used_all |= used
-    rows = records.filter(pc.is_in(records["item_id"], pa.array(sorted(used_all), pa.string())))
+    if not picked:
+        return []
+    rows = pq.read_table(run_dir / compact.PARQUET, columns=_COLUMNS, filters=[("item_id", "in", sorted(used_all))])
     by_key: dict[tuple[str, str], list[dict]] = {}
-    for r in rows.select(_COLUMNS).to_pylist():
+    for r in rows.to_pylist():
         by_key.setdefault((r["judge_id"], r["item_id"]), []).append(r)
     out = [(mode, sorted(by_key[(jid, item)], key=lambda r: r["order"] != "ref_first")) for jid, mode, item in picked]
     return sorted(out, key=lambda x: (x[1][0]["judge"], x[1][0]["judge_id"], list(MODES).index(x[0])))
@@ -267,8 +275,8 @@ def _texts(info, wanted: list[dict]):
     return found, note
 
 
-def _examples(info, records: pa.Table, n: int) -> tuple[list[Example], str | None]:
-    failures = _failures(records, n)
+def _examples(run_dir: Path, info, records: pa.Table, n: int) -> tuple[list[Example], str | None]:
+    failures = _failures(run_dir, records, n)
     if not failures:
         return [], None
     items, note = _texts(info, [recs[0] for _, recs in failures])
@@ -344,12 +352,13 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     info = read_run_info(run_dir)
     if cards is None:
         cards = score_run(run_dir)
-    records = compact.load(run_dir, [*_COLUMNS, "item_key"])
+    records = compact.load(run_dir, _NARROW)
+    identities = _identities(run_dir, info, records)
+    found, note = _examples(run_dir, info, records, examples)
+    del records  # before the log is read again for the statistics
     stats = _optional(run_dir / "stats.json", RunStats)
-    found, note = _examples(info, records, examples)
     return RunReport(
-        str(run_dir), info.manifest.name, info.babelrun_version, cards, _identities(run_dir, info, records),
-        _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
+        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
         _optional(run_dir / "calibration.json", Calibration), _optional(run_dir / "invariance.json", Invariance))
 
 
