@@ -122,6 +122,18 @@ def _goodness(card: Card) -> list[float | None]:
             k, r, None if inv is None else 1 - inv]
 
 
+def _heat(card: Card) -> list[float | None]:
+    """The heatmap's colour of each metric, 1 green to 0 red: accuracy, κ_ord and R as they
+    are; the biases scaled so that the recommendation thresholds sit at yellow (0.5):
+    |Δ| 0.10 of 0.20, |2v − 1| 0.20 of 0.40, invalid replies 5 % of 10 %."""
+    def scaled(x, full):
+        return None if x is None else max(0.0, 1 - x / full)
+    d, v = card.position_bias.value, card.verbosity.value
+    return [card.accuracy.value, scaled(None if d is None else abs(d), 2 * THRESHOLDS.position),
+            scaled(None if v is None else abs(2 * v - 1), 4 * (THRESHOLDS.verbosity - 0.5)),
+            card.order_consistency.value, card.reliability.value, scaled(card.invalid_rate.value, 0.10)]
+
+
 def _shown(card: Card) -> list[float | None]:
     d = card.position_bias.value
     return [card.accuracy.value, None if d is None else abs(d), card.verbosity.value,
@@ -139,7 +151,7 @@ def metric_heatmap(data: ReportData):
     fig, axes = plt.subplots(1, len(judges), figsize=(3.2 * len(judges) + 1, height), squeeze=False)
     for ax, jc in zip(axes[0], judges, strict=True):
         cards = _by_lang(jc)
-        good = np.array([[np.nan if x is None else x for x in _goodness(cards[lang])] if lang in cards
+        good = np.array([[np.nan if x is None else x for x in _heat(cards[lang])] if lang in cards
                          else [np.nan] * len(METRICS) for lang in langs], dtype=float)
         ax.imshow(good, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
         for i, lang in enumerate(langs):
@@ -149,7 +161,8 @@ def metric_heatmap(data: ReportData):
         ax.set_yticks(range(len(langs)), [label(x, 12) for x in langs])
         ax.tick_params(axis="x", top=True, labeltop=True, bottom=False, labelbottom=False)
         ax.set_title(label(jc.judge))
-    fig.suptitle("Metrics per language (colour: green is good; |Δ| and v are best at 0 and 0.5)")
+    fig.suptitle("Metrics per language. Colour: green good, red bad; yellow at the recommendation "
+                 "thresholds for |Δ| (0.10), v (0.60) and invalid (5 %)", fontsize=8)
     _tight(fig)
     return fig
 
