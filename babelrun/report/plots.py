@@ -314,6 +314,16 @@ def clean_svg(svg: str) -> str:
     return _SVG_NOISE.sub("", svg).strip()
 
 
+_SVG_IDS = re.compile(r'(\bid="|href="#|url\(#)([^")]+)')
+
+
+def scoped(svg: str, name: str) -> str:
+    """The SVG with every id (and every reference to one) prefixed by the plot's name, so
+    that several figures inlined in one page never share an id (matplotlib numbers them from
+    1 in every figure: figure_1, axes_1, and names glyphs and clip paths by content)."""
+    return _SVG_IDS.sub(lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
+
+
 def render(data: ReportData, out_dir: Path) -> list[Plot]:
     """Draw every plot that has data; write plots/NAME.png and plots/NAME.svg under
     ``out_dir``; remove stale files of plots that no longer apply."""
@@ -335,5 +345,5 @@ def render(data: ReportData, out_dir: Path) -> list[Plot]:
             plt.close(fig)
         svg = clean_svg(buf.getvalue())
         (folder / f"{name}.svg").write_text('<?xml version="1.0" encoding="utf-8"?>\n' + svg + "\n")
-        out.append(Plot(name, title, svg))
+        out.append(Plot(name, title, scoped(svg, name)))
     return out
