@@ -174,7 +174,8 @@ def test_every_plot_is_a_valid_png_and_svg_and_the_page_is_self_contained(two_ju
     assert "Content-Security-Policy" in page
     ids = [v for name, v in tags.attrs if name == "id"]
     assert len(ids) == len(set(ids)) > 100  # the inlined figures share no id
-    refs = {v[1:] for name, v in tags.attrs if name in ("href", "xlink:href")} | set(re.findall(r"url\(#([^)]+)\)", page))
+    refs = {v[1:] for name, v in tags.attrs if name in ("href", "xlink:href") and v.startswith("#")}
+    refs |= set(re.findall(r"url\(#([^)]+)\)", page))
     assert refs and refs <= set(ids)  # and every internal reference resolves
 
 
