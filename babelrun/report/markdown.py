@@ -5,12 +5,14 @@ every character Markdown could read as syntax; codes go through ``_cell``."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from ..score import Card, Cards, Interval
 from .safe import md, neutralise
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
+_PLAIN = re.compile(r"[\w.\-/:@+~ ]*")
 
 
 def _cell(text: str) -> str:
@@ -18,6 +20,13 @@ def _cell(text: str) -> str:
     controls made visible. Free text (judge names, replies) goes through ``safe.md``."""
     return (neutralise(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
             .replace("`", "\\`").replace("\n", " "))
+
+
+def _code(text: str) -> str:
+    """``text`` as a code span when it is plain (letters, digits, ``. _ - / : @ + ~`` and
+    spaces); anything else as escaped text, since a backtick would end the span early and
+    backslashes do not escape inside one."""
+    return f"`{text}`" if _PLAIN.fullmatch(text) else md(text)
 
 
 def _num(iv: Interval, signed: bool = False) -> str:
@@ -56,7 +65,7 @@ def render(cards: Cards) -> str:
         "",
     ]
     for judge in cards.judges:
-        out += [f"## Judge `{_cell(judge.judge)}` ({judge.judge_id})", "", _HEADER.format(what="language")]
+        out += [f"## Judge {_code(judge.judge)} ({judge.judge_id})", "", _HEADER.format(what="language")]
         out.append(_row("all", judge.overall))
         out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
         out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
@@ -145,7 +154,7 @@ def _cards(data) -> list[str]:
     out = []
     for run in data.runs:
         if len(data.runs) > 1:
-            out += [f"## Run {md(run.name)} (`{_cell(run.run_dir)}`)", ""]
+            out += [f"## Run {md(run.name)} ({_code(run.run_dir)})", ""]
         out += render(run.cards).split("\n", 4)[4].split("\n")  # without the title and its note
     return out
 
@@ -243,7 +252,7 @@ SECTIONS = [_leaderboard, _recommendations, _cards, _analyses, _stats, _identiti
 
 def render_report(data) -> str:
     """The whole report as Markdown: the same numbers as report.html."""
-    runs = ", ".join(f"{md(r.name)} (`{_cell(r.run_dir)}`)" for r in data.runs)
+    runs = ", ".join(f"{md(r.name)} ({_code(r.run_dir)})" for r in data.runs)
     first = data.runs[0].cards if data.runs else None
     pct = round(first.confidence * 100) if first else 95
     out = ["# babelrun report", "", f"Runs: {runs}.", "",
