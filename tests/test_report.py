@@ -249,3 +249,19 @@ def _card(r=0.8, k=0.9, d=(0.0, -0.05, 0.05), v=(0.5, 0.45, 0.55)) -> Card:
 ])
 def test_recommendation_rules(card, expected):
     assert [rule for rule, _ in recommend.rules(card)] == expected
+
+
+def test_an_analysis_older_than_the_log_is_flagged(two_judges, tmp_path):
+    import os
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(two_judges, run)
+    assert "predates" not in (run / "report.md").read_text()
+    segment = sorted((run / "log").glob("*.jsonl"))[-1]
+    later = (run / "calibration.json").stat().st_mtime + 10
+    os.utime(segment, (later, later))  # as if the audit had added records since
+    assert main(["report", str(run), "--no-html"]) == 0
+    text = (run / "report.md").read_text()
+    assert "calibration.json predates the log's newest records" in text
+    assert "invariance.json predates the log's newest records" in text

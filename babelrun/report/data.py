@@ -102,6 +102,7 @@ class RunReport(msgspec.Struct, frozen=True):
     texts_note: str | None  # why the examples' texts are missing, when they are
     calibration: Calibration | None = None
     invariance: Invariance | None = None
+    stale: list[str] = []  # analysis files older than the log's newest segment
 
 
 class ReportData(msgspec.Struct, frozen=True):
@@ -359,7 +360,17 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     stats = _optional(run_dir / "stats.json", RunStats)
     return RunReport(
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
-        _optional(run_dir / "calibration.json", Calibration), _optional(run_dir / "invariance.json", Invariance))
+        _optional(run_dir / "calibration.json", Calibration), _optional(run_dir / "invariance.json", Invariance),
+        _stale(run_dir))
+
+
+def _stale(run_dir: Path) -> list[str]:
+    """The analysis files written before the log last grew: their numbers miss records."""
+    from .. import log
+
+    newest = max((seg.stat().st_mtime for seg in log.segments(run_dir)), default=0.0)
+    return [name for name in ("calibration.json", "invariance.json")
+            if (run_dir / name).exists() and (run_dir / name).stat().st_mtime < newest]
 
 
 def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,

@@ -179,7 +179,8 @@ def _audit(data: ReportData, plots: list[Plot]) -> str:
 
 
 def _analyses(data: ReportData, plots: list[Plot]) -> str:
-    out = []
+    out = [f"<p class=note>Note: <code>{h(r.run_dir)}/{h(name)}</code> predates the log's newest records; "
+           "run the analysis again.</p>" for r in data.runs for name in r.stale]
     c = data.calibration
     if c is not None:
         out += ["<h2>Cross-lingual bias calibration (CBC)</h2><p>From <code>babelrun calibrate</code>: each "

@@ -162,7 +162,9 @@ def _cards(data) -> list[str]:
 def _analyses(data) -> list[str]:
     from .summary import cbc_rows
 
-    out = []
+    out = [f"Note: {_code(r.run_dir)}/{name} predates the log's newest records; run the analysis again."
+           for r in data.runs for name in r.stale]
+    out += [""] if out else []
     c = data.calibration
     if c is not None:
         out += ["## Cross-lingual bias calibration (CBC)", "",
