@@ -57,6 +57,19 @@ def _parser() -> argparse.ArgumentParser:
                        "RUN_DIR/log alone (no judge calls).")
     s.add_argument("run_dir", type=Path)
 
+    r = sub.add_parser("report", help="write the report (Markdown, HTML, plots) of one or more runs",
+                       description="Rebuild the report from the run directories' logs alone (cards are "
+                       "re-scored, no judge calls): report.md (leaderboard, recommendations, cards, "
+                       "perturbation audit, analyses, run statistics, judge identities, example "
+                       "failures), and with --html (the default) a self-contained report.html and "
+                       "plots/*.png, *.svg. Several run directories make one report over all their "
+                       "judges. audit writes the same report at the end of every run.")
+    r.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    r.add_argument("--out", type=Path, metavar="DIR",
+                   help="where to write (default: the run directory; required with several)")
+    r.add_argument("--html", action=argparse.BooleanOptionalAction, default=True,
+                   help="also write report.html and plots/ (default; --no-html: Markdown only)")
+
     c = sub.add_parser("compact", help="write RUN_DIR/judgements.parquet from the log",
                        description="Write the counted records (one per key) of RUN_DIR's log to "
                        "judgements.parquet, for scoring and for pandas / polars / DuckDB. "
@@ -81,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
                          description="For a run over a parallel corpus (UDHR, FLORES): per judge "
                          "and language, how often the verdict and its correctness flip between the "
                          "pivot language and that language for the same unit, perturbation and "
-                         "order, with Wilson intervals and an exact McNemar test.")
+                         "order, with Wilson intervals and an exact McNemar test. Also written to "
+                         "RUN_DIR/invariance.json, which babelrun report shows.")
     inv.add_argument("run_dir", type=Path)
     inv.add_argument("--pivot", default="en", help="the pivot language (default en)")
 
@@ -91,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                          "their language x judge interaction (double-centred), calibrated scores, "
                          "per-language rankings before and after, held-out cross-language rank "
                          "agreement (Kendall tau) under a task bootstrap, and rank reversals "
-                         "(Benjamini-Hochberg adjusted).")
+                         "(Benjamini-Hochberg adjusted). Also written to RUN_DIR/calibration.json "
+                         "(each RUN_DIR), which babelrun report shows.")
     cal.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     cal.add_argument("--replicates", type=int, default=200, help="task-bootstrap replicates (default 200)")
     cal.add_argument("--seed", type=int, default=0)
@@ -168,7 +183,7 @@ def _audit(args) -> int:
         print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
               f"{result.run_dir}`) writes the cards")
     if result.cards is not None:
-        print(f"cards: {Path(result.run_dir) / 'cards.json'}  report: {Path(result.run_dir) / 'report.md'}")
+        print(f"cards: {Path(result.run_dir) / 'cards.json'}  report: {Path(result.run_dir) / 'report.html'}, report.md")
         for jc in result.cards.judges:
             r = jc.overall.reliability
             print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")
@@ -243,6 +258,23 @@ def stats_table(stats) -> str:
     return "\n".join(lines)
 
 
+def _report(args) -> int:
+    from . import report
+    from .errors import UsageError
+    from .run import read_run_info
+
+    if args.out is None and len(args.run_dirs) > 1:
+        raise UsageError("several run directories make one report: say where with --out DIR")
+    for run_dir in args.run_dirs:
+        read_run_info(run_dir)
+    out = args.out or args.run_dirs[0]
+    data = report.write(args.run_dirs, out, html=args.html)
+    print(report.markdown_leaderboard(data), end="")
+    written = ["report.md"] + (["report.html", "plots/"] if args.html else [])
+    print(f"\n{out}: " + ", ".join(written))
+    return 0
+
+
 def _compact(args) -> int:
     from .run import compact_run
 
@@ -295,15 +327,30 @@ def _invariance(args) -> int:
     from .run import read_run_info
 
     read_run_info(args.run_dir)
-    print(invariance.text(invariance.run(args.run_dir, args.pivot)), end="")
+    result = invariance.run(args.run_dir, args.pivot)
+    _save(result, [args.run_dir], "invariance.json")
+    print(invariance.text(result), end="")
     return 0
 
 
 def _calibrate(args) -> int:
     from . import calibrate
 
-    print(calibrate.text(calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)), end="")
+    result = calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)
+    _save(result, args.run_dirs, "calibration.json")
+    print(calibrate.text(result), end="")
     return 0
+
+
+def _save(result, run_dirs: list[Path], name: str) -> None:
+    """An analysis's result as JSON in each run directory it read, for ``babelrun report``."""
+    import msgspec
+
+    from .run import _write_atomic
+
+    body = msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n"
+    for run_dir in run_dirs:
+        _write_atomic(Path(run_dir) / name, body)
 
 
 def _agree(args) -> int:
@@ -347,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact, "merge": _merge,
+               "report": _report,
                "bench-judge": _bench_judge, "languages": _languages,
                "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
                "diff": _diff}[args.command]

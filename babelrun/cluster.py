@@ -40,7 +40,7 @@ import time
 import anyio
 import msgspec
 
-from . import judges, limits, log, run
+from . import judges, limits, log, report, run
 from .errors import UserError
 from .judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .manifest import JudgeSpec, Manifest
@@ -322,4 +322,5 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
     if not interrupted:
         # Every shard has ended; scoring needs no lock (readers leave torn lines out).
         result.cards = run.score_run(run_dir)
+        report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result

@@ -2,7 +2,8 @@
 
 The run directory holds ``run.yaml`` (the resolved manifest, judge ids, babelrun version),
 ``plan.json`` (the perturbation audit of the plan), ``log/*.jsonl`` (the source of truth),
-``judgements.parquet``, ``cards.json``, ``report.md`` and ``stats.json``. Running the same
+``judgements.parquet``, ``cards.json``, ``stats.json`` and the report (``report.md``,
+``report.html``, ``plots/``). Running the same
 manifest again judges only the keys without an ``ok`` record; a changed manifest adds only
 its new keys. Cards cover every record in the run directory.
 
@@ -193,6 +194,9 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         write_stats(run_dir, result.stats, "stats.json" if shard is None else f"stats.{shard.tag}.json")
         if not outcome.interrupted and shard is None:
             result.cards = score_run(run_dir)
+            # The full report (report.md with the leaderboard, report.html, plots/) from the
+            # log and the cards just scored.
+            report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result
 
 
@@ -220,6 +224,7 @@ def merge_run(run_dir: Path) -> MergeResult:
         keys = log.read_table(run_dir, log.DoneSet._KEYS)
         ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
         cards = score_run(run_dir)
+        report.write([run_dir], run_dir, cards={run_dir: cards})
     return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards)
 
 

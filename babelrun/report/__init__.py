@@ -1,5 +1,43 @@
-"""Reports from cards: Markdown now (terminals, pull requests); more formats build on it."""
+"""Reports from run directories: Markdown (terminals, pull requests), a self-contained HTML
+page and plots (PNG and SVG).
 
+``write`` gathers a ``ReportData`` once (``data.gather``) and renders it: ``report.md`` always,
+``report.html`` and ``plots/`` unless ``html=False``. ``markdown`` renders cards alone (what
+``babelrun score`` writes). matplotlib is imported only when plots are drawn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
+from .markdown import render_report as markdown_report
 
-__all__ = ["markdown"]
+__all__ = ["markdown", "markdown_leaderboard", "markdown_report", "write"]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None):
+    """Write the report of ``run_dirs`` into ``out_dir``; returns the ReportData. ``cards``
+    (run dir -> Cards) skips re-scoring runs just scored; the others are rebuilt from their logs."""
+    from . import data as report_data
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gathered = report_data.gather([Path(d) for d in run_dirs], cards)
+    _write_atomic(out_dir / "report.md", markdown_report(gathered))
+    if html:
+        from . import html as report_html
+        from . import plots
+
+        drawn = plots.render(gathered, out_dir)
+        _write_atomic(out_dir / "report.html", report_html.render(gathered, drawn))
+    return gathered

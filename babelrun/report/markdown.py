@@ -1,18 +1,33 @@
-"""The cards as Markdown. Corpus and judge text never appears here, only numbers and codes;
-codes and names are still escaped for table cells."""
+"""Markdown: the cards alone (``render``, what ``babelrun score`` writes) and the whole report
+(``render_report``: leaderboard, recommendations, cards, analyses, run statistics, judge
+identities, example failures). Judge replies and names are untrusted: ``safe.md`` escapes
+every character Markdown could read as syntax; codes go through ``_cell``."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from ..score import Card, Cards, CompositeCard, Interval
 from ..score.agentic import AgenticCard
+from .safe import md, neutralise
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
+_PLAIN = re.compile(r"[\w.\-/:@+~ ]*")
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+    """A code or name for a table cell (languages, perturbations): pipes and tags escaped,
+    controls made visible. Free text (judge names, replies) goes through ``safe.md``."""
+    return (neutralise(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+            .replace("`", "\\`").replace("\n", " "))
+
+
+def _code(text: str) -> str:
+    """``text`` as a code span when it is plain (letters, digits, ``. _ - / : @ + ~`` and
+    spaces); anything else as escaped text, since a backtick would end the span early and
+    backslashes do not escape inside one."""
+    return f"`{text}`" if _PLAIN.fullmatch(text) else md(text)
 
 
 def _num(iv: Interval, signed: bool = False) -> str:
@@ -51,7 +66,7 @@ def render(cards: Cards) -> str:
         "",
     ]
     for judge in cards.judges:
-        out += [f"## Judge `{_cell(judge.judge)}` ({judge.judge_id})", "", _HEADER.format(what="language")]
+        out += [f"## Judge {_code(judge.judge)} ({judge.judge_id})", "", _HEADER.format(what="language")]
         out.append(_row("all", judge.overall))
         out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
         out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
@@ -180,3 +195,163 @@ def _mitigations(cards: Cards) -> list[str]:
                    + " | ".join(cells) + f" | {p} | {_cell(_extra(comp))} |")
     out.append("")
     return out
+
+
+# ---- the full report (``babelrun report``, and ``audit`` at the end of a run) -------------
+# Section functions over a ReportData, in order; each returns its lines. A new card family
+# (agentic cards, composite judges) is a new function appended to SECTIONS. Judge and corpus
+# text goes through safe.md (Markdown syntax escaped, bidi controls made visible).
+
+def _iv(iv: Interval | None, signed: bool = False) -> str:
+    return "–" if iv is None else _num(iv, signed)
+
+
+def _leaderboard(data) -> list[str]:
+    from .summary import leaderboard
+
+    rows = leaderboard(data)
+    if not rows:
+        return ["No judge has counted records yet.", ""]
+    out = ["## Leaderboard", "",
+           f"Judges by overall R. Worst language: the lowest R. Below {THRESHOLD}: languages "
+           f"under the deployment threshold.", "",
+           "| # | judge | judge_id | R | accuracy | worst language | below " + str(THRESHOLD) + " | items |",
+           "|---:|---|---|---|---|---|---:|---:|"]
+    for i, row in enumerate(rows, 1):
+        worst = "–" if row.worst is None else f"{_cell(row.worst.lang)} ({_num(row.worst.card.reliability)})"
+        out.append(f"| {i} | {md(row.judge)} | {row.judge_id} | {_num(row.card.reliability)} | "
+                   f"{_num(row.card.accuracy)} | {worst} | {row.below}/{row.languages} | {row.card.items} |")
+    return out + [""]
+
+
+def _recommendations(data) -> list[str]:
+    t = data.thresholds
+    out = ["## Recommendations", "",
+           f"Per judge × language, when its card calls for it: R < {t.reliability} → route the language "
+           f"elsewhere or ensemble; κ_ord < {t.consistency} → score both orders and average; "
+           f"|Δ| ≥ {t.position} (interval excluding 0) → position debiasing; v > {t.verbosity} "
+           "(interval above 0.5) → length normalisation in the prompt.", ""]
+    if not data.recommendations:
+        return out + ["None: every card is within the thresholds.", ""]
+    by: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for r in data.recommendations:  # the advice is babelrun's own text and numbers
+        by[(r.judge, r.lang, r.language)].append(r.advice)
+    out += ["| judge | language | advice |", "|---|---|---|"]
+    out += [f"| {md(judge)} | {_cell(lang)} ({_cell(name)}) | {'; '.join(advice).replace('|', chr(92) + '|')} |"
+            for (judge, lang, name), advice in by.items()]
+    return out + [""]
+
+
+def _cards(data) -> list[str]:
+    out = []
+    for run in data.runs:
+        if len(data.runs) > 1:
+            out += [f"## Run {md(run.name)} ({_code(run.run_dir)})", ""]
+        out += render(run.cards).split("\n", 4)[4].split("\n")  # without the title and its note
+    return out
+
+
+def _analyses(data) -> list[str]:
+    from .summary import cbc_rows
+
+    out = [f"Note: {_code(r.run_dir)}/{name} predates the log's newest records; run the analysis again."
+           for r in data.runs for name in r.stale]
+    out += [""] if out else []
+    c = data.calibration
+    if c is not None:
+        out += ["## Cross-lingual bias calibration (CBC)", "",
+                "From `babelrun calibrate`: each language's ranking of the judges before and after "
+                "removing their language-specific bias.", "",
+                "| language | raw ranking | calibrated ranking |", "|---|---|---|"]
+        out += [f"| {_cell(lang)} | {md(raw)} | {md(cal)} |" for lang, raw, cal in cbc_rows(c)]
+        if c.agreement is not None:
+            a = c.agreement
+            out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, "
+                    f"calibrated {a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}]."]
+        out += [f"Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.", ""]
+    for inv in data.invariance:
+        out += [f"## Language-switch invariance against {_cell(inv.pivot)}", "",
+                "| judge | language | matched | verdict flips | correctness flips | McNemar p |",
+                "|---|---|---:|---|---|---:|"]
+        out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_iv(r.judgment_flip)} | "
+                f"{_iv(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
+        out.append("")
+    return out
+
+
+def _stats(data) -> list[str]:
+    out = ["## Run statistics", "",
+           "From the log: every record of every audit process (a retried key counts each try). "
+           "429s and calls/s of the last audit process are in report.html and stats.json.", "",
+           "| run | judge | records | ok | errors | calls | retries | p50 ms | p95 ms | p99 ms | tokens in | tokens out |",
+           "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for run in data.runs:
+        for s in run.log_stats:
+            lat = [("–" if s.latency_ms.get(q) is None else f"{s.latency_ms[q]:g}") for q in ("p50", "p95", "p99")]
+            errors = ", ".join(f"{md(k)} {n}" for k, n in s.errors.items()) or "0"
+            out.append(f"| {md(run.name)} | {md(s.judge)} | {s.records} | {s.ok} | {errors} | {s.calls} | "
+                       f"{s.retries} | {' | '.join(lat)} | {s.tokens_in} | {s.tokens_out} |")
+    return out + [""]
+
+
+def _identities(data) -> list[str]:
+    out = ["## Judge identities", "",
+           "From `run.yaml`; served model and fingerprint as the provider reported them in the records.", "",
+           "| judge | judge_id | backend | model | endpoint | prompt | served model | fingerprint |",
+           "|---|---|---|---|---|---|---|---|"]
+    for run in data.runs:
+        for j in run.identities:
+            prompt = "–" if j.prompt is None else f"{j.prompt} v{j.prompt_version} ({j.prompt_language})"
+            out.append(f"| {md(j.judge)} | {j.judge_id} | {md(j.backend or 'not in run.yaml')} | "
+                       f"{md(j.model or '–')} | {md(j.endpoint or '–')} | {md(prompt)} | "
+                       f"{md(', '.join(j.served_models) or '–')} | {md(', '.join(j.fingerprints) or '–')} |")
+    return out + [""]
+
+
+def _raw(text: str | None) -> str:
+    """A raw reply in quotes (so that spaces show), escaped and cut at 80 characters."""
+    return "(empty)" if not text else f"“{md(text, 80)}”"
+
+
+def _examples(data) -> list[str]:
+    from .data import MODES
+
+    out = ["## Example failures", "",
+           "A few items per judge and failure mode (the first by item id), with the judge's raw "
+           "replies; texts are in report.html.", ""]
+    any_example = False
+    for run in data.runs:
+        if run.texts_note:
+            out += [f"Note ({md(run.name)}): {md(run.texts_note)}", ""]
+        if not run.examples:
+            continue
+        any_example = True
+        out += ["| judge | failure | item | language | perturbation | replies (order: raw) |",
+                "|---|---|---|---|---|---|"]
+        for e in run.examples:
+            replies = "; ".join(f"{r.order}: {_raw(r.raw)} → {r.slot or '–'}" for r in e.replies)
+            out.append(f"| {md(e.judge)} | {MODES[e.mode].split(' (')[0]} | {_cell(e.item_id)} | {_cell(e.lang)} | "
+                       f"{_cell(e.perturbation)} {e.severity:g} | {replies} |")
+        out.append("")
+    return out if any_example else out + ["None found.", ""]
+
+
+def leaderboard(data) -> str:
+    """The leaderboard alone (what ``babelrun report`` prints)."""
+    return "\n".join(_leaderboard(data))
+
+
+SECTIONS = [_leaderboard, _recommendations, _cards, _analyses, _stats, _identities, _examples]
+
+
+def render_report(data) -> str:
+    """The whole report as Markdown: the same numbers as report.html."""
+    runs = ", ".join(f"{md(r.name)} ({_code(r.run_dir)})" for r in data.runs)
+    first = data.runs[0].cards if data.runs else None
+    pct = round(first.confidence * 100) if first else 95
+    out = ["# babelrun report", "", f"Runs: {runs}.", "",
+           f"Intervals: {pct}% item-clustered bootstrap; ✓/✗: R at or above / below the {THRESHOLD} "
+           "deployment threshold. Definitions: README, *Metrics*.", ""]
+    for section in SECTIONS:
+        out += section(data)
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,381 @@
+"""Everything a report shows, gathered once from run directories into typed structs.
+
+``gather`` reads each run directory's cards (given, or rebuilt from the log by
+``run.score_run``), ``run.yaml`` (judge identities), ``stats.json``, the counted records
+(served models, fingerprints, example failures with the judge's raw reply), the analyses'
+results where they were run (``calibration.json``, ``invariance.json``), and regenerates the
+handful of items the examples need from the run's resolved manifest (records hold no texts).
+Renderers (``markdown``, ``html``, ``plots``) only read a ``ReportData``; nothing here
+formats text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import compact
+from ..calibrate import Calibration
+from ..engine import JudgeStats
+from ..invariance import Invariance
+from ..score import Cards, JudgeCards
+from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend
+
+EXAMPLES_PER_MODE = 3
+# Failure modes, in the order the report shows them.
+MODES = {
+    "perturbed": "the judge chose the degraded answer",
+    "tie": "the judge said tie (the gold label is never a tie)",
+    "invalid": "the reply was not A, B or tie",
+    "order_flip": "the two slot orders gave different answers (an item-level position effect)",
+}
+_COLUMNS = ["judge_id", "judge", "kind", "item_id", "ref_id", "order", "lang", "perturbation", "severity",
+            "verdict", "slot", "raw", "served_model", "fingerprint"]
+
+
+class JudgeIdentity(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    run_dir: str
+    backend: str | None = None  # None: the judge is in the log but no longer in run.yaml
+    model: str | None = None
+    endpoint: str | None = None
+    prompt: str | None = None
+    prompt_version: int | None = None
+    prompt_language: str | None = None
+    served_models: list[str] = []  # as the provider reported them in the records
+    fingerprints: list[str] = []
+
+
+class Reply(msgspec.Struct, frozen=True):
+    order: str
+    slot: str | None
+    verdict: str | None
+    raw: str | None
+
+
+class Example(msgspec.Struct, frozen=True):
+    mode: str  # a key of MODES
+    judge: str
+    judge_id: str
+    item_id: str
+    lang: str
+    perturbation: str
+    severity: float
+    replies: list[Reply]
+    prompt: str | None = None  # None: the item's texts could not be regenerated
+    reference: str | None = None
+    perturbed: str | None = None
+
+
+class LogStats(msgspec.Struct, frozen=True):
+    """One judge's calls as the log records them (every process that wrote the run): the
+    same numbers however often the report is rebuilt. 429s and calls/s are not in records;
+    they come from stats.json, which describes the last audit process only."""
+
+    judge: str
+    judge_id: str
+    records: int
+    ok: int
+    errors: dict[str, int]  # error records by kind
+    calls: int              # attempts, retries included
+    retries: int
+    latency_ms: dict[str, float | None]  # p50 / p95 / p99 of the ok records
+    tokens_in: int
+    tokens_out: int
+
+
+class RunReport(msgspec.Struct, frozen=True):
+    run_dir: str
+    name: str
+    babelrun_version: str
+    cards: Cards
+    identities: list[JudgeIdentity]
+    log_stats: list[LogStats]
+    stats: list[JudgeStats]
+    elapsed_s: float | None
+    examples: list[Example]
+    texts_note: str | None  # why the examples' texts are missing, when they are
+    calibration: Calibration | None = None
+    invariance: Invariance | None = None
+    stale: list[str] = []  # analysis files older than the log's newest segment
+
+
+class ReportData(msgspec.Struct, frozen=True):
+    runs: list[RunReport]
+    recommendations: list[Recommendation]
+    thresholds: Thresholds = THRESHOLDS
+
+    def judges(self) -> list[tuple[RunReport, JudgeCards]]:
+        """Every judge of every run (a judge id seen in an earlier run is not repeated)."""
+        seen, out = set(), []
+        for run in self.runs:
+            for jc in run.cards.judges:
+                if jc.judge_id not in seen:
+                    seen.add(jc.judge_id)
+                    out.append((run, jc))
+        return out
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return next((r.calibration for r in self.runs if r.calibration is not None), None)
+
+    @property
+    def invariance(self) -> list[Invariance]:
+        return [r.invariance for r in self.runs if r.invariance is not None]
+
+
+def _optional(path: Path, type_):
+    """A JSON file decoded as ``type_``, or None when absent or of another shape (written by
+    another babelrun version)."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=type_)
+    except (FileNotFoundError, msgspec.DecodeError):
+        return None
+
+
+def _plain(column) -> list:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    return array.to_pylist()
+
+
+def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
+    from ..judges.prompt import TEMPLATES
+
+    specs = {info.judge_ids.get(s.name): s for s in info.manifest.judges}
+    pairs = pa.table({c: records[c].cast(pa.string()) for c in ("judge_id", "judge")})
+    pairs = pairs.group_by(["judge_id", "judge"], use_threads=False).aggregate([])
+    ids = dict(zip(_plain(pairs["judge_id"]), _plain(pairs["judge"]), strict=True))
+    for jid, spec in specs.items():
+        ids.setdefault(jid, spec.name)
+    out = []
+    for jid, name in sorted(ids.items(), key=lambda kv: (kv[1], kv[0])):
+        mine = records.filter(pc.equal(records["judge_id"].cast(pa.string()), jid))
+        served = sorted({v for v in _plain(mine["served_model"]) if v})
+        prints = sorted({v for v in _plain(mine["fingerprint"]) if v})
+        spec = specs.get(jid)
+        if spec is None:
+            out.append(JudgeIdentity(name, jid, str(run_dir), served_models=served, fingerprints=prints))
+            continue
+        template = TEMPLATES.get(spec.prompt)
+        out.append(JudgeIdentity(name, jid, str(run_dir), spec.backend, spec.model or None, spec.endpoint,
+                                 spec.prompt, template.version if template else None, spec.prompt_language,
+                                 served, prints))
+    return out
+
+
+def _in_mode(mine: pa.Table, mode: str) -> pa.Array:
+    """The ids of one judge's items that show ``mode``: a verdict of that kind in either
+    order, or (order_flip) two decisive verdicts that differ."""
+    verdict = mine["verdict"]
+    if mode != "order_flip":
+        return pc.unique(mine.filter(pc.equal(verdict, mode))["item_id"])
+    import numpy as np
+
+    decisive = pc.fill_null(pc.is_in(verdict, pa.array(["reference", "perturbed"])), False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(decisive)
+    keys = mine["item_key"].to_numpy()[rows]  # the item's 60 bits (compact.py): sorts as integers
+    right = pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)[rows]
+    order = np.argsort(keys, kind="stable")
+    keys, right = keys[order], right[order]
+    flip = (keys[1:] == keys[:-1]) & (right[1:] != right[:-1])  # the item's two orders disagree
+    return mine["item_id"].take(pa.array(rows[order[1:][flip]]))
+
+
+def _pick(mine: pa.Table, mode: str, n: int, used: set[str]) -> list[str]:
+    """Up to ``n`` item ids of ``mode`` for one judge, the first by item id (a content hash),
+    so the same log always shows the same examples; items shown for an earlier mode (in
+    ``used``) are passed over while others remain. Selected in Arrow: Python sees ids only."""
+    ids = _in_mode(mine, mode)
+    first = ids.take(pc.sort_indices(ids)[: n + len(used)]).to_pylist()
+    chosen = [i for i in first if i not in used][:n]
+    chosen += [i for i in first if i in used][: n - len(chosen)]
+    used.update(chosen)
+    return chosen
+
+
+_NARROW = ["judge_id", "judge", "kind", "item_id", "item_key", "verdict", "served_model", "fingerprint"]
+
+
+def _failures(run_dir: Path, records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
+    """(mode, the item's records in both orders) for a few items per judge and mode. Items
+    are chosen on the narrow columns (``_NARROW``); only the chosen items' records are read
+    whole from judgements.parquet, so memory does not grow with the replies' text."""
+    import pyarrow.parquet as pq
+
+    gold = pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"])))
+    narrow = pa.table({"judge_id": records["judge_id"].cast(pa.string()), "item_id": records["item_id"],
+                       "item_key": records["item_key"], "verdict": records["verdict"].cast(pa.string())}).filter(gold)
+    picked, used_all = [], set()
+    for jid in sorted(pc.unique(narrow["judge_id"]).to_pylist()):
+        mine = narrow.filter(pc.equal(narrow["judge_id"], jid))
+        used: set[str] = set()
+        picked += [(jid, mode, item) for mode in MODES for item in _pick(mine, mode, n, used)]
+        used_all |= used
+    if not picked:
+        return []
+    rows = pq.read_table(run_dir / compact.PARQUET, columns=_COLUMNS, filters=[("item_id", "in", sorted(used_all))])
+    by_key: dict[tuple[str, str], list[dict]] = {}
+    for r in rows.to_pylist():
+        by_key.setdefault((r["judge_id"], r["item_id"]), []).append(r)
+    out = [(mode, sorted(by_key[(jid, item)], key=lambda r: r["order"] != "ref_first")) for jid, mode, item in picked]
+    return sorted(out, key=lambda x: (x[1][0]["judge"], x[1][0]["judge_id"], list(MODES).index(x[0])))
+
+
+def _regenerate(manifest, chosen, wanted: list[dict]) -> dict:
+    """Items by id: plain text items straight from their reference (one perturbation each);
+    the other families (labelled pairs, code-switched items) through a plan restricted to the
+    references they came from."""
+    from ..items import generate
+    from ..plan import Plan
+
+    by_ref = {(r.lang, r.ref_id): r for r in chosen.references}
+    found, rest = {}, []
+    for w in wanted:
+        ref = by_ref.get((w["lang"], w.get("ref_id") or ""))
+        if w.get("kind") == "text" and ref is not None:
+            for _, item in generate([ref], [(w["perturbation"], [w["severity"]])], manifest.seed):
+                if item is not None and item.item_id == w["item_id"]:
+                    found[item.item_id] = item
+        if w["item_id"] not in found:
+            rest.append(w)
+    if rest:
+        ref_ids = {w.get("ref_id") or "" for w in rest}
+        ref_ids = set() if "" in ref_ids else ref_ids  # a log from before records kept ref_id: all
+        parallel = manifest.corpus.parallel
+        langs = {w["lang"] for w in rest} | ({parallel.pivot} if parallel else set())
+        refs = [r for r in chosen.references if (not ref_ids or r.ref_id in ref_ids) and r.lang in langs]
+        pairs = [p for p in chosen.pairs if not ref_ids or p.pair_id in ref_ids]
+        plan = Plan(refs, [(p.name, list(p.severities)) for p in manifest.perturbations], manifest.seed,
+                    pairs, parallel=parallel)
+        ids = {w["item_id"] for w in rest}
+        found.update((it.item_id, it) for it in plan.items() if it.item_id in ids)
+    return found
+
+
+def _texts(info, wanted: list[dict]):
+    """The wanted items (their first records), regenerated from the run's resolved manifest.
+    Returns (item_id -> Item, a note when some or all are unavailable)."""
+    from .. import corpus
+    from ..errors import UserError
+
+    try:
+        chosen = corpus.select(info.manifest)
+    except (UserError, OSError, ValueError) as e:
+        return {}, f"the corpus is no longer readable ({e}): texts unavailable, ids and raw replies only"
+    found = _regenerate(info.manifest, chosen, wanted)
+    missing = len({w["item_id"] for w in wanted} - set(found))
+    note = (f"{missing} example item(s) could not be regenerated from the corpus (changed since the "
+            "run?): their texts are unavailable") if missing else None
+    return found, note
+
+
+def _examples(run_dir: Path, info, records: pa.Table, n: int) -> tuple[list[Example], str | None]:
+    failures = _failures(run_dir, records, n)
+    if not failures:
+        return [], None
+    items, note = _texts(info, [recs[0] for _, recs in failures])
+    out = []
+    for mode, recs in failures:
+        first, item = recs[0], items.get(recs[0]["item_id"])
+        out.append(Example(
+            mode, first["judge"], first["judge_id"], first["item_id"], first["lang"], first["perturbation"],
+            first["severity"], [Reply(r["order"], r["slot"], r["verdict"], r["raw"]) for r in recs],
+            item.prompt if item else None, item.reference if item else None, item.perturbed if item else None))
+    return out, note
+
+
+_STATS_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
+                           ("attempts", pa.int64()), ("latency_ms", pa.float64()), ("tokens_in", pa.int64()),
+                           ("tokens_out", pa.int64()), ("error_kind", pa.string())])
+
+
+class _Tally:
+    """One judge's running totals over the log's blocks."""
+
+    def __init__(self, judge: str):
+        self.judge, self.records, self.ok, self.calls, self.retries = judge, 0, 0, 0, 0
+        self.tokens_in = self.tokens_out = 0
+        self.errors: dict[str, int] = {}
+        self.latencies: list = []  # arrays of the ok records' latencies, one per block
+
+    def add(self, block: pa.Table) -> None:
+        import numpy as np
+
+        ok = pc.equal(block["status"], "ok").to_numpy(zero_copy_only=False)
+        attempts = block["attempts"].fill_null(1).to_numpy()
+        lat = block["latency_ms"].to_numpy(zero_copy_only=False)[ok]
+        self.latencies.append(lat[np.isfinite(lat)])
+        self.records += block.num_rows
+        self.ok += int(ok.sum())
+        self.calls += int(attempts.sum())
+        self.retries += int((attempts - 1).clip(0).sum())
+        self.tokens_in += int(pc.sum(block["tokens_in"]).as_py() or 0)
+        self.tokens_out += int(pc.sum(block["tokens_out"]).as_py() or 0)
+        for kind in block.filter(pa.array(~ok))["error_kind"].to_pylist():
+            self.errors[kind or "unknown"] = self.errors.get(kind or "unknown", 0) + 1
+
+    def stats(self, judge_id: str) -> LogStats:
+        import numpy as np
+
+        lat = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
+        pct = {f"p{q}": round(float(np.percentile(lat, q)), 2) if lat.size else None for q in (50, 95, 99)}
+        return LogStats(self.judge, judge_id, self.records, self.ok, dict(sorted(self.errors.items())),
+                        self.calls, self.retries, pct, self.tokens_in, self.tokens_out)
+
+
+def _log_stats(run_dir: Path) -> list[LogStats]:
+    """Per judge, over every record of the log, read a few megabytes at a time (memory holds
+    the latencies, 8 bytes a call, not the records)."""
+    from .. import log
+
+    tallies: dict[str, _Tally] = {}
+    for seg in log.segments(run_dir):
+        for batch in log.stream_segment(seg, _STATS_SCHEMA):
+            block = pa.Table.from_batches([batch])
+            for jid in pc.unique(block["judge_id"]).to_pylist():
+                mine = block.filter(pc.equal(block["judge_id"], jid))
+                tallies.setdefault(jid, _Tally(mine["judge"][0].as_py())).add(mine)
+    return sorted((t.stats(jid) for jid, t in tallies.items()), key=lambda s: (s.judge, s.judge_id))
+
+
+def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
+    """One run directory's part of the report; cards are rebuilt from the log when not given."""
+    from ..run import RunStats, read_run_info, score_run
+
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    if cards is None:
+        cards = score_run(run_dir)
+    records = compact.load(run_dir, _NARROW)
+    identities = _identities(run_dir, info, records)
+    found, note = _examples(run_dir, info, records, examples)
+    del records  # before the log is read again for the statistics
+    stats = _optional(run_dir / "stats.json", RunStats)
+    return RunReport(
+        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
+        _optional(run_dir / "calibration.json", Calibration), _optional(run_dir / "invariance.json", Invariance),
+        _stale(run_dir))
+
+
+def _stale(run_dir: Path) -> list[str]:
+    """The analysis files written before the log last grew: their numbers miss records."""
+    from .. import log
+
+    newest = max((seg.stat().st_mtime for seg in log.segments(run_dir)), default=0.0)
+    return [name for name in ("calibration.json", "invariance.json")
+            if (run_dir / name).exists() and (run_dir / name).stat().st_mtime < newest]
+
+
+def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
+           thresholds: Thresholds = THRESHOLDS) -> ReportData:
+    cards = cards or {}
+    runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
+    data = ReportData(runs, [], thresholds)
+    return msgspec.structs.replace(data, recommendations=recommend(data.judges(), thresholds))

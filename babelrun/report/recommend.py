@@ -1,0 +1,82 @@
+"""What to do about a judge in a language: the research's mitigations, when its card calls for them.
+
+Rules, checked on every judge × language card (the thresholds are ``Thresholds``, stated in
+the report and the README):
+
+- R below the deployment bar (0.65) → route the language to another judge, or ensemble;
+- order consistency κ_ord below 0.75 → score both orders and average;
+- position bias |Δ| at least 0.10, its interval excluding 0 → position debiasing (both orders,
+  or calibrate the slot prior away);
+- verbosity susceptibility v above 0.60, its interval above 0.5 → length normalisation in the
+  prompt (tell the judge length is not quality; compare length-matched answers).
+
+A rule needs the metric to be defined (``None`` values never trigger anything). Requiring the
+interval to exclude the neutral value keeps a small sample's noise from triggering advice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from ..score import Card, Interval, JudgeCards
+
+
+class Thresholds(msgspec.Struct, frozen=True):
+    reliability: float = 0.65   # R below: route elsewhere or ensemble
+    consistency: float = 0.75   # κ_ord below: score both orders and average
+    position: float = 0.10      # |Δ| at or above (interval excluding 0): position debiasing
+    verbosity: float = 0.60     # v above (interval above 0.5): length normalisation
+
+
+THRESHOLDS = Thresholds()
+
+
+class Recommendation(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    lang: str
+    language: str
+    rule: str     # reliability | consistency | position | verbosity
+    value: float  # the metric that triggered it
+    advice: str
+
+
+ADVICE = {
+    "reliability": "R {value:.2f} < {t.reliability}: route this language to another judge, or ensemble judges",
+    "consistency": "κ_ord {value:.2f} < {t.consistency}: score both slot orders and average",
+    "position": "|Δ| {value:.2f} ≥ {t.position}: position debiasing (both orders, or calibrate the slot prior)",
+    "verbosity": "v {value:.2f} > {t.verbosity}: length normalisation in the prompt",
+}
+
+
+def _excludes(iv: Interval, neutral: float) -> bool:
+    """The interval lies entirely on one side of ``neutral`` (True when there is no interval:
+    a card without bootstrap gives only the point value)."""
+    if iv.lo is None or iv.hi is None:
+        return True
+    return iv.lo > neutral or iv.hi < neutral
+
+
+def rules(card: Card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
+    """The (rule, value) pairs this card triggers, in a fixed order."""
+    out = []
+    r, k, d, v = card.reliability, card.order_consistency, card.position_bias, card.verbosity
+    if r.value is not None and r.value < t.reliability:
+        out.append(("reliability", r.value))
+    if k.value is not None and k.value < t.consistency:
+        out.append(("consistency", k.value))
+    if d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):
+        out.append(("position", abs(d.value)))
+    if v.value is not None and v.value > t.verbosity and _excludes(v, 0.5):
+        out.append(("verbosity", v.value))
+    return out
+
+
+def recommend(judges: Sequence[tuple[object, JudgeCards]], t: Thresholds = THRESHOLDS) -> list[Recommendation]:
+    return [
+        Recommendation(jc.judge, jc.judge_id, lc.lang, lc.language, rule, value,
+                       ADVICE[rule].format(value=value, t=t))
+        for _, jc in judges for lc in jc.languages for rule, value in rules(lc.card, t)
+    ]

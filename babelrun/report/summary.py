@@ -1,0 +1,48 @@
+"""Views derived from a ReportData that both renderers show (the same numbers in each)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..score import Card, LanguageCard
+from .recommend import THRESHOLDS
+
+
+class LeaderRow(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    run: str
+    card: Card
+    worst: LanguageCard | None  # the language with the lowest R
+    below: int                  # languages with R under the deployment threshold
+    languages: int
+
+
+def _r(card: Card) -> float:
+    return -1.0 if card.reliability.value is None else card.reliability.value
+
+
+def leaderboard(data) -> list[LeaderRow]:
+    """Every judge of the report's runs, best overall R first (ties by name and id)."""
+    rows = []
+    for run, jc in data.judges():
+        rated = [lc for lc in jc.languages if lc.card.reliability.value is not None]
+        worst = min(rated, key=lambda lc: (lc.card.reliability.value, lc.lang)) if rated else None
+        below = sum(lc.card.reliability.value < THRESHOLDS.reliability for lc in rated)
+        rows.append(LeaderRow(jc.judge, jc.judge_id, run.name, jc.overall, worst, below, len(jc.languages)))
+    return sorted(rows, key=lambda r: (-_r(r.card), r.judge, r.judge_id))
+
+
+def ranking(judges: list[str], ranks: list[list[int]], lang: int) -> str:
+    """Judges best first in one language; '>' between ranks, '=' within a tie."""
+    order = sorted(range(len(judges)), key=lambda j: (ranks[j][lang], judges[j]))
+    text = judges[order[0]]
+    for prev, j in zip(order, order[1:], strict=False):
+        text += (" = " if ranks[j][lang] == ranks[prev][lang] else " > ") + judges[j]
+    return text
+
+
+def cbc_rows(c) -> list[tuple[str, str, str]]:
+    """(language, raw ranking, calibrated ranking) per language of a Calibration."""
+    return [(lang, ranking(c.judges, c.ranks_raw, i), ranking(c.judges, c.ranks_calibrated, i))
+            for i, lang in enumerate(c.langs)]
