@@ -125,7 +125,7 @@ def test_soft_needs_a_backend_with_logprobs(tmp_path):
 
     from babelrun.errors import ManifestError
 
-    judge = {"name": "s", "backend": "simulated", "soft": True}
+    judge = {"name": "s", "backend": "ollama", "model": "m", "soft": True}  # Ollama offers no logprobs
     path = write_manifest(tmp_path, [judge])
     with pytest.raises(ManifestError, match="log-probabilities"):
         babelrun.load_manifest(path)
