@@ -257,3 +257,24 @@ def test_escalation_only_judges_need_the_whole_run(tmp_path):
     with pytest.raises(UserError, match="escalations only"):
         run.audit(babelrun.load_manifest(path), shard=Shard(0, 2), handle_signals=False)
     assert not (tmp_path / "run" / "log").exists()
+
+
+def test_the_report_shows_mitigations_beside_their_base_and_agentic_cards(tmp_path):
+    judges = [{**simulated("leaning", position_bias=0.4), "soft": True}]
+    composites = [{"kind": "dual_order", "name": "leaning-2x", "of": "leaning"}]
+    corpus = {"sources": [{"kind": "bundled"}, {"kind": "trajectories"}], "languages": ["en", "es"],
+              "references_per_language": 3}
+    path = write_manifest(tmp_path, judges, composites=composites, corpus=corpus,
+                          perturbations=PERTURBATIONS[:1],
+                          agentic={"perturbations": [{"name": "step_pad"}, {"name": "hallucinated_tool"}]})
+    quiet_audit(path)
+    page = (tmp_path / "run" / "report.html").read_text()
+    section = page[page.index("Mitigations against their base judge"):]
+    row = section[section.index("<td>leaning-2x</td>"):section.index("</tr>", section.index("<td>leaning-2x</td>"))]
+    assert "<td>dual_order</td><td>leaning</td>" in row and "2.00" in row  # kind, base, calls per decision
+    assert "<b>" in row  # the targeted metrics stand out
+    assert "Agent trajectories" in page and "R_agent" in page
+    markdown = (tmp_path / "run" / "report.md").read_text()
+    assert "## Mitigations against their base judge" in markdown and "| leaning-2x | dual_order | leaning | 2.00 |" in markdown
+    identities = page[page.index("Judge identities"):]
+    assert "dual_order (composite)" in identities

@@ -167,7 +167,17 @@ def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
         out.append(JudgeIdentity(name, jid, str(run_dir), spec.backend, spec.model or None, spec.endpoint,
                                  spec.prompt, template.version if template else None, spec.prompt_language,
                                  served, prints))
-    return out
+    return out + _composite_identities(run_dir, info)
+
+
+def _composite_identities(run_dir: Path, info) -> list[JudgeIdentity]:
+    """Mitigation judges: their rule as the backend, their inner judges as the model."""
+    from ..composite import composite_id
+    from ..manifest import inner_judges
+
+    return [JudgeIdentity(c.name, composite_id(c, info.judge_ids), str(run_dir), f"{c.kind} (composite)",
+                          " + ".join(inner_judges(c)))
+            for c in info.manifest.composites]
 
 
 def _in_mode(mine: pa.Table, mode: str) -> pa.Array:

@@ -235,6 +235,64 @@ def _identities(data: ReportData, plots: list[Plot]) -> str:
                       "served model", "fingerprint"], rows))
 
 
+def _agentic(data: ReportData, plots: list[Plot]) -> str:
+    """Agent-trajectory cards: the agentic families and R_agent, per judge and language."""
+    rows = []
+    for run in data.runs:
+        for jc in run.cards.agentic:
+            for label, card in [("all", jc.overall)] + [(f"{lc.lang} ({lc.language})", lc.card) for lc in jc.languages]:
+                r = card.reliability
+                rows.append([h(jc.judge), h(label), str(card.items),
+                             f'<span class="{_band(r.value)}">{_num(r)}</span>', _num(card.tool_accuracy),
+                             _num(card.argument_accuracy), _num(card.hallucination_detection),
+                             _num(card.length_bias), _num(card.position_bias, True), _num(card.order_consistency),
+                             h(", ".join(card.not_measured) or "–")])
+    if not rows:
+        return ""
+    return ("<h2>Agent trajectories</h2><p class=note>Agentic items are scored apart from the text cards; "
+            "R_agent has R's gating (README, <i>Metrics</i>). Families absent from the run are not measured "
+            "and never scale the score.</p>"
+            + _table(["judge", "language", "items", "R_agent", "tool accuracy", "argument accuracy",
+                      "hallucination detection", "length bias v", "Δ (slot A)", "κ_ord", "not measured"],
+                     rows, {2}))
+
+
+_COMPARED = (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
+             ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
+
+
+def _change(change, targeted: bool) -> str:
+    if change.a.value is None or change.b.value is None:
+        return "–"
+    text = f"{change.a.value:.2f} → {change.b.value:.2f}"
+    if change.lo is not None and change.hi is not None:
+        text += f"<br><small>{change.delta:+.2f} [{change.lo:+.2f}, {change.hi:+.2f}]</small>"
+    return f"<b>{text}</b>" if targeted else text
+
+
+def _mitigations(data: ReportData, plots: list[Plot]) -> str:
+    """Each mitigation judge beside its base judge on the same presentations, with its price."""
+    rows = []
+    for run in data.runs:
+        for comp in run.cards.composites:
+            overall = comp.change[0] if comp.change else None
+            changes = {c.metric: c for c in overall.changes} if overall else {}
+            extra = ("escalated " + _num(comp.escalation_rate) if comp.escalation_rate is not None else
+                     f"slot bias β {comp.slot_bias['all']:+.2f}, {comp.calibration_items} held-out items"
+                     if comp.slot_bias is not None else "")
+            rows.append([h(comp.name), h(comp.kind), h(comp.base), f"{comp.calls_per_decision:.2f}"]
+                        + [_change(changes[m], m in comp.targets) if m in changes else "–" for m, _ in _COMPARED]
+                        + [f"{overall.mcnemar.p:.2g}" if overall else "–", h(extra)])
+    if not rows:
+        return ""
+    return ("<h2>Mitigations against their base judge</h2><p class=note>Base → mitigation on the same "
+            "presentations, the change with a paired item bootstrap interval; McNemar p on per-presentation "
+            "correctness; calls per decision: what one deployed verdict costs in inner judge calls (the base "
+            "judge: 1). Bold: what the mitigation targets.</p>"
+            + _table(["mitigation", "kind", "base", "calls / decision", *[label for _, label in _COMPARED],
+                      "McNemar p", ""], rows, {3}))
+
+
 def _text(label: str, text: str | None) -> str:
     return f'<div><i>{label}</i><div class="text" dir="auto">{h(text)}</div></div>'
 
@@ -269,8 +327,8 @@ def _examples(data: ReportData, plots: list[Plot]) -> str:
     return "".join(out)
 
 
-SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _plots, _audit, _analyses, _stats,
-            _identities, _examples]
+SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _mitigations, _agentic, _plots, _audit,
+            _analyses, _stats, _identities, _examples]
 
 
 def render(data: ReportData, plots: list[Plot]) -> str:
