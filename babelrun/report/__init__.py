@@ -3,7 +3,8 @@ page and plots (PNG and SVG).
 
 ``write`` gathers a ``ReportData`` once (``data.gather``) and renders it: ``report.md`` always,
 ``report.html`` and ``plots/`` unless ``html=False``. ``markdown`` renders cards alone (what
-``babelrun score`` writes). matplotlib is imported only when plots are drawn.
+``babelrun score`` writes). matplotlib is imported only where plots are drawn: in a child
+process (``plots.render_apart``), so it never adds to an audit's memory.
 """
 
 from __future__ import annotations
@@ -38,6 +39,6 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
         from . import html as report_html
         from . import plots
 
-        drawn = plots.render(gathered, out_dir)
+        drawn = plots.render_apart(gathered, out_dir)
         _write_atomic(out_dir / "report.html", report_html.render(gathered, drawn))
     return gathered

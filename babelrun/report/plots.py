@@ -347,3 +347,24 @@ def render(data: ReportData, out_dir: Path) -> list[Plot]:
         (folder / f"{name}.svg").write_text('<?xml version="1.0" encoding="utf-8"?>\n' + svg + "\n")
         out.append(Plot(name, title, scoped(svg, name)))
     return out
+
+
+def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
+    """``render`` in a child process: matplotlib (about 40 MB once imported) and its figures
+    never enter the caller's memory, so an audit's peak stays that of judging and scoring
+    (bench/full_plan.py). The report data goes in and the plots come back as msgpack."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", __name__, str(out_dir)], input=msgspec.msgpack.encode(data),
+                          capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"drawing the plots failed: {proc.stderr.decode(errors='replace').strip()}")
+    return msgspec.msgpack.decode(proc.stdout, type=list[Plot])
+
+
+if __name__ == "__main__":  # the child of render_apart
+    import sys
+
+    plots = render(msgspec.msgpack.decode(sys.stdin.buffer.read(), type=ReportData), Path(sys.argv[1]))
+    sys.stdout.buffer.write(msgspec.msgpack.encode(plots))
