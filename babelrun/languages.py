@@ -13,6 +13,8 @@ import functools
 
 import langcodes
 
+from .errors import ManifestError
+
 # Scripts written right to left (ISO 15924). A property of the Unicode scripts, not a table
 # of languages: the language -> script step comes from language-data.
 _RTL_SCRIPTS = frozenset(
@@ -33,6 +35,14 @@ def normalize(code: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
+def checked(code: str, where: str) -> str:
+    """``normalize(code)``, or a ManifestError naming the manifest field ``where``."""
+    try:
+        return normalize(code)
+    except ValueError as e:
+        raise ManifestError(where, str(e)) from None
+
+
 def name(code: str) -> str:
     """English name of the language (``Hindi``, ``Swahili``)."""
     return langcodes.Language.get(code).display_name()

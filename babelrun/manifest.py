@@ -446,10 +446,7 @@ def check(manifest: Manifest, environ) -> None:
         check_source(src, manifest, f"corpus.sources[{i}]")
     parallel = manifest.corpus.parallel
     if parallel is not None:
-        try:
-            pivot = languages.normalize(parallel.pivot)
-        except ValueError as e:
-            raise ManifestError("corpus.parallel.pivot", str(e)) from None
+        pivot = languages.checked(parallel.pivot, "corpus.parallel.pivot")
         chosen = manifest.corpus.languages
         if chosen != "all" and pivot not in {languages.normalize(c) for c in chosen if _valid(c)}:
             raise ManifestError("corpus.parallel.pivot", f"{parallel.pivot!r} is not among corpus.languages")
@@ -457,10 +454,7 @@ def check(manifest: Manifest, environ) -> None:
         offered = available_languages(manifest)
         for i, code in enumerate(manifest.corpus.languages):
             where = f"corpus.languages[{i}]"
-            try:
-                tag = languages.normalize(code)
-            except ValueError as e:
-                raise ManifestError(where, str(e)) from None
+            tag = languages.checked(code, where)
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
@@ -573,10 +567,7 @@ def _check_judge(judge: JudgeSpec, where: str, environ, templates) -> None:
         if knobs.invalid_rate + knobs.tie_rate > 1.0:
             raise ManifestError(f"{where}.simulated", "invalid_rate + tie_rate must not exceed 1")
         for code, value in knobs.accuracy.items():
-            try:
-                languages.normalize(code)
-            except ValueError as e:
-                raise ManifestError(f"{where}.simulated.accuracy.{code}", str(e)) from None
+            languages.checked(code, f"{where}.simulated.accuracy.{code}")
             if not 0.0 <= value <= 1.0:
                 raise ManifestError(f"{where}.simulated.accuracy.{code}", "expected a probability in [0, 1]")
         _check_accuracy_by_perturbation(knobs.accuracy_by_perturbation, f"{where}.simulated.accuracy_by_perturbation")

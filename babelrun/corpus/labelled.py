@@ -54,10 +54,7 @@ def check(spec, where: str) -> None:
     sets = _sets(spec)
     if not sets:
         raise ManifestError(f"{where}.path", f"no dataset.json in {spec.path}")
-    try:
-        languages.normalize(spec.language)
-    except ValueError as e:
-        raise ManifestError(f"{where}.language", str(e)) from None
+    languages.checked(spec.language, f"{where}.language")
     for _, path in sets:
         try:
             rows = _decode(path)

@@ -63,10 +63,7 @@ def check(spec, where: str) -> None:
     if not path.is_file():
         raise ManifestError(f"{where}.path", f"file not found: {path}")
     if spec.language is not None:
-        try:
-            languages.normalize(spec.language)
-        except ValueError as e:
-            raise ManifestError(f"{where}.language", str(e)) from None
+        languages.checked(spec.language, f"{where}.language")
     try:
         for number, row in rows(path, _kind(spec)):
             _check_row(spec, where, path, number, row)

@@ -40,10 +40,7 @@ def check(spec, where: str) -> None:
     if spec.answers is not None and spec.format != "bfcl":
         raise ManifestError(f"{where}.answers", "only the bfcl format has a separate answers file")
     if spec.language is not None:
-        try:
-            languages.normalize(spec.language)
-        except ValueError as e:
-            raise ManifestError(f"{where}.language", str(e)) from None
+        languages.checked(spec.language, f"{where}.language")
     try:
         for _ in _read(spec):
             pass

@@ -16,7 +16,8 @@ from ..score import Card, Interval
 from .data import MODES, Example, ReportData
 from .plots import Plot
 from .safe import h
-from .summary import cbc_rows, leaderboard
+from .summary import COMPARED, cbc_rows, leaderboard
+from .summary import number as _num
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
@@ -36,16 +37,6 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-weight
 .raw{font-family:ui-monospace,monospace;white-space:pre-wrap;background:#f4f4f4;padding:1px 4px}
 .note{color:#555}details{margin:.4em 0}summary{cursor:pointer}
 """
-
-
-def _num(iv: Interval | None, signed: bool = False) -> str:
-    if iv is None or iv.value is None:
-        return "–"
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    text = fmt.format(iv.value)
-    if iv.lo is not None and iv.hi is not None:
-        text += f" [{fmt.format(iv.lo)}, {fmt.format(iv.hi)}]"
-    return text
 
 
 def _band(value: float | None) -> str:
@@ -257,10 +248,6 @@ def _agentic(data: ReportData, plots: list[Plot]) -> str:
                      rows, {2}))
 
 
-_COMPARED = (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
-             ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
-
-
 def _change(change, targeted: bool) -> str:
     if change.a.value is None or change.b.value is None:
         return "–"
@@ -281,7 +268,7 @@ def _mitigations(data: ReportData, plots: list[Plot]) -> str:
                      f"slot bias β {comp.slot_bias['all']:+.2f}, {comp.calibration_items} held-out items"
                      if comp.slot_bias is not None else "")
             rows.append([h(comp.name), h(comp.kind), h(comp.base), f"{comp.calls_per_decision:.2f}"]
-                        + [_change(changes[m], m in comp.targets) if m in changes else "–" for m, _ in _COMPARED]
+                        + [_change(changes[m], m in comp.targets) if m in changes else "–" for m, _ in COMPARED]
                         + [f"{overall.mcnemar.p:.2g}" if overall else "–", h(extra)])
     if not rows:
         return ""
@@ -289,7 +276,7 @@ def _mitigations(data: ReportData, plots: list[Plot]) -> str:
             "presentations, the change with a paired item bootstrap interval; McNemar p on per-presentation "
             "correctness; calls per decision: what one deployed verdict costs in inner judge calls (the base "
             "judge: 1). Bold: what the mitigation targets.</p>"
-            + _table(["mitigation", "kind", "base", "calls / decision", *[label for _, label in _COMPARED],
+            + _table(["mitigation", "kind", "base", "calls / decision", *[label for _, label in COMPARED],
                       "McNemar p", ""], rows, {3}))
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..score import Card, Cards, CompositeCard, Interval
+from ..score import Card, Cards, CompositeCard
 from ..score.agentic import AgenticCard
 from .safe import md, neutralise
+from .summary import COMPARED
+from .summary import number as _num
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
 _PLAIN = re.compile(r"[\w.\-/:@+~ ]*")
@@ -28,16 +30,6 @@ def _code(text: str) -> str:
     spaces); anything else as escaped text, since a backtick would end the span early and
     backslashes do not escape inside one."""
     return f"`{text}`" if _PLAIN.fullmatch(text) else md(text)
-
-
-def _num(iv: Interval, signed: bool = False) -> str:
-    if iv.value is None:
-        return "–"
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    text = fmt.format(iv.value)
-    if iv.lo is not None and iv.hi is not None:
-        text += f" [{fmt.format(iv.lo)}, {fmt.format(iv.hi)}]"
-    return text
 
 
 def _row(label: str, card: Card) -> str:
@@ -86,15 +78,11 @@ _AGENTIC_HEADER = (
 )
 
 
-def _opt(iv: Interval | None, signed: bool = False) -> str:
-    return "–" if iv is None else _num(iv, signed)
-
-
 def _agentic_row(label: str, card: AgenticCard) -> str:
     r = card.reliability.value
     flag = "" if r is None else (" ✓" if r >= THRESHOLD else " ✗")
-    return (f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{flag} | {_opt(card.tool_accuracy)} | "
-            f"{_opt(card.argument_accuracy)} | {_opt(card.hallucination_detection)} | {_opt(card.length_bias)} | "
+    return (f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{flag} | {_num(card.tool_accuracy)} | "
+            f"{_num(card.argument_accuracy)} | {_num(card.hallucination_detection)} | {_num(card.length_bias)} | "
             f"{_num(card.position_bias, signed=True)} | {_num(card.order_consistency)} | "
             f"{_cell(', '.join(card.not_measured)) or '–'} |")
 
@@ -148,10 +136,6 @@ def _audit(cards: Cards) -> list[str]:
     return out
 
 
-_COMPARED = (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
-             ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
-
-
 def _change(c) -> str:
     if c.a.value is None or c.b.value is None:
         return "–"
@@ -181,15 +165,15 @@ def _mitigations(cards: Cards) -> list[str]:
         "interval; McNemar p on per-presentation correctness; calls per decision: the inner "
         "judge calls one deployed verdict costs (the base judge: 1). Bold: what the mitigation targets.",
         "",
-        "| mitigation | kind | base | calls/decision | " + " | ".join(label for _, label in _COMPARED)
+        "| mitigation | kind | base | calls/decision | " + " | ".join(label for _, label in COMPARED)
         + " | McNemar p | |",
-        "|---|---|---|---:|" + "---|" * len(_COMPARED) + "---:|---|",
+        "|---|---|---|---:|" + "---|" * len(COMPARED) + "---:|---|",
     ]
     for comp in cards.composites:
         overall = comp.change[0] if comp.change else None
         changes = {c.metric: c for c in overall.changes} if overall else {}
         cells = [(f"**{_change(changes[m])}**" if m in comp.targets else _change(changes[m]))
-                 if m in changes else "–" for m, _ in _COMPARED]
+                 if m in changes else "–" for m, _ in COMPARED]
         p = f"{overall.mcnemar.p:.2g}" if overall else "–"
         out.append(f"| {_cell(comp.name)} | {comp.kind} | {_cell(comp.base)} | {comp.calls_per_decision:.2f} | "
                    + " | ".join(cells) + f" | {p} | {_cell(_extra(comp))} |")
@@ -201,10 +185,6 @@ def _mitigations(cards: Cards) -> list[str]:
 # Section functions over a ReportData, in order; each returns its lines. A new card family
 # (agentic cards, composite judges) is a new function appended to SECTIONS. Judge and corpus
 # text goes through safe.md (Markdown syntax escaped, bidi controls made visible).
-
-def _iv(iv: Interval | None, signed: bool = False) -> str:
-    return "–" if iv is None else _num(iv, signed)
-
 
 def _leaderboard(data) -> list[str]:
     from .summary import leaderboard
@@ -273,8 +253,8 @@ def _analyses(data) -> list[str]:
         out += [f"## Language-switch invariance against {_cell(inv.pivot)}", "",
                 "| judge | language | matched | verdict flips | correctness flips | McNemar p |",
                 "|---|---|---:|---|---|---:|"]
-        out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_iv(r.judgment_flip)} | "
-                f"{_iv(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
+        out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_num(r.judgment_flip)} | "
+                f"{_num(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
         out.append("")
     return out
 
