@@ -319,7 +319,7 @@ SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _mitigatio
 
 
 def render(data: ReportData, plots: list[Plot]) -> str:
-    body = "\n".join(section(data, plots) for section in SECTIONS)
+    body = "\n".join(filter(None, (section(data, plots) for section in SECTIONS)))  # empty: nothing to show
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f'<meta http-equiv="Content-Security-Policy" content="{h(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
