@@ -4,6 +4,10 @@
              └─ shard task × workers ── run.run_shard(plan.sharded(i/N))
                                         (the same async engine; its own log segments)
 
+Cascades' escalation-only strong judges (``calls: escalations``) are a second round of shard
+tasks, started when every shard of the first has ended, over the keys the driver computes
+from the cheap judges' records.
+
 The driver builds the plan once and hands it to every task (``ray.put``); it holds the run
 directory's lock shared, and each task locks its shard (``log.RunLock``). Records go
 straight from each worker to its own segments (``s<i>of<N>-host-pid-…jsonl``) in the run
@@ -207,8 +211,9 @@ def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
 
 
 def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
-               interval: float):
-    """A worker's task: one shard through the engine, under the shard's lock."""
+               interval: float, phases: tuple[str, ...], wanted: log.DoneSet | None):
+    """A worker's task: one shard through the engine in the given phases (run.PHASES),
+    under the shard's lock."""
 
     def build(spec: JudgeSpec, seed: int):
         if spec.name in replicas:
@@ -221,7 +226,7 @@ def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, 
     progress = Progress(stream=sys.stderr, interval=interval, live=False)
     with log.RunLock(manifest.run_dir, shard):
         outcome = run.run_shard(manifest, plan.sharded(shard), accounts=accounts, progress=progress,
-                                handle_signals=False, build=build)
+                                handle_signals=False, build=build, phases=phases, wanted=wanted)
     return outcome.judges, outcome.written, outcome.interrupted
 
 
@@ -288,9 +293,16 @@ def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> l
         plan_ref = ray.put(plan)
         # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
         interval = 10.0 if progress is None or progress.live else progress.interval
-        refs = [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas, interval)
-                for i in range(spec.workers)]
-        parts = _gather(ray, refs)
+
+        def round_(phases: tuple[str, ...], wanted=None) -> list:
+            return _gather(ray, [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas,
+                                             interval, phases, wanted) for i in range(spec.workers)])
+
+        parts = round_(("all",))
+        # Cascades' escalation-only strong judges: a second round, once every shard's cheap
+        # judge has answered; the driver computes the escalated keys once for all shards.
+        if any(j.calls == "escalations" for j in manifest.judges) and not any(p[2] for p in parts):
+            parts += round_(("escalations",), ray.put(run.escalations(manifest)))
         _report_replicas(ray, replicas, progress)
         return parts
     finally:
@@ -303,7 +315,7 @@ def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> l
 def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditResult:
     """The whole plan as ``ray.workers`` shards on Ray; cards when every shard is done."""
     ray = require_ray()
-    run.check_shardable(manifest)
+    run.check_shardable(manifest, escalation_round=True)
     run_dir = manifest.run_dir
     plan = Plan.from_manifest(manifest)
     run.prepare_dir(run_dir)

@@ -104,52 +104,68 @@ def write_run_files(manifest: Manifest, plan: Plan) -> None:
     _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
 
 
-def check_shardable(manifest: Manifest) -> None:
+def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> None:
+    """Judges that cannot be split into independent shards. Escalation-only judges can,
+    where an executor runs them in a round after every shard's other judges
+    (``escalation_round``: the Ray executor); a lone ``--shard`` process cannot."""
     for i, spec in enumerate(manifest.judges):
         if spec.batch:  # its pending-batch file is one per judge, not per shard
             raise UserError(f"judges[{i}] ({spec.name!r}) uses a provider batch (batch: true), which "
                             "cannot be split into shards; audit it without --shard or the Ray executor")
-        if spec.calls == "escalations":  # its keys depend on other judges' records, in every shard
+        if spec.calls == "escalations" and not escalation_round:  # its keys need every shard's records
             raise UserError(f"judges[{i}] ({spec.name!r}) is called on escalations only, which needs the "
-                            "whole run's cheap-judge records; audit it without --shard or the Ray executor")
+                            "whole run's cheap-judge records; audit it without --shard")
+
+
+# The engine's phases: every judge called on all keys, then the cascades' strong judges on
+# what the first phase escalates.
+PHASES = ("all", "escalations")
 
 
 def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budget] | None = None,
               progress: Progress | None = None, handle_signals: bool = True,
-              build: Callable[[JudgeSpec, int], judges.Judge] = judges.build) -> engine.EngineResult:
+              build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
+              phases: tuple[str, ...] = PHASES, wanted: log.DoneSet | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
-    process's own segments. The caller holds the run lock in the matching mode. ``build``
-    makes each judge's backend (the Ray executor's replicas stand in for local models)."""
+    process's own segments, in the given ``phases``. The caller holds the run lock in the
+    matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
+    for local models); ``wanted``: the escalated keys, when the caller has them."""
     run_dir, shard = manifest.run_dir, plan.shard
     log.repair(run_dir, shard)
     done = log.DoneSet.from_log(run_dir)
-    backends = [build(spec, manifest.seed) for spec in manifest.judges]
+    called = [spec for spec in manifest.judges if spec.calls in phases]
+    backends = [build(spec, manifest.seed) for spec in called]
     cfg = manifest.log
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
     try:
-        return _judge(backends, plan, done, writer, manifest, progress=progress,
+        return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
                       handle_signals=handle_signals, accounts=accounts)
     finally:
         writer.close()
 
 
+def escalations(manifest: Manifest) -> log.DoneSet:
+    """The keys the cascades escalate to their escalation-only strong judges, recomputed
+    from the cheap judges' records in the log (so a resumed run asks the same)."""
+    data = compact.load(manifest.run_dir, composite.COLUMNS)
+    strong = {spec.name for spec in manifest.judges if spec.calls == "escalations"}
+    return log.DoneSet(composite.escalations(data, manifest.composites, run_info(manifest).judge_ids, strong))
+
+
 def _judge(backends: list, plan: Plan, done: log.DoneSet, writer: log.LogWriter, manifest: Manifest,
-           **options) -> engine.EngineResult:
-    """The engine over every judge, in two phases when a cascade's strong judge is called
-    on escalations only: first every other judge, then the strong judges on what the cheap
-    judges' records escalate (recomputed from the log, so a resumed run asks the same)."""
+           wanted: log.DoneSet | None, **options) -> engine.EngineResult:
+    """The engine over the judges, in two phases when a cascade's strong judge is called on
+    escalations only: first every other judge, then the strong judges on what the cheap
+    judges' records escalate."""
     first = [b for b in backends if b.spec.calls == "all"]
     later = [b for b in backends if b.spec.calls == "escalations"]
-    outcome = anyio.run(lambda: engine.run(first, plan, done, writer, **options))
-    if not later or outcome.interrupted:
-        return outcome
-    data = compact.load(manifest.run_dir, composite.COLUMNS)
-    ids = run_info(manifest).judge_ids
-    wanted = log.DoneSet(composite.escalations(data, manifest.composites, ids, {b.spec.name for b in later}))
-    second = anyio.run(lambda: engine.run(later, plan, done, writer, wanted=wanted, **options))
-    return engine.EngineResult(outcome.judges + second.judges, second.interrupted, second.written,
-                               outcome.elapsed_s + second.elapsed_s)
+    outcomes = [anyio.run(lambda: engine.run(first, plan, done, writer, **options))] if first else []
+    if later and not any(o.interrupted for o in outcomes):
+        wanted = wanted if wanted is not None else escalations(manifest)
+        outcomes.append(anyio.run(lambda: engine.run(later, plan, done, writer, wanted=wanted, **options)))
+    return engine.EngineResult([s for o in outcomes for s in o.judges], any(o.interrupted for o in outcomes),
+                               writer.written, sum(o.elapsed_s for o in outcomes))
 
 
 def result_of(run_dir: Path, states: list[engine.JudgeState], *, written: int, interrupted: bool,

@@ -207,3 +207,27 @@ def test_replicas_need_the_ray_executor(tmp_path):
                                         "replicas": 2}])
     with pytest.raises(babelrun.errors.ManifestError, match=r"judges\[0\].replicas: only in-process judges"):
         babelrun.load_manifest(remote)
+
+
+def test_a_cascades_escalation_only_judge_runs_as_a_second_round_on_ray(tmp_path, local_ray):
+    judges = [{"name": "cheap", "backend": "simulated", "simulated": {"default_accuracy": 0.75}},
+              {"name": "strong", "backend": "simulated", "calls": "escalations",
+               "simulated": {"default_accuracy": 0.97}}]
+    composites = [{"kind": "cascade", "name": "casc", "cheap": "cheap", "strong": "strong"}]
+    corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 4}
+
+    def audit(folder, **fields):
+        folder.mkdir()
+        path = write_manifest(folder, judges, composites=composites, corpus=corpus, perturbations=PERTURBATIONS,
+                              **fields)
+        return _audit(babelrun.load_manifest(path)), list(log.read(folder / "run"))
+
+    on_ray, ray_records = audit(tmp_path / "ray", executor="ray", ray={"workers": 2, "num_cpus": 0})
+    local, local_records = audit(tmp_path / "local")
+    assert on_ray.exit_code == 0 and on_ray.planned_calls == local.planned_calls == len(local_records)
+    assert {p.name[:5] for p in (tmp_path / "ray" / "run" / "log").glob("*.jsonl")} == {"s0of2", "s1of2"}
+    # The strong judge answered the same escalated keys, each once, after the cheap judge.
+    strong = [r for r in ray_records if r.judge == "strong"]
+    assert 0 < len(strong) == len({r.key for r in strong}) == sum(r.judge == "strong" for r in local_records)
+    assert max(r.ts for r in ray_records if r.judge == "cheap") <= min(r.ts for r in strong)
+    assert on_ray.cards == local.cards
