@@ -231,3 +231,35 @@ def test_a_cascades_escalation_only_judge_runs_as_a_second_round_on_ray(tmp_path
     assert 0 < len(strong) == len({r.key for r in strong}) == sum(r.judge == "strong" for r in local_records)
     assert max(r.ts for r in ray_records if r.judge == "cheap") <= min(r.ts for r in strong)
     assert on_ray.cards == local.cards
+
+
+def test_a_run_started_on_ray_is_finished_locally(tmp_path, local_ray):
+    """Ray → local (local → Ray is the killed-worker test's first step): the provider revokes
+    the key mid-run, both workers stop; with the key back, a local audit finishes the run."""
+
+    def revoke(run_dir, server, after_lines):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            segments = (run_dir / "log").glob("*.jsonl") if (run_dir / "log").exists() else []
+            if sum(p.read_bytes().count(b"\n") for p in segments) >= after_lines:
+                server.api_key = "revoked"  # every call without this key gets a 401 from now on
+                return
+            time.sleep(0.005)
+
+    with FakeJudgeServer(latency_s=0.02) as server:
+        on_ray = _manifest(tmp_path / "audit", server, executor="ray", ray={"workers": 2})
+        revoker = threading.Thread(target=revoke, args=(on_ray.run_dir, server, 30))
+        revoker.start()
+        started = _audit(on_ray)
+        revoker.join()
+        assert started.exit_code == 1 and started.stop_reasons  # the 401 stopped the judge
+        server.api_key = None
+        finished = _audit(_manifest(tmp_path / "audit", server))  # same run, the local executor
+        reference = _audit(_manifest(tmp_path / "reference", server))
+    assert finished.exit_code == 0 and 30 <= finished.already_done < finished.planned_calls
+    records = list(log.read(on_ray.run_dir))
+    ok = Counter(r.key for r in records if r.status == "ok")
+    assert len(ok) == finished.planned_calls and max(ok.values()) == 1
+    assert {s.name[:5] for s in (on_ray.run_dir / "log").glob("*.jsonl")} >= {"s0of2", "s1of2"}
+    assert (on_ray.run_dir / "cards.json").read_bytes() == (tmp_path / "reference" / "run" / "cards.json").read_bytes()
+    assert reference.new_records == finished.planned_calls
