@@ -278,3 +278,11 @@ def test_the_report_shows_mitigations_beside_their_base_and_agentic_cards(tmp_pa
     assert "## Mitigations against their base judge" in markdown and "| leaning-2x | dual_order | leaning | 2.00 |" in markdown
     identities = page[page.index("Judge identities"):]
     assert "dual_order (composite)" in identities
+
+
+def test_the_length_neutral_prompt_is_written_in_every_language_of_the_base_prompt():
+    base, variant = TEMPLATES["pairwise"], TEMPLATES["pairwise_length_neutral"]
+    assert set(variant.translations) == set(base.translations)
+    for lang in ("es", "hi", "ja", "ar"):
+        (system, user), (base_system, base_user) = variant.texts(lang), base.texts(lang)
+        assert system.startswith(base_system) and len(system) > len(base_system) + 20 and user == base_user

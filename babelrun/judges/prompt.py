@@ -65,16 +65,16 @@ PAIRWISE = Template(
     },
 )
 
-# A prompt variant (a mitigation to audit): the same task, told plainly to disregard length.
-# Written in English only (``prompt_language: item`` falls back to it).
+# A prompt variant (a mitigation to audit): the same task, told plainly to disregard length,
+# in every language the base prompt is written in (length_neutral.json: the added sentence).
+_LENGTH_NEUTRAL = msgspec.json.decode((Path(__file__).parent / "length_neutral.json").read_bytes())
 PAIRWISE_LENGTH_NEUTRAL = Template(
     name="pairwise_length_neutral",
     version=1,
-    system=PAIRWISE.system + (
-        " Length is not quality: a longer answer is not better for being longer, and repeated "
-        "or padded content makes an answer worse. Judge only what the answers say."
-    ),
+    system=f"{PAIRWISE.system} {_LENGTH_NEUTRAL['en']}",
     user=PAIRWISE.user,
+    translations={lang: (f"{system}{'' if lang in ('zh', 'ja') else ' '}{_LENGTH_NEUTRAL[lang]}", user)
+                  for lang, (system, user) in PAIRWISE.translations.items()},  # no space between CJK sentences
 )
 
 TEMPLATES: dict[str, Template] = {t.name: t for t in (PAIRWISE, PAIRWISE_LENGTH_NEUTRAL)}
