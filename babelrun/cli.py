@@ -21,7 +21,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Audit LLM judges: degrade good reference answers in controlled ways, show "
         "each pair to the judge in both orders, and report per-language reliability cards. Agent "
         "trajectories (tool calls) are audited the same way: a corpus source of kind: trajectories "
-        "and an agentic: section (examples/agentic.yaml); their cards are reported apart.",
+        "and an agentic: section (examples/agentic.yaml); their cards are reported apart. "
+        "Mitigations (dual_order, ensemble, cascade, calibrated) are judges built from judges, in a "
+        "composites: section (examples/mitigation.yaml): they make no calls of their own and get "
+        "the same cards, with their cost and their change against the base judge.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
