@@ -87,7 +87,8 @@ class Derived(msgspec.Struct):
     probs: np.ndarray
     calls_per_decision: float
     unresolved: int = 0
-    escalated: int | None = None  # cascade: presentations the strong judge decided
+    escalated: int | None = None  # cascade: presentations sent to the strong judge
+    considered: int = 0  # cascade: the cheap judge's presentations
     slot_bias: dict[str, float] | None = None  # calibrated: β per language (and "all")
     calibration_items: int | None = None
 
@@ -195,11 +196,12 @@ def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged) -> Derived:
         strong = _Judged(np.zeros(1, np.int64), np.zeros(1, np.uint64), np.full(1, INVALID), np.full((1, 3), np.nan))
     verdict = np.where(escalate, strong.verdict[at], cheap.verdict)[resolved]
     probs = np.where(escalate[:, None], strong.probs[at], cheap.probs)[resolved]
-    n_escalated = int((escalate & resolved).sum())
-    n = int(resolved.sum())
+    # The rate over every cheap presentation: escalations the strong judge has not answered
+    # yet (unresolved) are escalations all the same.
+    n_escalated, n = int(escalate.sum()), len(escalate)
     calls = (2.0 if spec.on_flip else 1.0) + (n_escalated / n if n else 0.0)
     return Derived(spec, "", cheap.rows[resolved], verdict, probs, calls, int((~resolved).sum()),
-                   escalated=n_escalated)
+                   escalated=n_escalated, considered=n)
 
 
 def calibrated(spec: CalibratedSpec, j: _Judged, lang: np.ndarray, langs: list[str]) -> Derived:
@@ -309,12 +311,13 @@ def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], 
     n = rows.num_rows
     escalation = None
     if derived.escalated is not None:
-        lo, hi = stats.wilson(derived.escalated, n, confidence)
-        escalation = score.Interval(round(derived.escalated / n, 4) if n else None,
-                                    _round(lo), _round(hi), n)
+        k, m = derived.escalated, derived.considered
+        lo, hi = stats.wilson(k, m, confidence)
+        escalation = score.Interval(round(k / m, 4) if m else None, _round(lo), _round(hi), m)
     return score.CompositeCard(
         name=spec.name, kind=spec.kind, judge_id=derived.judge_id, inner=inner_judges(spec),
-        base=base_name, targets=TARGETS[spec.kind], calls_per_decision=round(derived.calls_per_decision, 4), presentations=n,
+        base=base_name, targets=TARGETS[spec.kind], calls_per_decision=round(derived.calls_per_decision, 4),
+        presentations=n,
         unresolved=derived.unresolved, escalation_rate=escalation, slot_bias=derived.slot_bias,
         calibration_items=derived.calibration_items, change=changes,
     )

@@ -286,3 +286,20 @@ def test_the_length_neutral_prompt_is_written_in_every_language_of_the_base_prom
     for lang in ("es", "hi", "ja", "ar"):
         (system, user), (base_system, base_user) = variant.texts(lang), base.texts(lang)
         assert system.startswith(base_system) and len(system) > len(base_system) + 20 and user == base_user
+
+
+def test_escalations_the_strong_judge_has_not_answered_still_count_in_the_rate():
+    import numpy as np
+
+    from babelrun.manifest import CascadeSpec
+
+    keys = np.arange(8, dtype=np.uint64)  # four items, both orders
+    verdict = np.array([0, 0, 0, 1, 2, 0, 3, 3])  # item 1 flips; a tie; an invalid pair
+    cheap = composite._Judged(np.arange(8), keys, verdict, np.full((8, 3), np.nan))
+    strong = composite._Judged(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64),
+                               np.zeros((0, 3)))
+    out = composite.cascade(CascadeSpec(name="k", cheap="c", strong="s"), cheap, strong)
+    # Escalated: the flipped item's two presentations, the tie, the two invalid ones = 5 of 8;
+    # none answered, so only the three the cheap judge settles are decided.
+    assert (out.escalated, out.considered, out.unresolved, len(out.rows)) == (5, 8, 5, 3)
+    assert out.calls_per_decision == pytest.approx(2 + 5 / 8)
