@@ -177,7 +177,8 @@ def test_kill_and_resume_with_composites_makes_no_inner_call_twice(tmp_path):
         return write_manifest(folder, judges, composites=composites, corpus=corpus, perturbations=perts)
 
     cmd = [sys.executable, "-m", "babelrun", "audit"]
-    with FakeJudgeServer(latency_s=0.02) as server:
+    # 48 calls, 4 in flight, 0.1 s each: ~1.2 s of calls, time enough to kill the audit midway.
+    with FakeJudgeServer(latency_s=0.1) as server:
         killed = manifest(tmp_path / "killed", server)
         run_dir = tmp_path / "killed" / "run"
         proc = subprocess.Popen([*cmd, str(killed)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
