@@ -19,7 +19,6 @@ Anthropic allows only ``[A-Za-z0-9_-]{1,64}``.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +30,7 @@ from anyio.abc import ObjectSendStream
 
 from . import limits
 from . import records as build
+from .files import write_atomic
 from .judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
 from .judges.prompt import TEMPLATES
 from .log import DoneSet
@@ -57,16 +57,6 @@ def custom_id(item_id: str, order: str) -> str:
 
 def state_path(run_dir: Path, judge_id: str) -> Path:
     return run_dir / "batches" / f"{judge_id}.json"
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _load(path: Path) -> Pending | None:
@@ -307,7 +297,8 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     with anyio.CancelScope(shield=True):  # a created batch is always written down
         batch_id = await _retrying(judge, state, lambda: api.submit(todo))
         pending = Pending(api.provider, batch_id, [cid for cid, _ in todo], round(time.time(), 3))
-        _write_atomic(path, msgspec.json.encode(pending))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, msgspec.json.encode(pending), fsync=True)
     await _collect(api, judge, state, pending, requests, records, path)
 
 

@@ -349,11 +349,11 @@ def _save(result, run_dirs: list[Path], name: str) -> None:
     """An analysis's result as JSON in each run directory it read, for ``babelrun report``."""
     import msgspec
 
-    from .run import _write_atomic
+    from .files import write_atomic
 
     body = msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n"
     for run_dir in run_dirs:
-        _write_atomic(Path(run_dir) / name, body)
+        write_atomic(Path(run_dir) / name, body)
 
 
 def _agree(args) -> int:

@@ -14,7 +14,6 @@ unifies them. ``executor: ray`` hands the shards to Ray workers (``cluster.py``)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from . import (
     score,
 )
 from .errors import UserError
+from .files import write_atomic
 from .manifest import JudgeSpec, Manifest
 from .plan import Plan
 from .progress import Progress
@@ -78,13 +78,6 @@ class AuditResult(msgspec.Struct):
         return 1 if self.stop_reasons or self.failed_calls else 0
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    # The temporary name is the writer's own: shards write run.yaml and plan.json side by side.
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def run_info(manifest: Manifest) -> RunInfo:
     ids = {spec.name: judges.judge_id(spec) for spec in manifest.judges}
     return RunInfo(__version__, ids, manifest)
@@ -100,8 +93,8 @@ def prepare_dir(run_dir: Path) -> None:
 def write_run_files(manifest: Manifest, plan: Plan) -> None:
     """run.yaml and plan.json: the same bytes from every process of one run."""
     run_dir = manifest.run_dir
-    _write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
-    _write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
+    write_atomic(run_dir / "run.yaml", msgspec.yaml.encode(run_info(manifest)))
+    write_atomic(run_dir / "plan.json", msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
 
 
 def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> None:
@@ -180,7 +173,7 @@ def result_of(run_dir: Path, states: list[engine.JudgeState], *, written: int, i
 
 
 def write_stats(run_dir: Path, stats: RunStats, name: str = "stats.json") -> None:
-    _write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(stats), indent=2))
+    write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(stats), indent=2))
 
 
 def audit(manifest: Manifest, *, progress: Progress | None = None,
@@ -297,6 +290,6 @@ def score_run(run_dir: Path) -> score.Cards:
                        for d, t in zip(derived, tables, strict=True)]
     cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
                                     composites=composite_cards)
-    _write_atomic(run_dir / "cards.json", score.encode(cards))
-    _write_atomic(run_dir / "report.md", report.markdown(cards).encode())
+    write_atomic(run_dir / "cards.json", score.encode(cards))
+    write_atomic(run_dir / "report.md", report.markdown(cards).encode())
     return cards

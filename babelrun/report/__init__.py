@@ -9,21 +9,15 @@ process (``plots.render_apart``), so it never adds to an audit's memory.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..files import write_atomic
 from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
 from .markdown import render_report as markdown_report
 
 __all__ = ["markdown", "markdown_leaderboard", "markdown_report", "write"]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None):
@@ -34,11 +28,11 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     gathered = report_data.gather([Path(d) for d in run_dirs], cards)
-    _write_atomic(out_dir / "report.md", markdown_report(gathered))
+    write_atomic(out_dir / "report.md", markdown_report(gathered).encode())
     if html:
         from . import html as report_html
         from . import plots
 
         drawn = plots.render_apart(gathered, out_dir)
-        _write_atomic(out_dir / "report.html", report_html.render(gathered, drawn))
+        write_atomic(out_dir / "report.html", report_html.render(gathered, drawn).encode())
     return gathered
