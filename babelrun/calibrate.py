@@ -52,10 +52,10 @@ import pyarrow.compute as pc
 
 from . import compact
 from .errors import UserError
+from .score.stats import rounded
 
 # The columns ``run`` reads from each run directory.
 COLUMNS = ["judge_id", "judge", "item_id", "order", "lang", "perturbation", "verdict"]
-ROUND = 4
 
 
 class Dropped(msgspec.Struct, frozen=True):
@@ -268,7 +268,7 @@ def _interval(values: np.ndarray, confidence: float) -> Interval:
         return Interval(None, None, None)
     tail = (1 - confidence) / 2
     lo, hi = np.quantile(finite, [tail, 1 - tail])
-    return Interval(_r(finite.mean()), _r(lo), _r(hi))
+    return Interval(rounded(finite.mean()), rounded(lo), rounded(hi))
 
 
 def task_split_agreement(scores: np.ndarray, replicates: int = 200, seed: int = 0,
@@ -353,12 +353,10 @@ def _noise(scores: np.ndarray) -> tuple[float | None, float | None]:
 
 # --- the calibration ----------------------------------------------------------------------
 
-def _r(x) -> float | None:
-    return None if x is None or not np.isfinite(x) else round(float(x), ROUND)
 
 
 def _matrix(a: np.ndarray) -> Matrix:
-    return [[_r(v) for v in row] for row in a]
+    return [[rounded(v) for v in row] for row in a]
 
 
 def calibrate(scores: np.ndarray, judges: Sequence[str], langs: Sequence[str],
@@ -397,19 +395,19 @@ def calibrate(scores: np.ndarray, judges: Sequence[str], langs: Sequence[str],
     for pair, lang in zip(*np.nonzero(q < alpha), strict=True):
         a, b = (i[pair], k[pair]) if overall[i[pair]] >= overall[k[pair]] else (k[pair], i[pair])
         reversals.append(Reversal(
-            lang=langs[lang], better=judges[a], worse=judges[b], overall=_r(gap[pair]),
-            in_lang=_r(in_lang[pair, lang]), tasks=int(np.isfinite(scores[0, lang]).sum()),
-            t=_r(t[pair, lang]), p=float(f"{p[pair, lang]:.3g}"), p_adjusted=float(f"{q[pair, lang]:.3g}")))
+            lang=langs[lang], better=judges[a], worse=judges[b], overall=rounded(gap[pair]),
+            in_lang=rounded(in_lang[pair, lang]), tasks=int(np.isfinite(scores[0, lang]).sum()),
+            t=rounded(t[pair, lang]), p=float(f"{p[pair, lang]:.3g}"), p_adjusted=float(f"{q[pair, lang]:.3g}")))
     reversals.sort(key=lambda r: (r.p_adjusted, r.lang, r.better, r.worse))
 
     return Calibration(
         judges=list(judges), judge_ids=list(judge_ids) if judge_ids is not None else list(judges),
         langs=list(langs), tasks=list(tasks), cells=int(complete.sum()), dropped=list(dropped),
         raw=_matrix(M), interaction=_matrix(inter), calibrated=_matrix(calibrated),
-        overall=[_r(v) for v in overall],
+        overall=[rounded(v) for v in overall],
         ranks_raw=_ranks(M).tolist(), ranks_calibrated=_ranks(calibrated).tolist(),
-        noise_sd=_r(noise_sd), interaction_se=_r(se),
-        agreement_in_sample=_r(rank_agreement(M)), agreement=agreement,
+        noise_sd=rounded(noise_sd), interaction_se=rounded(se),
+        agreement_in_sample=rounded(rank_agreement(M)), agreement=agreement,
         alpha=alpha, reversal_tests=int(np.isfinite(p).sum()), reversals=reversals,
     )
 

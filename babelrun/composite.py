@@ -33,7 +33,6 @@ failed, a strong judge not yet run) is left out and counted as ``unresolved``.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable
 
 import msgspec
@@ -51,6 +50,7 @@ from .manifest import (
     inner_judges,
 )
 from .score import lookup, metrics, stats
+from .score.stats import rounded
 
 REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
 # Columns a composite needs beyond the scoring ones: the tie probability, and what the
@@ -128,10 +128,6 @@ def _ref_view(probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
     return out
 
 
-def _slot_view(ref_probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
-    return _ref_view(ref_probs, ref_first)  # the same swap, undone
-
-
 def _combine_hard(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Two verdicts on one item: equal stand; one invalid → the other; else tie."""
     return np.where(a == b, a, np.where(a == INVALID, b, np.where(b == INVALID, a, TIE)))
@@ -147,7 +143,8 @@ def dual_order(spec: DualOrderSpec, j: _Judged) -> Derived:
     soft_verdict = _from_slots(ref, np.ones(len(rf), bool))
     verdict = np.where(soft, soft_verdict, _combine_hard(j.verdict[rf], j.verdict[pf]))
     rows = np.concatenate([j.rows[rf], j.rows[pf]])
-    probs = np.concatenate([ref, _slot_view(ref, np.zeros(len(pf), bool))])
+    # Back to (P(A), P(B), P(tie)) for each presentation: the swap undoes itself.
+    probs = np.concatenate([ref, _ref_view(ref, np.zeros(len(pf), bool))])
     unresolved = int(len(j.key) - 2 * len(rf))
     return Derived(spec, "", rows, np.concatenate([verdict, verdict]), probs, 2.0, unresolved)
 
@@ -313,7 +310,7 @@ def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], 
     if derived.escalated is not None:
         k, m = derived.escalated, derived.considered
         lo, hi = stats.wilson(k, m, confidence)
-        escalation = score.Interval(round(k / m, 4) if m else None, _round(lo), _round(hi), m)
+        escalation = score.Interval(rounded(k / m) if m else None, rounded(lo), rounded(hi), m)
     return score.CompositeCard(
         name=spec.name, kind=spec.kind, judge_id=derived.judge_id, inner=inner_judges(spec),
         base=base_name, targets=TARGETS[spec.kind], calls_per_decision=round(derived.calls_per_decision, 4),
@@ -321,7 +318,3 @@ def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], 
         unresolved=derived.unresolved, escalation_rate=escalation, slot_bias=derived.slot_bias,
         calibration_items=derived.calibration_items, change=changes,
     )
-
-
-def _round(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 4)

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from . import compact, languages, score
 from .score import Change, LanguageDrift, McNemar, lookup, metrics
-from .score.stats import mcnemar_exact
+from .score.stats import mcnemar_exact, rounded
 
 METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
 COLUMNS = [*score.SCORING_COLUMNS, "item_id", "served_model", "fingerprint"]
@@ -161,10 +161,6 @@ def _paired(ta: np.ndarray, tb: np.ndarray, replicates: int, confidence: float,
     return out
 
 
-def _round(x) -> float | None:
-    return None if x is None or not np.isfinite(x) else round(float(x), score.ROUND)
-
-
 def _language(lang, ta, tb, correct_a, correct_b, card_a, card_b, replicates, confidence,
               rng) -> LanguageDrift:
     """One language's (or the overall) changes from its item tables and correctness."""
@@ -172,9 +168,9 @@ def _language(lang, ta, tb, correct_a, correct_b, card_a, card_b, replicates, co
     ci = _paired(ta, tb, replicates, confidence, rng)
     changes = []
     for m in METRICS:
-        delta = _round(pb_[m] - pa_[m])
+        delta = rounded(pb_[m] - pa_[m])
         lo, hi = ci.get(m, (None, None)) if delta is not None else (None, None)
-        changes.append(Change(m, getattr(card_a, m), getattr(card_b, m), delta, _round(lo), _round(hi)))
+        changes.append(Change(m, getattr(card_a, m), getattr(card_b, m), delta, rounded(lo), rounded(hi)))
     b, c = int((correct_a & ~correct_b).sum()), int((~correct_a & correct_b).sum())
     name = "all languages" if lang == ALL else languages.name(lang)
     return LanguageDrift(lang, name, len(ta), int(ta[:, 0].sum()), changes,

@@ -19,9 +19,7 @@ from .. import languages, log
 from ..corpus import Removed
 from ..items import PerturbationAudit
 from . import agentic, metrics, stats
-from .stats import Interval
-
-ROUND = 4
+from .stats import ROUND, Interval, rounded  # noqa: F401 (ROUND: re-exported)
 
 
 class Card(msgspec.Struct, frozen=True):
@@ -149,10 +147,6 @@ def lookup(column: pa.ChunkedArray | pa.Array, values: list[str] | tuple[str, ..
     return position[array.indices.to_numpy(zero_copy_only=False)]
 
 
-def _round(x: float) -> float | None:
-    return None if x is None or not np.isfinite(x) else round(float(x), ROUND)
-
-
 def _interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
     col = {name: sums[i] for i, name in enumerate(metrics.STATS)}
     return {
@@ -179,9 +173,9 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
         ci[name] = (float(lo), float(hi))
 
     def interval(name: str) -> Interval:
-        value = _round(point[name])
+        value = rounded(point[name])
         lo, hi = ci.get(name, (None, None)) if value is not None else (None, None)
-        return Interval(value, _round(lo), _round(hi), int(n[name]))
+        return Interval(value, rounded(lo), rounded(hi), int(n[name]))
 
     return Card(items=items, presentations=int(sums[0]), **{name: interval(name) for name in n})
 
@@ -305,7 +299,7 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         if margins is not None:
             total, n = margins[stop] - margins[start]
             if n:
-                result = msgspec.structs.replace(result, soft_margin=Interval(_round(total / n), None, None, int(n)))
+                result = msgspec.structs.replace(result, soft_margin=Interval(rounded(total / n), None, None, int(n)))
         return result
 
     judges = [

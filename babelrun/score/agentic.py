@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from .. import languages, log
 from ..items import FAMILY_PREFIX
 from . import metrics
-from .stats import Interval
+from .stats import Interval, rounded
 
 PREFIX = FAMILY_PREFIX["agentic"]
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -159,13 +159,11 @@ def _card(lc, length: Interval | None, reliability: tuple[float | None, ...]) ->
         tool_accuracy=acc.get("tool"), argument_accuracy=acc.get("argument"),
         hallucination_detection=acc.get("hallucination"), length_bias=length,
         position_bias=lc.card.position_bias, order_consistency=lc.card.order_consistency,
-        accuracy=Interval(_value(accuracy), None, None, items), reliability=Interval(*reliability, items),
+        accuracy=Interval(rounded(accuracy), None, None, items), reliability=Interval(*reliability, items),
         not_measured=missing, note=note,
     )
 
 
-def _value(x: float) -> float | None:
-    return None if not np.isfinite(x) else round(float(x), 4)
 
 
 def r_agent(sums: np.ndarray, families: list[str]) -> np.ndarray:
@@ -223,7 +221,7 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
         point = wide.T @ counts
         families = [f for f in WEIGHTS if _family_n(point.reshape(n_blocks, n_stats), f) > 0]
         value = float(r_agent(point.reshape(n_blocks, n_stats), families)) if families else np.nan
-        out[(jid, code_)] = (_value(value), None, None)
+        out[(jid, code_)] = (rounded(value), None, None)
         if not families or not np.isfinite(value) or replicates == 0:
             continue
         digest = hashlib.blake2b(f"{seed}\x1f{jid}/{code_}/agentic".encode(), digest_size=8).digest()
@@ -234,7 +232,7 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
         if finite.size:
             tail = (1.0 - confidence) / 2.0
             lo, hi = np.quantile(finite, [tail, 1.0 - tail])
-            out[(jid, code_)] = (_value(value), _value(lo), _value(hi))
+            out[(jid, code_)] = (rounded(value), rounded(lo), rounded(hi))
     return out
 
 

@@ -19,6 +19,13 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
+ROUND = 4  # decimals of every number in cards and analyses
+
+
+def rounded(x: float | None) -> float | None:
+    """``x`` to ``ROUND`` decimals; None for a missing or non-finite value."""
+    return None if x is None or not np.isfinite(x) else round(float(x), ROUND)
+
 
 class Interval(msgspec.Struct, frozen=True):
     """A card's number: its value, interval (None where undefined) and the count behind it."""
