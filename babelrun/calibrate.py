@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 
 from . import compact
 from .errors import UserError
+from .score import codes
 from .score.stats import rounded
 
 # The columns ``run`` reads from each run directory.
@@ -422,14 +423,9 @@ def _plain(column: pa.ChunkedArray) -> pa.Array:
 
 
 def _encode(column) -> tuple[np.ndarray, list[str]]:
-    """Integer codes of a string column, numbered in sorted order of its values (so that
-    nothing depends on the order of the records), and the values."""
-    encoded = pc.dictionary_encode(_plain(column))
-    by_value = pc.array_sort_indices(encoded.dictionary).to_numpy()
-    rank = np.empty(len(by_value), dtype=np.int64)
-    rank[by_value] = np.arange(len(by_value))
-    values = encoded.dictionary.take(pa.array(by_value)).to_pylist()
-    return rank[encoded.indices.to_numpy(zero_copy_only=False)], values
+    """Integer codes of a string column in sorted order of its values, and the values (the
+    column decoded first: run directories' Parquet files each bring their own dictionaries)."""
+    return codes(_plain(column))
 
 
 def judge_labels(table: pa.Table) -> dict[str, str]:

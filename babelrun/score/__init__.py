@@ -119,13 +119,13 @@ UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
 
-def _dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray:
+def _dictionary(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
     """The column as one dictionary array: as read from Parquet, or encoded here."""
-    array = column.combine_chunks()
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     return array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
 
 
-def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+def codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a string column, numbered in sorted order of the values, so that
     nothing downstream depends on the order of the records."""
     encoded = _dictionary(column)
@@ -237,9 +237,9 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
     data = data.unify_dictionaries()  # Parquet row groups each bring their own dictionaries
-    judge, judge_ids = _codes(data["judge_id"])
-    lang, langs = _codes(data["lang"])
-    pert, perts = _codes(data["perturbation"])
+    judge, judge_ids = codes(data["judge_id"])
+    lang, langs = codes(data["lang"])
+    pert, perts = codes(data["perturbation"])
     first_row = [int(np.argmax(judge == j)) for j in range(len(judge_ids))]  # a row of each judge
     names = dict(zip(judge_ids, data["judge"].take(pa.array(first_row)).to_pylist(), strict=True))
     j_rank = _rank([(names[j], j) for j in judge_ids])

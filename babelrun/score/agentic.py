@@ -183,7 +183,7 @@ def r_agent(sums: np.ndarray, families: list[str]) -> np.ndarray:
 def _reliability(data: pa.Table, replicates: int, confidence: float,
                  seed: int) -> dict[tuple[str, str], tuple[float | None, float | None, float | None]]:
     """R_agent per (judge_id, language): its value, and its item-clustered bootstrap interval."""
-    from . import _by_cell_and_item, _codes, lookup
+    from . import _by_cell_and_item, codes, lookup
 
     names = tuple(PREFIX + n for ns in BLOCKS.values() for n in ns)
     block_of = np.array([i for i, ns in enumerate(BLOCKS.values()) for _ in ns] + [-1])
@@ -193,8 +193,8 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
     if not keep.any():
         return {}
     data, block = data.filter(pa.array(keep)), block[keep]
-    judge, judge_ids = _codes(data["judge_id"])
-    lang, langs = _codes(data["lang"])
+    judge, judge_ids = codes(data["judge_id"])
+    lang, langs = codes(data["lang"])
     n_blocks, n_stats = len(BLOCKS), len(metrics.STATS)
     cell = (judge * len(langs) + lang) * n_blocks + block
     bits = (data["item_key"].to_numpy() if "item_key" in data.column_names
