@@ -16,7 +16,7 @@ from ..score import Card, Interval
 from .data import MODES, Example, ReportData
 from .plots import Plot
 from .safe import h
-from .summary import COMPARED, cbc_rows, leaderboard
+from .summary import COMPARED, cbc_rows, leaderboard, mitigation_rows
 from .summary import number as _num
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -249,7 +249,7 @@ def _agentic(data: ReportData, plots: list[Plot]) -> str:
 
 
 def _change(change, targeted: bool) -> str:
-    if change.a.value is None or change.b.value is None:
+    if change is None or change.a.value is None or change.b.value is None:
         return "–"
     text = f"{change.a.value:.2f} → {change.b.value:.2f}"
     if change.lo is not None and change.hi is not None:
@@ -259,17 +259,10 @@ def _change(change, targeted: bool) -> str:
 
 def _mitigations(data: ReportData, plots: list[Plot]) -> str:
     """Each mitigation judge beside its base judge on the same presentations, with its price."""
-    rows = []
-    for run in data.runs:
-        for comp in run.cards.composites:
-            overall = comp.change[0] if comp.change else None
-            changes = {c.metric: c for c in overall.changes} if overall else {}
-            extra = ("escalated " + _num(comp.escalation_rate) if comp.escalation_rate is not None else
-                     f"slot bias β {comp.slot_bias['all']:+.2f}, {comp.calibration_items} held-out items"
-                     if comp.slot_bias is not None else "")
-            rows.append([h(comp.name), h(comp.kind), h(comp.base), f"{comp.calls_per_decision:.2f}"]
-                        + [_change(changes[m], m in comp.targets) if m in changes else "–" for m, _ in COMPARED]
-                        + [f"{overall.mcnemar.p:.2g}" if overall else "–", h(extra)])
+    rows = [[h(r.card.name), h(r.card.kind), h(r.card.base), f"{r.card.calls_per_decision:.2f}"]
+            + [_change(c, t) for c, t in zip(r.changes, r.targeted, strict=True)]
+            + ["–" if r.mcnemar_p is None else f"{r.mcnemar_p:.2g}", h(r.note)]
+            for run in data.runs for r in mitigation_rows(run.cards)]
     if not rows:
         return ""
     return ("<h2>Mitigations against their base judge</h2><p class=note>Base → mitigation on the same "

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..score import Card, Cards, CompositeCard
+from ..score import Card, Cards
 from ..score.agentic import AgenticCard
 from .safe import md, neutralise
-from .summary import COMPARED
+from .summary import COMPARED, mitigation_rows
 from .summary import number as _num
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
@@ -136,27 +136,20 @@ def _audit(cards: Cards) -> list[str]:
     return out
 
 
-def _change(c) -> str:
-    if c.a.value is None or c.b.value is None:
+def _change(c, targeted: bool) -> str:
+    if c is None or c.a.value is None or c.b.value is None:
         return "–"
     text = f"{c.a.value:.2f} → {c.b.value:.2f}"
     if c.lo is not None and c.hi is not None:
         text += f" ({c.delta:+.2f} [{c.lo:+.2f}, {c.hi:+.2f}])"
-    return text
-
-
-def _extra(comp: CompositeCard) -> str:
-    if comp.escalation_rate is not None:
-        return f"escalated {_num(comp.escalation_rate)}"
-    if comp.slot_bias is not None:
-        return f"slot bias β = {comp.slot_bias['all']:+.2f} (pooled; {comp.calibration_items} held-out items)"
-    return ""
+    return f"**{text}**" if targeted else text
 
 
 def _mitigations(cards: Cards) -> list[str]:
     """Each composite beside its base judge on the same presentations: what it changed
     (with a paired bootstrap interval and McNemar on correctness) and what it costs."""
-    if not cards.composites:
+    rows = mitigation_rows(cards)
+    if not rows:
         return []
     out = [
         "## Mitigations against their base judge",
@@ -169,14 +162,12 @@ def _mitigations(cards: Cards) -> list[str]:
         + " | McNemar p | |",
         "|---|---|---|---:|" + "---|" * len(COMPARED) + "---:|---|",
     ]
-    for comp in cards.composites:
-        overall = comp.change[0] if comp.change else None
-        changes = {c.metric: c for c in overall.changes} if overall else {}
-        cells = [(f"**{_change(changes[m])}**" if m in comp.targets else _change(changes[m]))
-                 if m in changes else "–" for m, _ in COMPARED]
-        p = f"{overall.mcnemar.p:.2g}" if overall else "–"
+    for row in rows:
+        comp = row.card
+        cells = [_change(c, t) for c, t in zip(row.changes, row.targeted, strict=True)]
+        p = "–" if row.mcnemar_p is None else f"{row.mcnemar_p:.2g}"
         out.append(f"| {_cell(comp.name)} | {comp.kind} | {_cell(comp.base)} | {comp.calls_per_decision:.2f} | "
-                   + " | ".join(cells) + f" | {p} | {_cell(_extra(comp))} |")
+                   + " | ".join(cells) + f" | {p} | {_cell(row.note)} |")
     out.append("")
     return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..score import Card, Interval, LanguageCard
+from ..score import Card, Cards, Change, CompositeCard, Interval, LanguageCard
 from .recommend import THRESHOLDS
 
 # The card metrics a mitigation's change is shown for, with their labels.
@@ -21,6 +21,30 @@ def number(iv: Interval | None, signed: bool = False) -> str:
     if iv.lo is not None and iv.hi is not None:
         text += f" [{fmt.format(iv.lo)}, {fmt.format(iv.hi)}]"
     return text
+
+
+class MitigationRow(msgspec.Struct, frozen=True):
+    """A mitigation judge beside its base, as both renderers show it."""
+
+    card: CompositeCard
+    changes: list[Change | None]  # overall, one per COMPARED metric (None: not compared)
+    targeted: list[bool]  # per COMPARED metric: what the mitigation is meant to move
+    mcnemar_p: float | None
+    note: str  # what else its kind measures: the escalation rate, the slot bias
+
+
+def mitigation_rows(cards: Cards) -> list[MitigationRow]:
+    rows = []
+    for comp in cards.composites:
+        overall = comp.change[0] if comp.change else None
+        by_metric = {c.metric: c for c in overall.changes} if overall else {}
+        note = (f"escalated {number(comp.escalation_rate)}" if comp.escalation_rate is not None
+                else f"slot bias β = {comp.slot_bias['all']:+.2f} (pooled; {comp.calibration_items} held-out items)"
+                if comp.slot_bias is not None else "")
+        rows.append(MitigationRow(comp, [by_metric.get(m) for m, _ in COMPARED],
+                                  [m in comp.targets for m, _ in COMPARED],
+                                  overall.mcnemar.p if overall else None, note))
+    return rows
 
 
 class LeaderRow(msgspec.Struct, frozen=True):
