@@ -29,6 +29,12 @@ def env_without(*names: str) -> dict:
     return {k: v for k, v in os.environ.items() if k not in names}
 
 
+def log_lines(run_dir: Path, segments: str = "*.jsonl") -> int:
+    """Records written so far to a run directory's log segments (0 before the log exists)."""
+    folder = run_dir / "log"
+    return sum(p.read_bytes().count(b"\n") for p in folder.glob(segments)) if folder.exists() else 0
+
+
 def files_bytes(folder: Path) -> bytes:
     """Every file under ``folder``, concatenated: to assert a secret appears in none."""
     return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())

@@ -17,7 +17,7 @@ from babelrun.errors import ManifestError
 from babelrun.judges import judge_id
 from babelrun.judges.prompt import TEMPLATES, render
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, quiet_audit, simulated, write_manifest
+from helpers import ROOT, log_lines, quiet_audit, simulated, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "references_per_language": 12}
 PERTURBATIONS = [{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
@@ -158,11 +158,6 @@ def test_bad_composites_are_named_by_field(tmp_path, composite_spec, field, prob
     assert e.value.path.startswith(field) and problem in str(e.value), str(e.value)
 
 
-def _lines(run_dir):
-    folder = run_dir / "log"
-    return sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl")) if folder.exists() else 0
-
-
 def test_kill_and_resume_with_composites_makes_no_inner_call_twice(tmp_path):
     corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 3}
     perts = [{"name": "truncate", "severities": [0.6]}, {"name": "shuffle", "severities": [0.6]}]
@@ -183,7 +178,7 @@ def test_kill_and_resume_with_composites_makes_no_inner_call_twice(tmp_path):
         run_dir = tmp_path / "killed" / "run"
         proc = subprocess.Popen([*cmd, str(killed)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
-        while _lines(run_dir) < 12 and proc.poll() is None and time.monotonic() < deadline:
+        while log_lines(run_dir) < 12 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
         assert proc.poll() is None, "the audit finished before it could be killed"
         os.kill(proc.pid, signal.SIGKILL)

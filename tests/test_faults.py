@@ -16,7 +16,7 @@ from babelrun.judges import judge_id
 from babelrun.plan import Plan
 from babelrun.progress import Progress
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, write_manifest
+from helpers import ROOT, log_lines, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["bn", "fr", "ja", "tr"], "references_per_language": 4}
 
@@ -66,11 +66,6 @@ def _audit_cmd(path):
     return [sys.executable, "-m", "babelrun", "audit", str(path), "--progress-every", "60"]
 
 
-def _lines(run_dir):
-    folder = run_dir / "log"
-    return sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl")) if folder.exists() else 0
-
-
 def test_ten_sigkills_at_random_moments_then_resume(tmp_path):
     rng = random.Random(2026)
     corpus = {**CORPUS, "languages": ["bn", "fr", "ja", "sw", "tr"], "references_per_language": 5}
@@ -83,7 +78,7 @@ def test_ten_sigkills_at_random_moments_then_resume(tmp_path):
         clean = write_manifest(clean_dir, [judge], corpus=corpus)
         planned = _planned(killed)
         for attempt in range(10):
-            before = _lines(killed_dir / "run")
+            before = log_lines(killed_dir / "run")
             proc = subprocess.Popen(_audit_cmd(killed), cwd=ROOT, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
             if attempt % 2:  # a random moment in time: start-up, planning, or the first calls
@@ -91,12 +86,12 @@ def test_ten_sigkills_at_random_moments_then_resume(tmp_path):
             else:  # a random moment in the stream of records
                 target = before + rng.randint(1, 30)
                 deadline = time.monotonic() + 30
-                while _lines(killed_dir / "run") < target and time.monotonic() < deadline:
+                while log_lines(killed_dir / "run") < target and time.monotonic() < deadline:
                     time.sleep(0.002)
             assert proc.poll() is None, "the run finished before it was killed"
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-        assert _lines(killed_dir / "run") < len(planned)
+        assert log_lines(killed_dir / "run") < len(planned)
         final = subprocess.run(_audit_cmd(killed), cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert final.returncode == 0, final.stderr
         whole = subprocess.run(_audit_cmd(clean), cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -18,7 +18,7 @@ from babelrun.judges import judge_id
 from babelrun.plan import Plan
 from babelrun.progress import Progress
 from babelrun.testing import FakeJudgeServer
-from helpers import write_manifest
+from helpers import log_lines, write_manifest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 
@@ -56,7 +56,7 @@ def _kill_shard_worker(run_dir, shard_tag, after_lines, killed):
     lock = run_dir / "locks" / shard_tag
     while time.monotonic() < deadline:
         holder = lock.read_text() if lock.exists() else ""
-        lines = sum(p.read_bytes().count(b"\n") for p in (run_dir / "log").glob(f"{shard_tag}-*.jsonl"))
+        lines = log_lines(run_dir, f"{shard_tag}-*.jsonl")
         found = re.search(r"pid (\d+)", holder)
         if found and lines >= after_lines:
             os.kill(int(found.group(1)), signal.SIGKILL)
@@ -159,7 +159,7 @@ def _replica_pids() -> list[int]:
 def _kill_a_replica(run_dir, after_lines, killed):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        lines = sum(p.read_bytes().count(b"\n") for p in (run_dir / "log").glob("*.jsonl")) if (run_dir / "log").exists() else 0
+        lines = log_lines(run_dir)
         if lines >= after_lines and (pids := _replica_pids()):
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
@@ -240,8 +240,7 @@ def test_a_run_started_on_ray_is_finished_locally(tmp_path, local_ray):
     def revoke(run_dir, server, after_lines):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            segments = (run_dir / "log").glob("*.jsonl") if (run_dir / "log").exists() else []
-            if sum(p.read_bytes().count(b"\n") for p in segments) >= after_lines:
+            if log_lines(run_dir) >= after_lines:
                 server.api_key = "revoked"  # every call without this key gets a 401 from now on
                 return
             time.sleep(0.005)

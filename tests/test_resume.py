@@ -11,7 +11,7 @@ import babelrun
 from babelrun import log
 from babelrun.plan import Plan
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, write_manifest
+from helpers import ROOT, log_lines, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["ar", "ja", "sw"], "references_per_language": 4}
 PERTURBATIONS = [{"name": n, "severities": [0.6]} for n in
@@ -28,10 +28,6 @@ def _audit_cmd(path):
     return [sys.executable, "-m", "babelrun", "audit", str(path), "--progress-every", "0.2"]
 
 
-def _lines(run_dir):
-    return sum(p.read_bytes().count(b"\n") for p in (run_dir / "log").glob("*.jsonl")) if (run_dir / "log").exists() else 0
-
-
 def _planned_keys(path):
     m = babelrun.load_manifest(path)
     jid = babelrun.judges.judge_id(m.judges[0])
@@ -44,12 +40,12 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted_run(tmp_path):
         run_dir = tmp_path / "killed" / "run"
         proc = subprocess.Popen(_audit_cmd(killed), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
-        while _lines(run_dir) < 30 and proc.poll() is None and time.monotonic() < deadline:
+        while log_lines(run_dir) < 30 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert proc.poll() is None, "the audit finished before it could be killed"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        written_before = _lines(run_dir)
+        written_before = log_lines(run_dir)
         planned = _planned_keys(killed)
         assert 30 <= written_before < len(planned)
 
@@ -107,13 +103,13 @@ def test_ctrl_c_drains_flushes_and_says_how_to_resume(tmp_path):
         run_dir = tmp_path / "run"
         proc = subprocess.Popen(_audit_cmd(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
-        while _lines(run_dir) < 20 and proc.poll() is None and time.monotonic() < deadline:
+        while log_lines(run_dir) < 20 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert "run `babelrun audit" in err and "again to resume" in err
-        written = _lines(run_dir)
+        written = log_lines(run_dir)
         served = server.requests
         # Drained: every call the server answered before the stop is in the log.
         assert written == served
