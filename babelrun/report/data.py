@@ -328,8 +328,9 @@ class _Tally:
         self.retries += int((attempts - 1).clip(0).sum())
         self.tokens_in += int(pc.sum(block["tokens_in"]).as_py() or 0)
         self.tokens_out += int(pc.sum(block["tokens_out"]).as_py() or 0)
-        for kind in block.filter(pa.array(~ok))["error_kind"].to_pylist():
-            self.errors[kind or "unknown"] = self.errors.get(kind or "unknown", 0) + 1
+        kinds = pc.value_counts(block.filter(pa.array(~ok))["error_kind"].fill_null("unknown"))
+        for kind, count in zip(kinds.field("values").to_pylist(), kinds.field("counts").to_pylist(), strict=True):
+            self.errors[kind] = self.errors.get(kind, 0) + count
 
     def stats(self, judge_id: str) -> LogStats:
         import numpy as np
