@@ -1,10 +1,7 @@
 """Mitigation judges (composites): each removes the bias it targets, at the price it states."""
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from statistics import NormalDist
 
@@ -17,7 +14,7 @@ from babelrun.errors import ManifestError
 from babelrun.judges import judge_id
 from babelrun.judges.prompt import TEMPLATES, render
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, log_lines, quiet_audit, simulated, write_manifest
+from helpers import ROOT, kill_after_records, quiet_audit, simulated, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "references_per_language": 12}
 PERTURBATIONS = [{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
@@ -176,13 +173,7 @@ def test_kill_and_resume_with_composites_makes_no_inner_call_twice(tmp_path):
     with FakeJudgeServer(latency_s=0.1) as server:
         killed = manifest(tmp_path / "killed", server)
         run_dir = tmp_path / "killed" / "run"
-        proc = subprocess.Popen([*cmd, str(killed)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while log_lines(run_dir) < 12 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert proc.poll() is None, "the audit finished before it could be killed"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_after_records([*cmd, str(killed)], run_dir, 12)
         again = subprocess.run([*cmd, str(killed)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert again.returncode == 0, again.stderr
         requests = server.requests

@@ -1,6 +1,5 @@
 """Crash and resume: a real `babelrun audit` subprocess, SIGKILLed mid-run, then rerun."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import babelrun
 from babelrun import log
 from babelrun.plan import Plan
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, log_lines, write_manifest
+from helpers import ROOT, kill_after_records, log_lines, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["ar", "ja", "sw"], "references_per_language": 4}
 PERTURBATIONS = [{"name": n, "severities": [0.6]} for n in
@@ -38,13 +37,7 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted_run(tmp_path):
     with FakeJudgeServer(latency_s=0.03) as server:
         killed = _manifest(tmp_path / "killed", server)
         run_dir = tmp_path / "killed" / "run"
-        proc = subprocess.Popen(_audit_cmd(killed), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while log_lines(run_dir) < 30 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert proc.poll() is None, "the audit finished before it could be killed"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_after_records(_audit_cmd(killed), run_dir, 30, poll_s=0.01)
         written_before = log_lines(run_dir)
         planned = _planned_keys(killed)
         assert 30 <= written_before < len(planned)
