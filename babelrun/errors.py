@@ -1,9 +1,28 @@
-"""Errors a user can cause. The CLI prints them as one line and exits non-zero."""
+"""Every error babelrun raises on purpose, in one tree::
+
+    BabelrunError
+    ├── UserError            something the user can fix; the CLI prints one line, exit_code
+    │   ├── ManifestError    a manifest field is wrong (exit 2; ``path`` names the field)
+    │   ├── UsageError       a command-line argument is wrong (exit 2)
+    │   └── RunDirBusy       another process holds the run directory's lock (exit 1)
+    └── JudgeError           one call to a judge failed; ``kind`` is an ErrorKind value
+        ├── RetryableError   worth trying again (429, 5xx, timeout, reset, garbled body)
+        ├── RejectedError    this request refused (400, 413, 422): others may pass
+        └── FatalJudgeError  no request of this judge can pass (401, 403, 404): stop it
+
+Judge errors cross process boundaries (Ray workers), so each pickles with its fields.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 
-class UserError(Exception):
+
+class BabelrunError(Exception):
+    """The root of babelrun's own errors."""
+
+
+class UserError(BabelrunError):
     """Something the user can fix: a bad manifest, a missing file, a rejected key.
 
     ``exit_code`` follows the CLI's convention: 2 for bad input (nothing was written),
@@ -26,8 +45,64 @@ class ManifestError(UserError):
         field = f"{path}: " if path else ""
         super().__init__(f"{where}{field}{problem}")
 
+    def __reduce__(self):
+        return type(self), (self.path, self.problem, self.source)
+
 
 class UsageError(UserError):
     """A command-line argument is wrong (nothing was run or written)."""
 
     exit_code = 2
+
+
+class RunDirBusy(UserError):
+    """The run directory (or one shard of it) is locked by a live process."""
+
+
+class ErrorKind(StrEnum):
+    """What went wrong with a call, as recorded in a log record's ``error_kind``. Backends
+    may add finer kinds (``overloaded``, ``bad_json``); these are the ones the engine knows."""
+
+    RATE_LIMITED = "rate_limited"
+    SERVER = "server_error"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    BAD_REPLY = "bad_reply"
+    BAD_REQUEST = "bad_request"
+    AUTH = "auth"
+    NOT_FOUND = "not_found"
+    BATCH = "batch_error"
+
+
+class JudgeError(BabelrunError):
+    """One call to a judge failed. ``kind`` names how (an ``ErrorKind`` value or a backend's
+    own finer word); the message is for people and is masked of keys by the backend."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+    def __reduce__(self):
+        return type(self), (self.kind, str(self))
+
+
+class RetryableError(JudgeError):
+    """A failure worth trying again: 429, 5xx, timeout, dropped connection, garbled body.
+    ``retry_after``: the seconds the provider asked for, when it said."""
+
+    def __init__(self, kind: str, message: str, retry_after: float | None = None):
+        super().__init__(kind, message)
+        self.retry_after = retry_after
+
+    def __reduce__(self):
+        return type(self), (self.kind, str(self), self.retry_after)
+
+
+class RejectedError(JudgeError):
+    """The provider refused this one request (400, 413, 422, …): repeating it cannot help, but
+    other requests may succeed. Recorded as an error; many in a row trip the judge's breaker."""
+
+
+class FatalJudgeError(JudgeError):
+    """A failure no request of this judge can get past (bad key, no access, unknown model or
+    endpoint): stop the judge at once."""

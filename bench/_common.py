@@ -65,9 +65,10 @@ def plan(n_calls: int):
 async def run_engine(url: str, planned, folder, **judge_settings):
     """One openai-backend judge at ``url`` through babelrun's engine and log writer.
     Returns the judge's final state and the wall time."""
-    from babelrun import engine, judges, log
+    from babelrun import engine, judges
+    from babelrun.engine.progress import Progress
     from babelrun.manifest import JudgeSpec
-    from babelrun.progress import Progress
+    from babelrun.store import log
 
     spec = msgspec.convert({"name": "bench", "backend": "openai", "model": "m", "endpoint": url,
                             **judge_settings}, JudgeSpec)

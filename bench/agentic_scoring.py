@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scoring import synthetic  # bench/scoring.py: 65 languages, two judges, both orders
 
-from babelrun import compact
 from babelrun.agentic import AGENTIC_PERTURBATIONS
-from babelrun.compact import DICTIONARY_COLUMNS
 from babelrun.score import score
+from babelrun.store import compact
+from babelrun.store.compact import DICTIONARY_COLUMNS
 
 NAMES = ["agent:" + n for n in AGENTIC_PERTURBATIONS]
 

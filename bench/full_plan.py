@@ -23,7 +23,7 @@ import msgspec
 
 CHILD = """
 import resource, sys
-from babelrun.cli import main
+from babelrun.app.cli import main
 code = main(["audit", sys.argv[1], "--progress-every", "3600"])
 print("MAXRSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 sys.exit(code)
@@ -33,7 +33,7 @@ sys.exit(code)
 def languages(n: int = 65) -> list[str]:
     from language_data.population_data import LANGUAGE_SPEAKING_POPULATION
 
-    import babelrun.languages as L
+    import babelrun.core.languages as L
 
     codes = sorted((c for c in LANGUAGE_SPEAKING_POPULATION if "-" not in c),
                    key=lambda c: -LANGUAGE_SPEAKING_POPULATION[c])

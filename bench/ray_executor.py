@@ -43,8 +43,8 @@ def manifest(folder: Path, url: str, args, executor: str):
 
 
 def timed_audit(m) -> tuple[float, int]:
-    from babelrun import run
-    from babelrun.progress import Progress
+    from babelrun.app import audit as run
+    from babelrun.engine.progress import Progress
 
     started = time.perf_counter()
     result = run.audit(m, handle_signals=False, progress=Progress(stream=io.StringIO(), interval=3600))

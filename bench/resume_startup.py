@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from babelrun import log
+from babelrun.store import log
 
 LANGS = [f"l{i:02d}" for i in range(65)]
 PERTS = ["truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad"]

@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from babelrun import compact
-from babelrun.compact import DICTIONARY_COLUMNS
 from babelrun.score import SCORING_COLUMNS, score
 from babelrun.score.metrics import LENGTH_GAP
+from babelrun.store import compact
+from babelrun.store.compact import DICTIONARY_COLUMNS
 
 LANGS = [f"l{i:02d}" for i in range(65)]
 PERTS = ["truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad"]

@@ -61,8 +61,8 @@ def quiet_audit(path: Path):
     import io
 
     import babelrun
-    from babelrun import run
-    from babelrun.progress import Progress
+    from babelrun.app import audit as run
+    from babelrun.engine.progress import Progress
 
     return run.audit(babelrun.load_manifest(path), handle_signals=False,
                      progress=Progress(stream=io.StringIO(), interval=60))

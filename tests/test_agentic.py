@@ -11,9 +11,10 @@ from collections import Counter
 import msgspec
 import pytest
 
-from babelrun import agentic, items, manifest
+from babelrun import agentic, manifest
 from babelrun.agentic import serialise, trajectory
 from babelrun.agentic.perturb import AGENTIC_PERTURBATIONS, corrupt_value
+from babelrun.core import items
 from babelrun.errors import ManifestError
 from babelrun.judges import JudgeRequest, judge_id
 from babelrun.judges.prompt import PAIRWISE

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 import babelrun
-from babelrun import agree, drift, log, run
+from babelrun.analyses import agree, drift
+from babelrun.app import audit as run
+from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
-from babelrun.progress import Progress
+from babelrun.score import paired
 from babelrun.score.stats import cohen_kappa, landis_koch, mcnemar_exact, wilson
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
 from helpers import SHARED_DATA, simulated, write_manifest
 
@@ -265,7 +268,7 @@ def test_drift_finds_the_changed_language_and_only_it(drift_runs):
         assert acc[lang].lo <= 0 <= acc[lang].hi
     assert by_lang["sw"].mcnemar.p < 1e-6 and by_lang["sw"].mcnemar.b > by_lang["sw"].mcnemar.c
     assert by_lang["en"].mcnemar.p > 0.05 and by_lang["hi"].mcnemar.p > 0.05
-    assert [c.metric for c in pair.overall.changes] == list(drift.METRICS)
+    assert [c.metric for c in pair.overall.changes] == list(paired.METRICS)
     assert drift.run(*drift_runs) == result  # seeded: the same runs give the same output
     assert "sw Swahili" in drift.text(result) and "!" not in drift.text(result)
 

@@ -12,15 +12,15 @@ import pytest
 from aiohttp import web
 
 import babelrun
-import babelrun.progress
-from babelrun import log
-from babelrun.cli import main
-from babelrun.items import Item
+import babelrun.engine.progress
+from babelrun.app.cli import main
+from babelrun.core.items import Item
 from babelrun.judges.anthropic import AnthropicJudge, _reset, _retry_after
 from babelrun.judges.base import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
 from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
+from babelrun.store import log
 from babelrun.testing import choose
 from helpers import LoopbackServer, files_bytes, quiet_audit, write_manifest
 

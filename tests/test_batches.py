@@ -16,9 +16,10 @@ import pytest
 from aiohttp import web
 
 import babelrun
-from babelrun import batches, log
+from babelrun.engine import batches
 from babelrun.errors import ManifestError
 from babelrun.plan import Plan
+from babelrun.store import log
 from babelrun.testing import choose
 from helpers import ROOT, LoopbackServer, files_bytes, quiet_audit, write_manifest
 
@@ -235,7 +236,7 @@ def test_sigkill_after_submission_resumes_the_same_batch(tmp_path, monkeypatch, 
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    ({"backend": "simulated"}, "no batch API"),
+    ({"backend": "simulated"}, "batch: does not apply to the simulated backend"),
     ({"backend": "openai", "model": "m", "soft": True}, "batch and soft"),
 ])
 def test_batch_manifest_checks(tmp_path, extra, message):

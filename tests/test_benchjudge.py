@@ -2,8 +2,8 @@
 
 import msgspec
 
-from babelrun.benchjudge import Level, knee, levels
-from babelrun.cli import main
+from babelrun.app.benchjudge import Level, knee, levels
+from babelrun.app.cli import main
 from helpers import write_manifest
 
 

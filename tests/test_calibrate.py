@@ -11,9 +11,10 @@ import pyarrow as pa
 import pytest
 
 import babelrun
-from babelrun import calibrate, run
+from babelrun.analyses import calibrate
+from babelrun.app import audit as run
+from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
-from babelrun.progress import Progress
 from helpers import simulated, write_manifest
 
 # --- the statistics against scipy / statsmodels ------------------------------------------------

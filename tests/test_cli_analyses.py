@@ -5,9 +5,9 @@ import io
 import pytest
 
 import babelrun
-from babelrun import run
-from babelrun.cli import main
-from babelrun.progress import Progress
+from babelrun.app import audit as run
+from babelrun.app.cli import main
+from babelrun.engine.progress import Progress
 from helpers import SHARED_DATA, simulated, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"

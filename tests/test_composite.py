@@ -9,10 +9,11 @@ import msgspec
 import pytest
 
 import babelrun
-from babelrun import composite, log
 from babelrun.errors import ManifestError
 from babelrun.judges import judge_id
 from babelrun.judges.prompt import TEMPLATES, render
+from babelrun.score import composite
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, kill_after_records, quiet_audit, simulated, write_manifest
 
@@ -234,9 +235,9 @@ def test_escalation_only_judges_must_be_a_cascades_strong_judge(tmp_path):
 
 
 def test_escalation_only_judges_need_the_whole_run(tmp_path):
-    from babelrun import run
+    from babelrun.app import audit as run
     from babelrun.errors import UserError
-    from babelrun.log import Shard
+    from babelrun.store.log import Shard
 
     judges = [simulated("cheap"), {**simulated("strong"), "calls": "escalations"}]
     path = write_manifest(tmp_path, judges, corpus=CORPUS, perturbations=PERTURBATIONS,

@@ -8,10 +8,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import babelrun
-from babelrun import corpus, run
-from babelrun.cli import main
+from babelrun import corpus
+from babelrun.app import audit as run
+from babelrun.app.cli import main
+from babelrun.engine.progress import Progress
 from babelrun.errors import ManifestError
-from babelrun.progress import Progress
 from helpers import SHARED_DATA, simulated, write_manifest
 
 EN = "The Nile is about 6650 km long. It flows through Egypt and Sudan. Its delta holds 40 million people."

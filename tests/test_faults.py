@@ -11,10 +11,11 @@ from collections import Counter
 import msgspec
 
 import babelrun
-from babelrun import log, run
+from babelrun.app import audit as run
+from babelrun.engine.progress import Progress
 from babelrun.judges import judge_id
 from babelrun.plan import Plan
-from babelrun.progress import Progress
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, log_lines, write_manifest
 

@@ -13,10 +13,9 @@ import pytest
 from aiohttp import web
 
 import babelrun
-import babelrun.progress
-from babelrun import log
-from babelrun.cli import main
-from babelrun.items import Item
+import babelrun.engine.progress
+from babelrun.app.cli import main
+from babelrun.core.items import Item
 from babelrun.judges.base import (
     FatalJudgeError,
     JudgeRequest,
@@ -28,6 +27,7 @@ from babelrun.judges.gemini import GeminiJudge, _decode, _text
 from babelrun.judges.prompt import PAIRWISE, TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
+from babelrun.store import log
 from babelrun.testing import choose
 from helpers import LoopbackServer, files_bytes, quiet_audit, write_manifest
 

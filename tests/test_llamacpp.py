@@ -3,7 +3,7 @@
 import pytest
 
 import babelrun
-from babelrun import log
+from babelrun.store import log
 from helpers import quiet_audit, write_manifest
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install babelrun[local])")

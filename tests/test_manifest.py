@@ -1,7 +1,7 @@
 import pytest
 
 from babelrun import manifest
-from babelrun.cli import main
+from babelrun.app.cli import main
 from babelrun.errors import ManifestError
 from helpers import simulated, write_manifest
 
@@ -26,7 +26,7 @@ BASE = "name: t\noutput_dir: out\njudges:\n  - {name: j, backend: simulated}\n"
                   "judges:\n  - {name: j, backend: simulated}\n  - {name: k, backend: openai, model: m, rate_limit: {rpm: fast}}"),
      "judges[1].rate_limit.rpm", "expected `float"),
     (BASE.replace("backend: simulated", "backend: simulated, temprature: 0"), "judges[0].temprature", "unknown field"),
-    (BASE.replace("backend: simulated", "backend: telepathy"), "judges[0].backend", "invalid enum value"),
+    (BASE.replace("backend: simulated", "backend: telepathy"), "judges[0].backend", "unknown backend 'telepathy'"),
     (BASE + "seed: abc\n", "seed", "expected `int`"),
     (BASE + "corpus: {languages: [en, xx]}\n", "corpus.languages[1]", "'xx' is not"),
     (BASE + "corpus: {languages: [de]}\n", "corpus.languages[0]", "not in the corpus"),

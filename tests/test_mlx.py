@@ -11,7 +11,7 @@ import json
 import pytest
 
 import babelrun
-from babelrun import log
+from babelrun.store import log
 from helpers import quiet_audit, write_manifest
 
 pytest.importorskip("mlx.core", reason="mlx is not installed (pip install mlx; mlx[cpu] on Linux)")

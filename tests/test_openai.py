@@ -3,9 +3,10 @@
 import msgspec
 
 import babelrun
-from babelrun import log, run
-from babelrun.cli import main
+from babelrun.app import audit as run
+from babelrun.app.cli import main
 from babelrun.plan import Plan
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer, choose
 from helpers import files_bytes, write_manifest
 

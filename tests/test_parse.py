@@ -1,7 +1,7 @@
 import pytest
 
+from babelrun.core.records import verdict_of as _verdict
 from babelrun.judges.prompt import PAIRWISE, parse, render
-from babelrun.records import verdict as _verdict
 
 TABLE = [
     ("A", "A"), ("B", "B"), ("tie", "tie"), ("a", "A"), ("b", "B"), ("TIE", "tie"), ("Tie", "tie"),

@@ -2,9 +2,9 @@ import random
 
 import pytest
 
+from babelrun.core.items import build
 from babelrun.corpus import Reference
-from babelrun.items import build
-from babelrun.perturb import TEXT_PERTURBATIONS, script
+from babelrun.perturb import TEXT_PERTURBATIONS, perturb_reference, script
 from babelrun.perturb.text import drop_entities, number_corrupt, repeat_pad, shuffle, truncate
 
 
@@ -92,7 +92,7 @@ def test_no_op_guard_skips_and_counts():
         Reference("en", "one", "Q?", "A single sentence with 42 and Paris in it."),
         Reference("en", "two", "Q?", "First sentence here. Second one with 7 apples."),
     ]
-    items, audit = build(refs, [("truncate", [0.3, 0.6]), ("shuffle", [0.3])], seed=0)
+    items, audit = build(refs, [("truncate", [0.3, 0.6]), ("shuffle", [0.3])], 0, perturb_reference)
     rows = {(a.perturbation, a.severity): (a.emitted, a.skipped) for a in audit}
     assert rows[("truncate", 0.3)] == (1, 1)
     assert rows[("truncate", 0.6)] == (1, 1)
@@ -103,9 +103,9 @@ def test_no_op_guard_skips_and_counts():
 
 def test_items_are_reproducible_and_ids_stable():
     refs = [Reference("fr", "x", "Q?", "Paris compte 2 millions d'habitants. Lyon en a 500 000. Marseille aussi.")]
-    a, _ = build(refs, [(n, [0.3, 0.6]) for n in TEXT_PERTURBATIONS], seed=5)
-    b, _ = build(refs, [(n, [0.3, 0.6]) for n in TEXT_PERTURBATIONS], seed=5)
-    c, _ = build(refs, [(n, [0.3, 0.6]) for n in TEXT_PERTURBATIONS], seed=6)
+    a, _ = build(refs, [(n, [0.3, 0.6]) for n in TEXT_PERTURBATIONS], 5, perturb_reference)
+    b, _ = build(refs, [(n, [0.3, 0.6]) for n in TEXT_PERTURBATIONS], 5, perturb_reference)
+    c, _ = build(refs, [(n, [0.3, 0.6]) for n in TEXT_PERTURBATIONS], 6, perturb_reference)
     assert a == b
     assert {i.item_id for i in a}.isdisjoint({i.item_id for i in c})
 

@@ -4,7 +4,7 @@ import re
 
 import msgspec
 
-from babelrun.cli import main
+from babelrun.app.cli import main
 from helpers import ROOT
 
 

@@ -13,10 +13,11 @@ import msgspec
 import pytest
 
 import babelrun
-from babelrun import log, run
+from babelrun.app import audit as run
+from babelrun.engine.progress import Progress
 from babelrun.judges import judge_id
 from babelrun.plan import Plan
-from babelrun.progress import Progress
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
 from helpers import log_lines, write_manifest
 
@@ -126,7 +127,7 @@ def _timestamps_by_shard(run_dir):
 def test_a_retry_after_pause_reaches_every_worker_of_an_unlimited_account(local_ray):
     import anyio
 
-    from babelrun.cluster import BudgetActor, RemoteAccount
+    from babelrun.app.cluster import BudgetActor, RemoteAccount
 
     actor = ray.remote(BudgetActor).options(num_cpus=0).remote(("http://x", "K"), None, None)
     one, two = RemoteAccount(actor, None, None, poll_s=0.05), RemoteAccount(actor, None, None, poll_s=0.05)
@@ -205,7 +206,7 @@ def test_replicas_need_the_ray_executor(tmp_path):
         _audit(babelrun.load_manifest(path))
     remote = write_manifest(tmp_path, [{"name": "r", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
                                         "replicas": 2}])
-    with pytest.raises(babelrun.errors.ManifestError, match=r"judges\[0\].replicas: only in-process judges"):
+    with pytest.raises(babelrun.errors.ManifestError, match=r"judges\[0\].replicas: does not apply to the openai backend"):
         babelrun.load_manifest(remote)
 
 

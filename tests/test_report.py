@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from babelrun.cli import main
+from babelrun.app.cli import main
 from babelrun.report import recommend
 from babelrun.score import Card, Interval
 from helpers import LoopbackServer, quiet_audit, simulated, write_manifest

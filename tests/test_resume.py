@@ -7,8 +7,8 @@ import time
 from collections import Counter
 
 import babelrun
-from babelrun import log
 from babelrun.plan import Plan
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, kill_after_records, log_lines, write_manifest
 

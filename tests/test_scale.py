@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 import babelrun
-from babelrun import compact, limits, log, run
-from babelrun.cli import main
+from babelrun.app import audit as run
+from babelrun.app.cli import main
+from babelrun.engine import limits
+from babelrun.engine.progress import Progress
 from babelrun.judges.openai import _duration, _retry_after
 from babelrun.manifest import JudgeSpec, RateLimit
-from babelrun.progress import Progress
+from babelrun.store import compact, log
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, simulated, write_manifest
 

@@ -4,10 +4,11 @@ import pyarrow as pa
 import pytest
 
 import babelrun
-from babelrun import compact, run
-from babelrun.log import Record
-from babelrun.progress import Progress
+from babelrun.app import audit as run
+from babelrun.engine.progress import Progress
 from babelrun.score import score
+from babelrun.store import compact
+from babelrun.store.log import Record
 from helpers import simulated, write_manifest
 
 ALL_LANGS = {"sources": [{"kind": "bundled"}], "languages": "all", "references_per_language": 12}

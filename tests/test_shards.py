@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 import babelrun
-from babelrun import cli, log, run
+from babelrun.app import audit as run
+from babelrun.app import cli
 from babelrun.errors import UserError
 from babelrun.judges import judge_id
 from babelrun.plan import Plan
+from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, simulated, write_manifest
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from babelrun import corpus
+from babelrun.core.items import _same_text, audit_counts, generate
 from babelrun.corpus import udhr
 from babelrun.errors import ManifestError
-from babelrun.items import _same_text, audit_counts, generate
 from babelrun.manifest import UdhrSource
-from babelrun.perturb import TEXT_PERTURBATIONS, script
+from babelrun.perturb import TEXT_PERTURBATIONS, perturb_reference, script
 from helpers import SHARED_DATA
 
 UDHR = SHARED_DATA / "udhr"
@@ -41,7 +41,7 @@ def pairs(by_lang):
     """Every UDHR unit of every language through every perturbation at both severities."""
     refs = [ref for refs in by_lang.values() for ref in refs]
     plan = [(name, SEVERITIES) for name in TEXT_PERTURBATIONS]
-    return refs, list(generate(refs, plan, seed=0))
+    return refs, list(generate(refs, plan, 0, perturb_reference))
 
 
 # ---- the loader ---------------------------------------------------------------------------
@@ -286,8 +286,8 @@ def test_audit_of_all_45_languages_with_the_simulated_judge(tmp_path):
     import io
 
     import babelrun
-    from babelrun import run
-    from babelrun.progress import Progress
+    from babelrun.app import audit as run
+    from babelrun.engine.progress import Progress
     from helpers import write_manifest
 
     path = write_manifest(tmp_path, [{"name": "sim", "backend": "simulated",

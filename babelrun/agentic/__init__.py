@@ -50,18 +50,18 @@ def perturb(ref: AgenticReference, name: str, severity: float, rng: random.Rando
 
 def generate(refs: list[AgenticReference], perturbations: list[tuple[str, list[float]]], seed: int) -> Iterator:
     """``items.generate`` for trajectories: (cell, item or None) in plan order."""
-    from ..items import generate as generate_items
+    from ..core.items import generate as generate_items
 
     for focus in FOCUSES:
         chosen = [r for r in refs if r.focus == focus]
         if chosen:
-            yield from generate_items(chosen, perturbations, seed, kind="agentic", perturb=perturb,
+            yield from generate_items(chosen, perturbations, seed, perturb, kind="agentic",
                                       extra=(focus,))
 
 
 def bundled() -> Iterator[Trajectory]:
     """The reference trajectories shipped in the package, one file per language."""
-    from .. import languages
+    from ..core import languages
 
     folder = resources.files(__package__) / "bundled"
     for f in sorted((f for f in folder.iterdir() if f.name.endswith(".jsonl")), key=lambda f: f.name):

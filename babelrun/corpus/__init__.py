@@ -24,21 +24,17 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ..agentic.trajectory import Trajectory
-from ..manifest import LabelledPairsSource, TrajectoriesSource
+from ..core import languages
+from ..core.items import LabelledPair, Reference, Removed
+from ..perturb import script
+from ..spec import LabelledPairsSource, TrajectoriesSource
 from . import labelled
-from .labelled import LabelledPair
 
 if TYPE_CHECKING:
-    from ..manifest import CorpusSource, Manifest
+    from ..spec import CorpusSource, Manifest
 
-
-class Reference(msgspec.Struct, frozen=True):
-    """A prompt and a good answer to it, in one language."""
-
-    lang: str
-    ref_id: str
-    prompt: str
-    response: str
+__all__ = ["LabelledPair", "Reference", "Removed", "Selection", "available_languages", "check_source", "read",
+           "read_pairs", "read_trajectories", "select"]
 
 
 # The manifest's ``kind`` -> the module that reads it (imported when first used).
@@ -98,14 +94,6 @@ def _sample_pairs(source: LabelledPairsSource, pairs: Iterator[LabelledPair]) ->
         yield from sorted(chosen, key=lambda p: p.pair_id)
 
 
-class Removed(msgspec.Struct, frozen=True):
-    """References a corpus filter took out, per language (reported in plan.json)."""
-
-    lang: str
-    reason: str
-    count: int
-
-
 class Selection(msgspec.Struct, frozen=True):
     references: list[Reference]
     pairs: list[LabelledPair]
@@ -114,8 +102,6 @@ class Selection(msgspec.Struct, frozen=True):
 
 
 def _too_short(ref: Reference, manifest: Manifest) -> str | None:
-    from ..perturb import script
-
     corpus = manifest.corpus
     if corpus.min_chars and len(ref.response) < corpus.min_chars:
         return f"fewer than {corpus.min_chars} characters"
@@ -128,8 +114,6 @@ def select(manifest: Manifest) -> Selection:
     """What to audit: the chosen languages; per language, the references that pass the
     filters, a seeded random sample of ``references_per_language`` of them (not the first
     n); and the labelled pairs of those languages."""
-    from .. import languages
-
     wanted = manifest.corpus.languages
     wanted = None if wanted == "all" else {languages.normalize(c) for c in wanted}
     by_lang: dict[str, dict[str, Reference]] = defaultdict(dict)

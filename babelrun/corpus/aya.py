@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .. import languages
+from ..core import languages
 from ..errors import ManifestError
 from .table import rows
 
@@ -96,7 +96,7 @@ def check(spec, where: str) -> None:
 
 
 def read(spec) -> Iterator:
-    from . import Reference
+    from ..core.items import Reference
 
     for _, _, row in _rows(spec):
         prompt, target = row["inputs"], row["targets"]

@@ -7,7 +7,7 @@ from importlib import resources
 
 import msgspec
 
-from .. import languages
+from ..core import languages
 
 
 class _Row(msgspec.Struct, forbid_unknown_fields=True):
@@ -26,7 +26,7 @@ def check(spec, where: str) -> None:
 
 
 def read(spec) -> Iterator:
-    from . import Reference
+    from ..core.items import Reference
 
     decoder = msgspec.json.Decoder(_Row)
     for f in _files():

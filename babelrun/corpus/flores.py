@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from .. import languages
+from ..core import languages
 from ..errors import ManifestError
 
 _UNSPACED = {"Hans", "Hant", "Hani", "Jpan", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"}
@@ -54,7 +54,7 @@ def check(spec, where: str) -> None:
 
 
 def read(spec) -> Iterator:
-    from . import Reference
+    from ..core.items import Reference
 
     files = _files(spec)
     pivot = _lines(files[spec.pivot])

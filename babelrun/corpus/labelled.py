@@ -15,17 +15,9 @@ from pathlib import Path
 
 import msgspec
 
-from .. import languages
+from ..core import languages
+from ..core.items import LabelledPair
 from ..errors import ManifestError
-
-
-class LabelledPair(msgspec.Struct, frozen=True):
-    lang: str
-    pair_id: str
-    set_name: str
-    prompt: str
-    better: str
-    worse: str
 
 
 class _Row(msgspec.Struct):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from .. import languages
+from ..core import languages
 from ..errors import ManifestError
 
 _FIELDS = ("prompt", "reference", "language", "id")
@@ -89,7 +89,7 @@ def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
 
 
 def read(spec) -> Iterator:
-    from . import Reference
+    from ..core.items import Reference
 
     for number, row in rows(Path(spec.path), _kind(spec)):
         lang = languages.normalize(spec.language or row[_column(spec, "language")])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from .. import languages
+from ..core import languages
 from ..errors import ManifestError
 
 

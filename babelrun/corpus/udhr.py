@@ -26,7 +26,7 @@ from pathlib import Path
 
 import msgspec
 
-from .. import languages
+from ..core import languages
 from ..errors import ManifestError
 
 # Scripts written without spaces between words or sentences (ISO 15924).
@@ -160,7 +160,7 @@ def ref_id(number: int) -> str:
 
 
 def references(decl: Declaration) -> Iterator:
-    from . import Reference
+    from ..core.items import Reference
 
     joiner = "" if languages.script(decl.lang) in _UNSPACED_SCRIPTS else " "
     for unit in decl.units:

@@ -1,8 +1,23 @@
-"""Judge backends behind one protocol (``base.Judge``)."""
+"""Judge backends behind one protocol (``base.Judge``), each registered once with what it can do.
+
+A backend is one class in one module, and one ``register`` line here: its name, where its
+class lives (imported when a judge first needs it, so ``import babelrun.judges`` loads no HTTP
+client and no model runtime) and its ``Capabilities``. Everything else reads the registry:
+the manifest's checks (which options apply, soft verdicts, batch APIs, replicas), the rate
+limiter (in-process backends have no provider account), the executor. Nothing above this
+module keeps a list of backend names.
+
+OpenAI-compatible providers are data (``presets.py``): each preset registers the ``openai``
+class with the preset's own capabilities.
+"""
 
 from __future__ import annotations
 
-from ..manifest import JudgeSpec
+import importlib
+
+import msgspec
+
+from ..spec import JudgeSpec
 from .base import (
     ORDERS,
     FatalJudgeError,
@@ -16,29 +31,78 @@ from .base import (
 )
 from .presets import PRESETS
 
-# backend name -> (module, class); a module is imported when a judge first needs it.
-BACKENDS = {
-    "simulated": ("simulated", "SimulatedJudge"),
-    "llamacpp": ("llamacpp", "LlamaCppJudge"),
-    "mlx": ("mlx", "MlxJudge"),
-    "openai": ("openai", "OpenAIJudge"),
-    "anthropic": ("anthropic", "AnthropicJudge"),
-    "gemini": ("gemini", "GeminiJudge"),
-}
-BACKENDS.update({name: ("openai", "OpenAIJudge") for name in PRESETS})  # OpenAI-compatible
+# The JudgeSpec fields every backend takes; a backend's ``Capabilities.options`` adds its own.
+COMMON_OPTIONS = frozenset({
+    "name", "backend", "model", "prompt", "prompt_language", "temperature", "max_tokens", "soft",
+    "concurrency", "adaptive_concurrency", "rate_limit", "timeout_s", "retries", "max_consecutive_failures",
+    "calls",
+})
+HTTP_OPTIONS = frozenset({"endpoint", "api_key_env"})
+BATCH_API_OPTIONS = frozenset({"batch", "batch_poll_s"})
+LOCAL_OPTIONS = frozenset({"batch_size", "max_wait_ms", "threads", "context", "replicas"})
+
+
+class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a backend can do, declared next to its registration.
+
+    ``soft``: replies carry token log-probabilities (soft verdicts). ``batch_api``: the
+    provider has a batch API (``engine/batches.py``). ``in_process``: the model runs in this
+    process (no provider account or key; ``replicas`` makes Ray actors of it). ``remote``:
+    an HTTP API (``endpoint``, ``api_key_env``). ``options``: the JudgeSpec fields beyond
+    ``COMMON_OPTIONS`` that apply; any other field set away from its default is refused.
+    """
+
+    soft: bool = False
+    batch_api: bool = False
+    in_process: bool = False
+    remote: bool = False
+    options: frozenset[str] = frozenset()
+
+    def applies(self, option: str) -> bool:
+        return option in COMMON_OPTIONS or option in self.options
+
+
+class Backend(msgspec.Struct, frozen=True):
+    module: str  # under babelrun.judges
+    cls: str
+    capabilities: Capabilities
+
+
+BACKENDS: dict[str, Backend] = {}
+
+
+def register(name: str, module: str, cls: str, capabilities: Capabilities) -> None:
+    BACKENDS[name] = Backend(module, cls, capabilities)
+
+
+def _remote(*, soft: bool, batch_api: bool = False) -> Capabilities:
+    return Capabilities(soft=soft, batch_api=batch_api, remote=True,
+                        options=HTTP_OPTIONS | (BATCH_API_OPTIONS if batch_api else frozenset()))
+
+
+register("simulated", "simulated", "SimulatedJudge",
+         Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS | {"simulated"}))
+register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS))
+register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS))
+register("anthropic", "anthropic", "AnthropicJudge", _remote(soft=False, batch_api=True))
+register("gemini", "gemini", "GeminiJudge", _remote(soft=False))
+for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers
+    register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api))
+
+
+def capabilities(backend: str) -> Capabilities:
+    return BACKENDS[backend].capabilities
 
 
 def build(spec: JudgeSpec, seed: int) -> Judge:
     """The backend object for a judge spec. Every backend's constructor takes
     ``(spec, judge_id, seed)``."""
-    import importlib
-
-    module, cls = BACKENDS[spec.backend]
-    backend = getattr(importlib.import_module(f".{module}", __package__), cls)
+    entry = BACKENDS[spec.backend]
+    backend = getattr(importlib.import_module(f".{entry.module}", __package__), entry.cls)
     return backend(spec, judge_id(spec), seed)
 
 
 __all__ = [
-    "ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "Order",
-    "RejectedError", "RetryableError", "build", "judge_id",
+    "BACKENDS", "ORDERS", "Backend", "Capabilities", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest",
+    "Order", "RejectedError", "RetryableError", "build", "capabilities", "judge_id", "register",
 ]

@@ -27,7 +27,7 @@ from email.utils import parsedate_to_datetime
 
 import msgspec
 
-from ..manifest import JudgeSpec
+from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
 

@@ -9,16 +9,18 @@ requests behind this same per-request call.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal, Protocol
+from typing import Protocol
 
 import msgspec
 
-from ..items import Item
-from ..manifest import JudgeSpec
+from ..core.items import Item
+from ..core.records import ORDERS, Order
+from ..errors import FatalJudgeError, RejectedError, RetryableError
+from ..spec import JudgeSpec
 from .prompt import TEMPLATES, Template, render
 
-Order = Literal["ref_first", "pert_first"]
-ORDERS: tuple[Order, Order] = ("ref_first", "pert_first")
+__all__ = ["ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "Order", "RejectedError",
+           "RetryableError", "judge_id"]
 
 
 class JudgeRequest(msgspec.Struct, frozen=True):
@@ -51,33 +53,6 @@ class JudgeReply(msgspec.Struct, frozen=True):
     tokens_in: int | None = None
     tokens_out: int | None = None
     probs: tuple[float, float, float] | None = None  # soft verdict: P(A), P(B), P(tie)
-
-
-class RetryableError(Exception):
-    """A failure worth trying again: 429, 5xx, timeout, dropped connection, garbled body."""
-
-    def __init__(self, kind: str, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.retry_after = retry_after
-
-
-class RejectedError(Exception):
-    """The provider refused this one request (400, 413, 422, …): repeating it cannot help, but
-    other requests may succeed. Recorded as an error; many in a row trip the judge's breaker."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-class FatalJudgeError(Exception):
-    """A failure no request of this judge can get past (bad key, no access, unknown model or
-    endpoint): stop the judge at once."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
 
 
 class Judge(Protocol):

@@ -28,7 +28,7 @@ import re
 
 import msgspec
 
-from ..manifest import JudgeSpec
+from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from ..manifest import JudgeSpec
+from ..spec import JudgeSpec
 from .base import JudgeReply, JudgeRequest, RetryableError
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from ..manifest import JudgeSpec
+from ..spec import JudgeSpec
 from .base import JudgeReply, JudgeRequest
 
 

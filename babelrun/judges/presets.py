@@ -2,7 +2,7 @@
 
 A preset gives the base URL and the environment variable of the key (None where a local
 server needs none), and whether the provider returns token log-probabilities (``soft``
-verdicts). A judge may still set ``endpoint`` and ``api_key_env`` to override both.
+verdicts) and a batch API. A judge may still set ``endpoint`` and ``api_key_env`` to override both.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import msgspec
 class Preset(msgspec.Struct, frozen=True):
     endpoint: str
     key_env: str | None
-    logprobs: bool
+    logprobs: bool  # the provider returns token log-probabilities: soft verdicts
+    batch_api: bool = False  # the provider has OpenAI's Batch API (engine/batches.py)
 
 
 PRESETS: dict[str, Preset] = {
-    "openai": Preset("https://api.openai.com/v1", "OPENAI_API_KEY", True),
+    "openai": Preset("https://api.openai.com/v1", "OPENAI_API_KEY", True, batch_api=True),
     # Local servers: no key, unless the user started them with one.
     "vllm": Preset("http://localhost:8000/v1", None, True),
     "llamacpp_server": Preset("http://localhost:8080/v1", None, True),

@@ -17,11 +17,10 @@ import math
 import re
 import unicodedata
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
-Slot = Literal["A", "B", "tie", "invalid"]
+from ..core.records import Slot
 
 
 class Template(msgspec.Struct, frozen=True):

@@ -29,7 +29,7 @@ from statistics import NormalDist
 
 import anyio
 
-from ..manifest import JudgeSpec, SimulatedKnobs
+from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 
 _OFF_FORMAT = (
@@ -118,6 +118,6 @@ def _probit(p: float) -> float:
 
 
 def _norm(code: str) -> str:
-    from .. import languages
+    from ..core import languages
 
     return languages.normalize(code)

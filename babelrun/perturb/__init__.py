@@ -19,4 +19,12 @@ TEXT_PERTURBATIONS: dict[str, Perturbation] = {
     "repeat_pad": text.repeat_pad,
 }
 
-__all__ = ["TEXT_PERTURBATIONS", "Perturbation"]
+
+
+def perturb_reference(ref, name: str, severity: float, rng: Random) -> str:
+    """A text reference's answer degraded by perturbation ``name`` (the plan's perturber for
+    text items: ``core.items.generate``'s ``perturb``)."""
+    return TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
+
+
+__all__ = ["TEXT_PERTURBATIONS", "Perturbation", "perturb_reference"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..files import write_atomic
+from ..store.files import write_atomic
 from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
 from .markdown import render_report as markdown_report

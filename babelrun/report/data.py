@@ -18,11 +18,11 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import compact
-from ..calibrate import Calibration
-from ..engine import JudgeStats
-from ..invariance import Invariance
+from ..analyses.calibrate import Calibration
+from ..analyses.invariance import Invariance
 from ..score import Cards, JudgeCards
+from ..store import compact
+from ..store.rundir import JudgeStats
 from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend
 
 EXAMPLES_PER_MODE = 3
@@ -172,8 +172,8 @@ def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
 
 def _composite_identities(run_dir: Path, info) -> list[JudgeIdentity]:
     """Mitigation judges: their rule as the backend, their inner judges as the model."""
-    from ..composite import composite_id
-    from ..manifest import inner_judges
+    from ..score.composite import composite_id
+    from ..spec import inner_judges
 
     return [JudgeIdentity(c.name, composite_id(c, info.judge_ids), str(run_dir), f"{c.kind} (composite)",
                           " + ".join(inner_judges(c)))
@@ -238,48 +238,18 @@ def _failures(run_dir: Path, records: pa.Table, n: int) -> list[tuple[str, list[
     return sorted(out, key=lambda x: (x[1][0]["judge"], x[1][0]["judge_id"], list(MODES).index(x[0])))
 
 
-def _regenerate(manifest, chosen, wanted: list[dict]) -> dict:
-    """Items by id: plain text items straight from their reference (one perturbation each);
-    the other families (labelled pairs, code-switched items) through a plan restricted to the
-    references they came from."""
-    from ..items import generate
-    from ..plan import Plan
-
-    by_ref = {(r.lang, r.ref_id): r for r in chosen.references}
-    found, rest = {}, []
-    for w in wanted:
-        ref = by_ref.get((w["lang"], w.get("ref_id") or ""))
-        if w.get("kind") == "text" and ref is not None:
-            for _, item in generate([ref], [(w["perturbation"], [w["severity"]])], manifest.seed):
-                if item is not None and item.item_id == w["item_id"]:
-                    found[item.item_id] = item
-        if w["item_id"] not in found:
-            rest.append(w)
-    if rest:
-        ref_ids = {w.get("ref_id") or "" for w in rest}
-        ref_ids = set() if "" in ref_ids else ref_ids  # a log from before records kept ref_id: all
-        parallel = manifest.corpus.parallel
-        langs = {w["lang"] for w in rest} | ({parallel.pivot} if parallel else set())
-        refs = [r for r in chosen.references if (not ref_ids or r.ref_id in ref_ids) and r.lang in langs]
-        pairs = [p for p in chosen.pairs if not ref_ids or p.pair_id in ref_ids]
-        plan = Plan(refs, [(p.name, list(p.severities)) for p in manifest.perturbations], manifest.seed,
-                    pairs, parallel=parallel)
-        ids = {w["item_id"] for w in rest}
-        found.update((it.item_id, it) for it in plan.items() if it.item_id in ids)
-    return found
-
-
 def _texts(info, wanted: list[dict]):
     """The wanted items (their first records), regenerated from the run's resolved manifest.
     Returns (item_id -> Item, a note when some or all are unavailable)."""
     from .. import corpus
     from ..errors import UserError
+    from ..plan.lookup import lookup
 
     try:
         chosen = corpus.select(info.manifest)
     except (UserError, OSError, ValueError) as e:
         return {}, f"the corpus is no longer readable ({e}): texts unavailable, ids and raw replies only"
-    found = _regenerate(info.manifest, chosen, wanted)
+    found = lookup(info.manifest, chosen, wanted)
     missing = len({w["item_id"] for w in wanted} - set(found))
     note = (f"{missing} example item(s) could not be regenerated from the corpus (changed since the "
             "run?): their texts are unavailable") if missing else None
@@ -344,7 +314,7 @@ class _Tally:
 def _log_stats(run_dir: Path) -> list[LogStats]:
     """Per judge, over every record of the log, read a few megabytes at a time (memory holds
     the latencies, 8 bytes a call, not the records)."""
-    from .. import log
+    from ..store import log
 
     tallies: dict[str, _Tally] = {}
     for seg in log.segments(run_dir):
@@ -358,12 +328,13 @@ def _log_stats(run_dir: Path) -> list[LogStats]:
 
 def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
     """One run directory's part of the report; cards are rebuilt from the log when not given."""
-    from ..run import RunStats, read_run_info, score_run
+    from ..score.run import cards_of_run
+    from ..store.rundir import RunStats, read_run_info
 
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
     if cards is None:
-        cards = score_run(run_dir)
+        cards = cards_of_run(run_dir)
     records = compact.load(run_dir, _NARROW)
     identities = _identities(run_dir, info, records)
     found, note = _examples(run_dir, info, records, examples)
@@ -377,7 +348,7 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
 
 def _stale(run_dir: Path) -> list[str]:
     """The analysis files written before the log last grew: their numbers miss records."""
-    from .. import log
+    from ..store import log
 
     newest = max((seg.stat().st_mtime for seg in log.segments(run_dir)), default=0.0)
     return [name for name in ("calibration.json", "invariance.json")

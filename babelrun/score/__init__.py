@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import languages, log
-from ..corpus import Removed
-from ..items import PerturbationAudit
+from ..core import languages
+from ..core.items import PerturbationAudit, Removed
 from . import agentic, metrics, stats
+from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import ROUND, Interval, rounded  # noqa: F401 (ROUND: re-exported)
 
 
@@ -119,34 +119,6 @@ UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
 
-def _dictionary(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
-    """The column as one dictionary array: as read from Parquet, or encoded here."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
-
-
-def codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
-    """Integer codes of a string column, numbered in sorted order of the values, so that
-    nothing downstream depends on the order of the records."""
-    encoded = _dictionary(column)
-    by_value = pc.array_sort_indices(encoded.dictionary).to_numpy()
-    rank = np.empty(len(by_value), dtype=np.int64)
-    rank[by_value] = np.arange(len(by_value))
-    values = encoded.dictionary.take(pa.array(by_value)).to_pylist()
-    return rank[encoded.indices.to_numpy(zero_copy_only=False)], values
-
-
-def lookup(column: pa.ChunkedArray | pa.Array, values: list[str] | tuple[str, ...]) -> np.ndarray:
-    """Each row's position in ``values`` (-1 where absent), looked up once per distinct value
-    of the column rather than once per row. The column must hold no nulls."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not pa.types.is_dictionary(array.type):
-        array = pc.dictionary_encode(array)
-    position = pc.index_in(array.dictionary, value_set=pa.array(values, type=pa.string()))
-    position = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return position[array.indices.to_numpy(zero_copy_only=False)]
-
-
 def _interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
     col = {name: sums[i] for i, name in enumerate(metrics.STATS)}
     return {
@@ -197,17 +169,6 @@ def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndar
     return out
 
 
-def _by_cell_and_item(cell: np.ndarray, bits: np.ndarray) -> np.ndarray:
-    """The order that sorts records by (cell, item): cells in card order, and within a cell
-    each item's records adjacent. Items are told apart by the first 60 bits of their id
-    (``log.item_bits``, parsed straight from Arrow's buffer: no string sort). The order
-    depends on the records' content only, never on their order in the log."""
-    n_cells = int(cell.max()) + 1
-    if n_cells <= 1 << 10:  # one 64-bit key: 10 bits of cell, the top 54 bits of the item
-        return np.argsort((cell.astype(np.uint64) << np.uint64(54)) | (bits >> np.uint64(6)))
-    return np.lexsort((bits, cell))
-
-
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
           confidence: float = 0.95, seed: int = 0) -> Cards:
     """Cards for every judge in ``data`` (the counted records, one row per key).
@@ -246,11 +207,8 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     n_langs, n_perts = len(langs), len(perts)
     cell = (j_rank[judge] * n_langs + lang) * n_perts + pert
 
-    if "item_key" in data.column_names:  # from judgements.parquet: computed at compaction
-        bits = data["item_key"].to_numpy()
-    else:  # records from elsewhere (tests, users' tables)
-        bits = log._item_bits_column(data["item_id"].combine_chunks())
-    by = _by_cell_and_item(cell, bits)
+    bits = item_bits(data)
+    by = by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
     code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),

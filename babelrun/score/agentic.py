@@ -41,9 +41,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import languages, log
-from ..items import FAMILY_PREFIX
+from ..core import languages
+from ..core.items import FAMILY_PREFIX
 from . import metrics
+from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import Interval, rounded
 
 PREFIX = FAMILY_PREFIX["agentic"]
@@ -183,7 +184,6 @@ def r_agent(sums: np.ndarray, families: list[str]) -> np.ndarray:
 def _reliability(data: pa.Table, replicates: int, confidence: float,
                  seed: int) -> dict[tuple[str, str], tuple[float | None, float | None, float | None]]:
     """R_agent per (judge_id, language): its value, and its item-clustered bootstrap interval."""
-    from . import _by_cell_and_item, codes, lookup
 
     names = tuple(PREFIX + n for ns in BLOCKS.values() for n in ns)
     block_of = np.array([i for i, ns in enumerate(BLOCKS.values()) for _ in ns] + [-1])
@@ -197,9 +197,8 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
     lang, langs = codes(data["lang"])
     n_blocks, n_stats = len(BLOCKS), len(metrics.STATS)
     cell = (judge * len(langs) + lang) * n_blocks + block
-    bits = (data["item_key"].to_numpy() if "item_key" in data.column_names
-            else log._item_bits_column(data["item_id"].combine_chunks()))
-    by = _by_cell_and_item(cell, bits)
+    bits = item_bits(data)
+    by = by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
     code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES), lookup(data["verdict"], metrics.VERDICTS),

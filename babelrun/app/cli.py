@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 EPILOG = """\
 exit codes: 0 done; 1 incomplete (a judge stopped or calls failed after retries: run the
@@ -145,8 +145,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate(args) -> int:
-    from . import manifest
-    from .plan import Plan
+    from .. import manifest
+    from ..plan import Plan
 
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)
@@ -164,8 +164,9 @@ def _validate(args) -> int:
 
 
 def _audit(args) -> int:
-    from . import manifest, run
-    from .progress import Progress
+    from .. import manifest
+    from ..engine.progress import Progress
+    from . import audit as run
 
     m = _executor(manifest.load(args.manifest), args)
     shard = _shard(args, m)
@@ -200,7 +201,7 @@ def _executor(m, args):
     """The manifest with the command line's executor settings applied."""
     import msgspec
 
-    from .errors import UsageError
+    from ..errors import UsageError
 
     ray = m.ray
     if args.address is not None:
@@ -214,8 +215,8 @@ def _executor(m, args):
 
 
 def _shard(args, m):
-    from .errors import UsageError
-    from .log import Shard
+    from ..core.keys import Shard
+    from ..errors import UsageError
 
     if args.shard is None:
         return None
@@ -228,7 +229,7 @@ def _shard(args, m):
 
 
 def _merge(args) -> int:
-    from .run import merge_run
+    from .audit import merge_run
 
     m = merge_run(args.run_dir)
     print(f"{args.run_dir}: {m.segments} segment(s), {m.ok_records} successful records; "
@@ -262,9 +263,9 @@ def stats_table(stats) -> str:
 
 
 def _report(args) -> int:
-    from . import report
-    from .errors import UsageError
-    from .run import read_run_info
+    from .. import report
+    from ..errors import UsageError
+    from ..store.rundir import read_run_info
 
     if args.out is None and len(args.run_dirs) > 1:
         raise UsageError("several run directories make one report: say where with --out DIR")
@@ -279,7 +280,7 @@ def _report(args) -> int:
 
 
 def _compact(args) -> int:
-    from .run import compact_run
+    from .audit import compact_run
 
     path = compact_run(args.run_dir)
     print(f"{path}")
@@ -289,8 +290,9 @@ def _compact(args) -> int:
 def _bench_judge(args) -> int:
     import msgspec
 
-    from . import benchjudge, manifest
-    from .errors import UsageError
+    from .. import manifest
+    from ..errors import UsageError
+    from . import benchjudge
 
     m = manifest.load(args.manifest)
     if args.judge is not None and args.judge not in {j.name for j in m.judges}:
@@ -308,7 +310,8 @@ def _bench_judge(args) -> int:
 def _languages(args) -> int:
     from collections import Counter
 
-    from . import corpus, languages, manifest
+    from .. import corpus, manifest
+    from ..core import languages
 
     m = manifest.load(args.manifest)
     refs = Counter(r.lang for r in corpus.read(m.corpus.sources))
@@ -326,8 +329,8 @@ def _languages(args) -> int:
 
 
 def _invariance(args) -> int:
-    from . import invariance
-    from .run import read_run_info
+    from ..analyses import invariance
+    from ..store.rundir import read_run_info
 
     read_run_info(args.run_dir)
     result = invariance.run(args.run_dir, args.pivot)
@@ -337,7 +340,7 @@ def _invariance(args) -> int:
 
 
 def _calibrate(args) -> int:
-    from . import calibrate
+    from ..analyses import calibrate
 
     result = calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)
     _save(result, args.run_dirs, "calibration.json")
@@ -349,7 +352,7 @@ def _save(result, run_dirs: list[Path], name: str) -> None:
     """An analysis's result as JSON in each run directory it read, for ``babelrun report``."""
     import msgspec
 
-    from .files import write_atomic
+    from ..store.files import write_atomic
 
     body = msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n"
     for run_dir in run_dirs:
@@ -357,21 +360,21 @@ def _save(result, run_dirs: list[Path], name: str) -> None:
 
 
 def _agree(args) -> int:
-    from . import agree
+    from ..analyses import agree
 
     print(agree.text(agree.run(args.run_dir, args.labels)), end="")
     return 0
 
 
 def _diff(args) -> int:
-    from . import drift
+    from ..analyses import drift
 
     print(drift.text(drift.run(args.run_a, args.run_b)), end="")
     return 0
 
 
 def _score(args) -> int:
-    from .run import score_run
+    from .audit import score_run
 
     cards = score_run(args.run_dir)
     print(f"{args.run_dir}: cards for {len(cards.judges)} judge(s) -> cards.json, report.md")
@@ -392,7 +395,7 @@ def _lean_arrow() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import UserError
+    from ..errors import UserError
 
     args = _parser().parse_args(argv)
     _lean_arrow()

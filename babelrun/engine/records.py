@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import time
 
-from .items import Item
-from .judges import Judge, JudgeReply, JudgeRequest
-from .judges.prompt import parse
-from .log import Record
-
-
-def verdict(slot: str, order: str) -> str:
-    if slot in ("tie", "invalid"):
-        return slot
-    ref_slot = "A" if order == "ref_first" else "B"
-    return "reference" if slot == ref_slot else "perturbed"
+from ..core.items import Item
+from ..core.records import Record, verdict_of
+from ..judges import Judge, JudgeReply, JudgeRequest
+from ..judges.prompt import parse
 
 
 def record(judge: Judge, item: Item, order: str, **fields) -> Record:
@@ -35,7 +28,7 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
     else:
         slot = parse(reply.raw)
     return record(
-        judge, request.item, request.order, status="ok", verdict=verdict(slot, request.order),
+        judge, request.item, request.order, status="ok", verdict=verdict_of(slot, request.order),
         slot=slot, raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
         tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
         served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,

@@ -21,23 +21,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import aiohttp
 import anyio
 import msgspec
 from anyio.abc import ObjectSendStream
 
+from ..judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from ..judges.prompt import TEMPLATES
+from ..plan import Plan
+from ..store.files import write_atomic
+from ..store.log import DoneSet
 from . import limits
 from . import records as build
-from .files import write_atomic
-from .judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
-from .judges.prompt import TEMPLATES
-from .log import DoneSet
-from .plan import Plan
-
-if TYPE_CHECKING:
-    from .engine import JudgeState
+from .state import JudgeState
 
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
 

@@ -20,19 +20,13 @@ from __future__ import annotations
 
 import signal
 import time
-from array import array
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio
-import msgspec
-import numpy as np
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from . import batches, limits
-from . import records as build
-from .judges import (
+from ..judges import (
     ORDERS,
     FatalJudgeError,
     Judge,
@@ -41,85 +35,13 @@ from .judges import (
     RejectedError,
     RetryableError,
 )
-from .judges.prompt import TEMPLATES
-from .log import DoneSet, LogWriter, Record
-from .plan import Plan
+from ..judges.prompt import TEMPLATES
+from ..plan import Plan
+from ..store.log import DoneSet, LogWriter, Record
+from . import batches, limits
+from . import records as build
 from .progress import Progress
-
-
-class JudgeStats(msgspec.Struct, frozen=True):
-    """What one judge did in one run (``stats.json``)."""
-
-    judge: str
-    judge_id: str
-    planned: int
-    done_before: int
-    ok: int
-    failed: int
-    calls: int  # HTTP or model calls, retries included
-    retries: int
-    rate_limited: int  # 429 replies
-    errors: dict[str, int]  # failed calls by final error kind
-    latency_ms: dict[str, float | None]  # p50 / p95 / p99 of successful calls
-    tokens_in: int
-    tokens_out: int
-    calls_per_s: float
-    elapsed_s: float
-    stopped: str | None
-
-
-@dataclass
-class JudgeState:
-    """Live counters of one judge, read by the progress display and the final stats."""
-
-    name: str
-    judge_id: str
-    planned: int
-    done_before: int
-    ok: int = 0
-    failed: int = 0
-    calls: int = 0
-    retries: int = 0
-    rate_limited: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    consecutive_failures: int = 0
-    errors: Counter = field(default_factory=Counter)
-    latencies: array = field(default_factory=lambda: array("d"))
-    stopped: str | None = None
-    started: float = field(default_factory=time.monotonic)
-    ended: float | None = None
-
-    @property
-    def remaining(self) -> int:
-        return self.planned - self.done_before - self.ok
-
-    @property
-    def elapsed(self) -> float:
-        return (self.ended or time.monotonic()) - self.started
-
-    def stats(self) -> JudgeStats:
-        lat = np.frombuffer(self.latencies, dtype=np.float64) if self.latencies else None
-        pct = {f"p{q}": None if lat is None else round(float(np.percentile(lat, q)), 2) for q in (50, 95, 99)}
-        return JudgeStats(
-            self.name, self.judge_id, self.planned, self.done_before, self.ok, self.failed,
-            self.calls, self.retries, self.rate_limited, dict(sorted(self.errors.items())), pct,
-            self.tokens_in, self.tokens_out,
-            round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
-            round(self.elapsed, 3), self.stopped,
-        )
-
-
-@dataclass
-class EngineResult:
-    judges: list[JudgeState]
-    interrupted: bool = False
-    written: int = 0
-    elapsed_s: float = 0.0
-
-    @property
-    def stop_reasons(self) -> list[str]:
-        return [s.stopped for s in self.judges if s.stopped]
+from .state import EngineResult, JudgeState
 
 
 class FixedConcurrency:

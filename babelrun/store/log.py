@@ -39,8 +39,6 @@ do; otherwise give each host its own shards and never run one shard twice).
 from __future__ import annotations
 
 import fcntl
-import functools
-import hashlib
 import io
 import os
 import socket
@@ -55,48 +53,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from .errors import UserError
-from .judges.prompt import Slot
+from ..core.keys import Shard, item_bits, keys_by_judge, plan_keys, sorted_unique
+from ..core.records import Record
+from ..errors import RunDirBusy
 
-Status = Literal["ok", "error"]
-Verdict = Literal["reference", "perturbed", "tie", "invalid"]
-
-
-class Record(msgspec.Struct, frozen=True, omit_defaults=True):
-    judge_id: str
-    item_id: str
-    order: str
-    status: Status
-    judge: str  # the judge's display name in the manifest
-    kind: str
-    lang: str
-    perturbation: str
-    severity: float
-    ref_len: int
-    pert_len: int
-    # The reference (or labelled pair) the item came from: the same id across the languages
-    # of a parallel corpus. (Absent from logs written before it was recorded.)
-    ref_id: str = ""
-    verdict: Verdict | None = None
-    slot: Slot | None = None  # what the judge named: A, B, tie or invalid
-    p_a: float | None = None  # soft verdict: P(A), P(B), P(tie) from one forward pass
-    p_b: float | None = None
-    p_tie: float | None = None
-    raw: str | None = None
-    latency_ms: float | None = None
-    attempts: int = 1
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    served_model: str | None = None
-    fingerprint: str | None = None
-    error_kind: str | None = None
-    error: str | None = None
-    ts: float = 0.0
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.judge_id, self.item_id, self.order)
-
+__all__ = ["DoneSet", "LogWriter", "Record", "RunLock", "Shard", "final_records", "read", "read_table",
+           "repair", "segments", "stream_segment"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
@@ -205,81 +167,6 @@ def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False) -> pa
 
 # ---- the done-set -------------------------------------------------------------------------
 
-_HEX = np.full(256, 255, dtype=np.uint8)
-_HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
-_HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16)
-_ITEM_HEX = 15  # item ids are blake2b hex; their first 15 digits (60 bits) identify them
-
-
-def item_bits(item_id: str) -> int:
-    """60 bits that stand for an item id: its first 15 hex digits (item ids are blake2b
-    digests), or a blake2b of the id for any id that is not hex."""
-    head = item_id[:_ITEM_HEX]
-    if len(head) == _ITEM_HEX:
-        try:
-            return int(head, 16)
-        except ValueError:
-            pass
-    return int.from_bytes(hashlib.blake2b(item_id.encode(), digest_size=8).digest(), "little") >> 4
-
-
-_HEX_PAIR = np.full(1 << 16, 0xFFFF, dtype=np.uint16)  # two ASCII hex digits -> their byte
-for _hi, _a in enumerate(b"0123456789abcdef"):
-    for _lo, _b in enumerate(b"0123456789abcdef"):
-        _HEX_PAIR[_a | (_b << 8)] = (_hi << 4) | _lo  # little-endian uint16 view of "ab"
-
-
-def _item_bits_column(item_ids: pa.Array) -> np.ndarray:
-    """``item_bits`` for a whole column at once, straight from Arrow's string buffer."""
-    n = len(item_ids)
-    if n == 0:
-        return np.zeros(0, dtype=np.uint64)
-    offsets = np.frombuffer(item_ids.buffers()[1], dtype=np.int32, count=n + 1, offset=item_ids.offset * 4)
-    data = np.frombuffer(item_ids.buffers()[2], dtype=np.uint8)
-    width = int(offsets[1] - offsets[0])
-    if width >= 16 and width % 2 == 0 and (np.diff(offsets) == width).all():
-        # Every id is hex of one even width (ours: 20): read each id's first 16 digits as 8
-        # digit pairs, map pairs to bytes, and take the 60 high bits of that big-endian word.
-        block = data[offsets[0]: offsets[0] + n * width].reshape(n, width)[:, :16]
-        pairs = np.ascontiguousarray(block).view(np.uint16)
-        decoded = _HEX_PAIR[pairs]
-        good = (decoded != 0xFFFF).all(axis=1)
-        word = decoded.astype(np.uint8).view(">u8").reshape(n).astype(np.uint64)
-        out = word >> np.uint64(4)
-    else:
-        out = np.zeros(n, dtype=np.uint64)
-        good = np.zeros(n, dtype=bool)
-    for i in np.flatnonzero(~good):  # ids that are not hex of one width: rare, one by one
-        out[i] = item_bits(item_ids[i].as_py())
-    return out
-
-
-def keys_by_judge(table: pa.Table) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """For each judge in ``table`` (columns judge_id, item_id, order): its rows and their
-    61-bit keys (60 bits of item id, 1 bit of order)."""
-    if table.num_rows == 0:
-        return []
-    judge = pc.dictionary_encode(table["judge_id"]).combine_chunks()
-    codes = judge.indices.to_numpy(zero_copy_only=False)
-    bits = _key_bits(_item_bits_column(table["item_id"].combine_chunks()),
-                     pc.equal(table["order"], "pert_first").to_numpy(zero_copy_only=False))
-    out = []
-    for j, jid in enumerate(judge.dictionary.to_pylist()):
-        rows = np.flatnonzero(codes == j)
-        out.append((jid, rows, bits[rows]))
-    return out
-
-
-def _sorted_unique(keys: np.ndarray) -> np.ndarray:
-    # Sort and drop repeats; np.unique hashes instead, three times slower on a million keys.
-    keys = np.sort(keys.astype(np.uint64))
-    return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
-
-
-def _key_bits(item: np.ndarray, second_order: np.ndarray) -> np.ndarray:
-    return (item << np.uint64(1)) | second_order.astype(np.uint64)
-
-
 class DoneSet:
     """The keys that have an ``ok`` record: per judge, a sorted array of 61-bit keys (60 bits
     of item id, 1 bit of order) — 8 bytes a key, a million keys in 8 MB, where a Python set
@@ -291,7 +178,7 @@ class DoneSet:
                        ("order", pa.string()), ("status", pa.string())])
 
     def __init__(self, keys: dict[str, np.ndarray] | None = None):
-        self._keys = {j: _sorted_unique(k) for j, k in (keys or {}).items()}
+        self._keys = {j: sorted_unique(k) for j, k in (keys or {}).items()}
 
     @classmethod
     def from_log(cls, run_dir: Path) -> DoneSet:
@@ -342,72 +229,6 @@ class DoneSet:
     @property
     def nbytes(self) -> int:
         return sum(k.nbytes for k in self._keys.values())
-
-
-# ---- shards -------------------------------------------------------------------------------
-
-_MASK64 = (1 << 64) - 1
-
-
-@functools.lru_cache(maxsize=64)
-def _judge_word(judge_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(judge_id.encode(), digest_size=8).digest(), "little")
-
-
-def _mix(x: int) -> int:
-    """splitmix64's finalizer: every input bit moves every output bit, so ``mod N`` is even."""
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-def _mix_array(x: np.ndarray) -> np.ndarray:
-    """``_mix`` over a uint64 array (NumPy's uint64 products wrap modulo 2**64, as wanted)."""
-    x = x.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-class Shard(msgspec.Struct, frozen=True):
-    """Shard ``index`` of ``count``: the keys whose mixed (judge_id, item_id, order) word is
-    ``index`` mod ``count``. The word is the done-set's 61-bit key XOR 64 bits of the judge
-    id, so a key's shard is the same on every machine and in every run."""
-
-    index: int
-    count: int
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        """``"i/N"`` with 0 <= i < N."""
-        try:
-            i, n = (int(part) for part in text.split("/"))
-        except ValueError:
-            raise UserError(f"--shard {text!r}: expected i/N, e.g. 0/4") from None
-        if not 0 <= i < n:
-            raise UserError(f"--shard {text!r}: need 0 <= i < N")
-        return cls(i, n)
-
-    @property
-    def tag(self) -> str:
-        return f"s{self.index}of{self.count}"
-
-    def contains(self, judge_id: str, item_id: str, order: str) -> bool:
-        key = (item_bits(item_id) << 1) | (order == "pert_first")
-        return _mix(key ^ _judge_word(judge_id)) % self.count == self.index
-
-    def mask(self, judge_id: str, keys: np.ndarray) -> np.ndarray:
-        """Which of these 61-bit keys (``_key_bits``) of one judge are in this shard."""
-        words = keys.astype(np.uint64) ^ np.uint64(_judge_word(judge_id))
-        return _mix_array(words) % np.uint64(self.count) == np.uint64(self.index)
-
-
-def plan_keys(item_ids: list[str]) -> np.ndarray:
-    """The 61-bit keys of these items in both orders (ref_first, then pert_first)."""
-    items = np.array([item_bits(i) for i in item_ids], dtype=np.uint64)
-    return np.concatenate([_key_bits(items, np.zeros(len(items), bool)),
-                           _key_bits(items, np.ones(len(items), bool))])
 
 
 def final_records(records: Iterable[Record]) -> list[Record]:
@@ -509,7 +330,7 @@ class RunLock:
             holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             os.close(fd)
             self.__exit__()
-            raise UserError(busy.format(holder=holder)) from None
+            raise RunDirBusy(busy.format(holder=holder)) from None
         self._fds.append(fd)
         # Name the holder; shared holders overwrite each other, and any of them will do.
         kind = "shards, e.g. " if mode == fcntl.LOCK_SH else ""

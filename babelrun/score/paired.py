@@ -1,42 +1,30 @@
-"""``babelrun diff RUN_A RUN_B``: what changed between two runs over the same items.
+"""Two runs' verdicts on the same (item, order) keys, compared: each metric's change with a
+paired item-clustered bootstrap interval, an exact McNemar test, and what the provider said
+it served. ``babelrun diff`` (``analyses/drift.py``) compares whole runs with it; composite
+judges compare themselves with their base judge through ``compare_tables``.
 
-A judge before and after a provider update, or under two prompt versions, is audited twice
-on the same manifest content; this compares the two. Records are matched by
-(item, order) — the item by the 60 bits of its content-hash id that ``judgements.parquet``
-keeps as ``item_key`` — within a pair of judges: the only judge of each run, or else judges
-of the same name (a name with several judge ids in one run is ambiguous and left out, with
-a line saying so).
-
-Per language and overall, on the matched records only:
-
-- every card metric of each run (accuracy, Δ, κ_ord, v, R) with its interval, from
-  ``babelrun.score.score`` on each run's matched subset;
-- their change B − A, with a paired item-clustered percentile bootstrap: one resampling of
-  the matched items weighs both runs' item tables alike, so the interval reflects the
-  difference's own variance (smaller than the two runs' when their verdicts correlate).
-  Seeded from ``seed`` and the judge pair and language: the same runs give the same output;
-- an exact McNemar test on per-presentation correctness (b: correct in A only, c: correct
-  in B only);
-- a flag when the model name or fingerprint the provider reported (their sets per run)
-  changed.
+Records are matched by (item, order): the item by the 60 bits of its content-hash id that
+``judgements.parquet`` keeps as ``item_key``. An item's rows in both runs are resampled
+together, so an interval reflects the difference's own variance (smaller than the two runs'
+when their verdicts correlate). Seeded from ``seed``, the judge pair and the language: the
+same records give the same output.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import compact, languages, score
-from .score import Change, LanguageDrift, McNemar, lookup, metrics
-from .score.stats import mcnemar_exact, rounded
+from ..core import languages
+from . import SCORING_COLUMNS, Change, LanguageDrift, McNemar, lookup, metrics, score
+from .stats import mcnemar_exact, rounded
 
 METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
-COLUMNS = [*score.SCORING_COLUMNS, "item_id", "served_model", "fingerprint"]
+COLUMNS = [*SCORING_COLUMNS, "item_id", "served_model", "fingerprint"]
 ALL = "all"
 
 
@@ -73,7 +61,7 @@ class Drift(msgspec.Struct, frozen=True):
     seed: int
 
 
-class _Run(msgspec.Struct):
+class Matched(msgspec.Struct):
     """One run's records, with each row's judge code and (item, order) key."""
 
     data: pa.Table
@@ -83,14 +71,7 @@ class _Run(msgspec.Struct):
     key: np.ndarray
 
 
-def _load(run_dir: Path) -> _Run:
-    from .run import read_run_info  # run scores composites through this module
-
-    read_run_info(run_dir)  # a clear error for a folder that is no run directory
-    return _of_table(compact.load(run_dir, COLUMNS))
-
-
-def _of_table(data: pa.Table) -> _Run:
+def of_table(data: pa.Table) -> Matched:
     data = data.unify_dictionaries()  # one dictionary per column
     ids = sorted(set(pc.unique(data["judge_id"]).to_pylist()))
     judge = lookup(data["judge_id"], ids)
@@ -98,10 +79,10 @@ def _of_table(data: pa.Table) -> _Run:
     names = data["judge"].take(pa.array(first, type=pa.int64())).to_pylist()
     order = lookup(data["order"], metrics.ORDER_CODES).astype(np.uint64)
     key = (data["item_key"].to_numpy() << np.uint64(1)) | order
-    return _Run(data, ids, names, judge, key)
+    return Matched(data, ids, names, judge, key)
 
 
-def _pairs(a: _Run, b: _Run) -> tuple[list[tuple[int, int]], list[str]]:
+def pair_judges(a: Matched, b: Matched) -> tuple[list[tuple[int, int]], list[str]]:
     """Which judge of A goes with which of B: the only one of each, or the same name; the
     rest as lines saying why not."""
     if len(a.ids) == 1 and len(b.ids) == 1:
@@ -120,8 +101,8 @@ def _pairs(a: _Run, b: _Run) -> tuple[list[tuple[int, int]], list[str]]:
     return pairs, notes
 
 
-def _served(a: _Run, ja: int, b: _Run, jb: int) -> Served:
-    def values(run: _Run, j: int, column: str) -> list[str]:
+def _served(a: Matched, ja: int, b: Matched, jb: int) -> Served:
+    def values(run: Matched, j: int, column: str) -> list[str]:
         rows = run.data[column].take(pa.array(np.flatnonzero(run.judge == j)))
         return sorted(v for v in pc.unique(rows).to_pylist() if v is not None)
 
@@ -177,7 +158,7 @@ def _language(lang, ta, tb, correct_a, correct_b, card_a, card_b, replicates, co
                          McNemar(b, c, mcnemar_exact(b, c)))
 
 
-def _compare(a: _Run, ja: int, b: _Run, jb: int, replicates: int, confidence: float,
+def compare(a: Matched, ja: int, b: Matched, jb: int, replicates: int, confidence: float,
              seed: int) -> JudgeDrift:
     """Match one judge pair's records, score each run's matched subset, and compare."""
     rows_a, rows_b = np.flatnonzero(a.judge == ja), np.flatnonzero(b.judge == jb)
@@ -187,9 +168,9 @@ def _compare(a: _Run, ja: int, b: _Run, jb: int, replicates: int, confidence: fl
             len(rows_b) - len(ib), _served(a, ja, b, jb))
     if len(ia) == 0:
         return JudgeDrift(*head, None, [])
-    cards_a = score.score(sub_a.select(score.SCORING_COLUMNS), [], replicates=replicates,
+    cards_a = score(sub_a.select(SCORING_COLUMNS), [], replicates=replicates,
                           confidence=confidence, seed=seed).judges[0]
-    cards_b = score.score(sub_b.select(score.SCORING_COLUMNS), [], replicates=replicates,
+    cards_b = score(sub_b.select(SCORING_COLUMNS), [], replicates=replicates,
                           confidence=confidence, seed=seed).judges[0]
 
     # Both subsets hold the same (item, order) keys, sorted by key: sort once more by
@@ -222,71 +203,14 @@ def _compare(a: _Run, ja: int, b: _Run, jb: int, replicates: int, confidence: fl
     return JudgeDrift(*head, overall, per_lang)
 
 
-def run(run_a: str | Path, run_b: str | Path, *, replicates: int = 1000, confidence: float = 0.95,
-        seed: int = 0) -> Drift:
-    """Compare two runs' verdicts on their shared items, per judge pair and language."""
-    a, b = _load(Path(run_a)), _load(Path(run_b))
-    pairs, notes = _pairs(a, b)
-    judges = [_compare(a, ja, b, jb, replicates, confidence, seed) for ja, jb in pairs]
-    notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share no (item, order): nothing to compare"
-              for j in judges if j.matched == 0]
-    return Drift(str(run_a), str(run_b), judges, notes, replicates, confidence, seed)
-
-
 def compare_tables(a: pa.Table, b: pa.Table, *, replicates: int = 1000, confidence: float = 0.95,
                    seed: int = 0) -> list[LanguageDrift]:
     """B − A for two tables of one judge each (``COLUMNS``), on their shared (item, order)
     keys: overall first, then per language; empty when they share none."""
     if a.num_rows == 0 or b.num_rows == 0:
         return []
-    ra, rb = _of_table(a), _of_table(b)
-    compared = _compare(ra, 0, rb, 0, replicates, confidence, seed)
+    ra, rb = of_table(a), of_table(b)
+    compared = compare(ra, 0, rb, 0, replicates, confidence, seed)
     return [compared.overall, *compared.languages] if compared.overall else []
 
 
-_LABELS = {"accuracy": "accuracy", "position_bias": "position bias Δ",
-           "order_consistency": "order consistency", "verbosity": "verbosity v",
-           "reliability": "R"}
-
-
-def _num(x: float | None, sign: bool = False) -> str:
-    if x is None:
-        return "–"
-    x = 0.0 if abs(x) < 5e-4 else x  # no "−0.000"
-    return f"{x:+.3f}".replace("-", "−") if sign else f"{x:.3f}".replace("-", "−")
-
-
-def _interval(i: score.Interval) -> str:
-    return f"{_num(i.value)} [{_num(i.lo)}, {_num(i.hi)}]"
-
-
-def _block(d: LanguageDrift) -> list[str]:
-    m = d.mcnemar
-    title = d.language if d.lang == ALL else f"{d.lang} {d.language}"
-    out = [f"  {title}: {d.items} items, {d.presentations} presentations; "
-           f"McNemar b {m.b}, c {m.c}, p {m.p:.3g}"]
-    for c in d.changes:
-        out.append(f"    {_LABELS[c.metric]:<18} {_interval(c.a):<25} → {_interval(c.b):<25} "
-                   f"change {_num(c.delta, True)} [{_num(c.lo, True)}, {_num(c.hi, True)}]")
-    return out
-
-
-def text(drift: Drift) -> str:
-    """The comparison as plain text: unmatched judges, then one block per judge pair."""
-    out = [f"Drift: A = {drift.run_a}, B = {drift.run_b}",
-           f"Changes are B − A over matched (item, order) records; {drift.confidence:.0%} intervals: "
-           f"each run's item bootstrap, and for the change a paired item bootstrap "
-           f"({drift.bootstrap} replicates, seed {drift.seed}). McNemar: b correct in A only, "
-           "c correct in B only."]
-    out += [f"! {note}" for note in drift.unmatched]
-    for j in drift.judges:
-        s = j.served
-        out.append(f"\n{j.judge_a} ({j.judge_id_a[:8]}) → {j.judge_b} ({j.judge_id_b[:8]}): "
-                   f"{j.matched} presentations matched, {j.only_a} only in A, {j.only_b} only in B")
-        if s.changed:
-            out.append("  ! the provider reported another model or fingerprint")
-        out.append(f"  served model {', '.join(s.model_a) or '–'} → {', '.join(s.model_b) or '–'}; "
-                   f"fingerprint {', '.join(s.fingerprint_a) or '–'} → {', '.join(s.fingerprint_b) or '–'}")
-        for d in ([j.overall] if j.overall else []) + j.languages:
-            out.extend(_block(d))
-    return "\n".join(out) + "\n"

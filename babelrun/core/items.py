@@ -15,14 +15,39 @@ from typing import Literal
 
 import msgspec
 
-from .corpus import LabelledPair, Reference
-from .perturb import TEXT_PERTURBATIONS
-
 ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic"]
 # Item families whose perturbation names carry a prefix in the cards: code-switched items
 # are "cs:truncate", …, agent trajectories "agent:step_pad", …, so they never share a card
 # cell with the plain items.
 FAMILY_PREFIX = {"text": "", "code_switched": "cs:", "agentic": "agent:"}
+
+
+class Reference(msgspec.Struct, frozen=True):
+    """A prompt and a good answer to it, in one language."""
+
+    lang: str
+    ref_id: str
+    prompt: str
+    response: str
+
+
+class LabelledPair(msgspec.Struct, frozen=True):
+    """Two answers to one prompt and which is better, from the data (LLMBar format)."""
+
+    lang: str
+    pair_id: str
+    set_name: str
+    prompt: str
+    better: str
+    worse: str
+
+
+class Removed(msgspec.Struct, frozen=True):
+    """References a corpus filter took out, per language (reported in plan.json)."""
+
+    lang: str
+    reason: str
+    count: int
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -66,12 +91,8 @@ Cell = tuple[str, str, float]  # (lang, perturbation, severity)
 Perturber = Callable[[Reference, str, float, random.Random], str]
 
 
-def perturb_text(ref: Reference, name: str, severity: float, rng: random.Random) -> str:
-    return TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
-
-
 def generate(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]],
-             seed: int, kind: ItemKind = "text", perturb: Perturber = perturb_text,
+             seed: int, perturb: Perturber, kind: ItemKind = "text",
              extra: tuple[str, ...] = ()) -> Iterator[tuple[Cell, Item | None]]:
     """Every (reference, perturbation, severity) in plan order: its cell, and its item — or
     ``None`` where the perturbation changed nothing (or only whitespace). Such an item would
@@ -115,7 +136,7 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
 
 
 def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],
-          seed: int) -> tuple[list[Item], list[PerturbationAudit]]:
+          seed: int, perturb: Perturber) -> tuple[list[Item], list[PerturbationAudit]]:
     """All items of a plan in memory, with the perturbation audit (small plans, tests)."""
-    pairs = list(generate(references, list(perturbations), seed))
+    pairs = list(generate(references, list(perturbations), seed, perturb))
     return [it for _, it in pairs if it is not None], audit_counts((c, it is not None) for c, it in pairs)

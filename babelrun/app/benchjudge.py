@@ -17,12 +17,12 @@ import anyio
 import msgspec
 import numpy as np
 
-from . import judges, limits
-from .engine import FixedConcurrency, JudgeRunner, JudgeState
-from .judges import ORDERS, JudgeRequest
-from .judges.prompt import TEMPLATES
-from .manifest import JudgeSpec, Manifest
-from .plan import Plan
+from .. import judges
+from ..engine import FixedConcurrency, JudgeRunner, JudgeState, limits
+from ..judges import ORDERS, JudgeRequest
+from ..judges.prompt import TEMPLATES
+from ..plan import Plan
+from ..spec import JudgeSpec, Manifest
 
 
 class Level(msgspec.Struct, frozen=True):

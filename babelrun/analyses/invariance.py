@@ -27,8 +27,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import compact, languages
-from .score import Interval, stats
+from ..core import languages
+from ..score import Interval, stats
+from ..store import compact
 
 _COLUMNS = ["judge_id", "judge", "kind", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
 

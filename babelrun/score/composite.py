@@ -40,8 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import drift, score
-from .manifest import (
+from ..spec import (
     CalibratedSpec,
     CascadeSpec,
     CompositeSpec,
@@ -49,13 +48,13 @@ from .manifest import (
     EnsembleSpec,
     inner_judges,
 )
-from .score import lookup, metrics, stats
-from .score.stats import rounded
+from . import SCORING_COLUMNS, CompositeCard, Interval, lookup, metrics, paired, stats
+from .stats import rounded
 
 REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
 # Columns a composite needs beyond the scoring ones: the tie probability, and what the
 # provider served (for the comparison with the base judge).
-COLUMNS = [*score.SCORING_COLUMNS, "p_tie", "served_model", "fingerprint"]
+COLUMNS = [*SCORING_COLUMNS, "p_tie", "served_model", "fingerprint"]
 _EPS = 1e-9
 # What each mitigation is meant to fix, in card metrics (the report marks them).
 TARGETS = {"dual_order": ["position_bias", "order_consistency"], "calibrated": ["position_bias"],
@@ -298,20 +297,20 @@ def table(data: pa.Table, derived: Derived) -> pa.Table:
 
 
 def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], *,
-         replicates: int, confidence: float, seed: int) -> score.CompositeCard:
+         replicates: int, confidence: float, seed: int) -> CompositeCard:
     """The composite's own facts and its change against its base judge (``base``, or its
     first inner judge) on the same presentations."""
     spec = derived.spec
     base_name = spec.base or inner_judges(spec)[0]
     base = data.filter(pc.equal(data["judge_id"].cast(pa.string()), ids[base_name]))
-    changes = drift.compare_tables(base, rows, replicates=replicates, confidence=confidence, seed=seed)
+    changes = paired.compare_tables(base, rows, replicates=replicates, confidence=confidence, seed=seed)
     n = rows.num_rows
     escalation = None
     if derived.escalated is not None:
         k, m = derived.escalated, derived.considered
         lo, hi = stats.wilson(k, m, confidence)
-        escalation = score.Interval(rounded(k / m) if m else None, rounded(lo), rounded(hi), m)
-    return score.CompositeCard(
+        escalation = Interval(rounded(k / m) if m else None, rounded(lo), rounded(hi), m)
+    return CompositeCard(
         name=spec.name, kind=spec.kind, judge_id=derived.judge_id, inner=inner_judges(spec),
         base=base_name, targets=TARGETS[spec.kind], calls_per_decision=round(derived.calls_per_decision, 4),
         presentations=n,

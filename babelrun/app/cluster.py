@@ -44,12 +44,15 @@ import time
 import anyio
 import msgspec
 
-from . import judges, limits, log, report, run
-from .errors import UserError
-from .judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
-from .manifest import JudgeSpec, Manifest
-from .plan import Plan
-from .progress import Progress
+from .. import judges, report
+from ..engine import limits
+from ..engine.progress import Progress
+from ..errors import UserError
+from ..judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from ..plan import Plan
+from ..spec import JudgeSpec, Manifest
+from ..store import log
+from . import phases as run
 
 INSTALL = "executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"
 

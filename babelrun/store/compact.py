@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..core.keys import keys_by_judge, sorted_unique
 from . import log
 from .log import Record
 
@@ -34,7 +35,7 @@ _TYPES = {
 }
 SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
-# (``log.item_bits``), computed once here so scoring groups by an integer, not a string.
+# (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
 _FORMAT = b"4"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
@@ -59,13 +60,13 @@ class FirstOk:
         ok = records.filter(pc.equal(records["status"], "ok"))
         keep = np.zeros(ok.num_rows, dtype=bool)
         item_key = np.zeros(ok.num_rows, dtype=np.uint64)
-        for jid, rows, bits in log.keys_by_judge(ok):
+        for jid, rows, bits in keys_by_judge(ok):
             item_key[rows] = bits >> np.uint64(1)  # the key without its order bit
             _, first = np.unique(bits, return_index=True)  # first row of each key here
             seen = self._seen.get(jid, np.zeros(0, dtype=np.uint64))
             fresh = first[~_member(bits[first], seen)]
             keep[rows[fresh]] = True
-            self._seen[jid] = log._sorted_unique(np.concatenate([seen, bits[fresh]]))
+            self._seen[jid] = sorted_unique(np.concatenate([seen, bits[fresh]]))
         mask = pa.array(keep)
         return ok.filter(mask).append_column("item_key", pa.array(item_key).filter(mask))
 

@@ -13,7 +13,7 @@ import functools
 
 import langcodes
 
-from .errors import ManifestError
+from ..errors import ManifestError
 
 # Scripts written right to left (ISO 15924). A property of the Unicode scripts, not a table
 # of languages: the language -> script step comes from language-data.

@@ -50,10 +50,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import compact
-from .errors import UserError
-from .score import codes
-from .score.stats import rounded
+from ..errors import UserError
+from ..score import codes
+from ..score.stats import rounded
+from ..store import compact
 
 # The columns ``run`` reads from each run directory.
 COLUMNS = ["judge_id", "judge", "item_id", "order", "lang", "perturbation", "verdict"]

@@ -30,7 +30,8 @@ from typing import Protocol
 import anyio
 from aiolimiter import AsyncLimiter
 
-from .manifest import JudgeSpec
+from .. import judges
+from ..spec import JudgeSpec
 
 
 class TokenLimiter(AsyncLimiter):
@@ -120,8 +121,8 @@ def estimate_tokens(messages: list[dict[str, str]], max_tokens: int) -> int:
 
 
 def account_key(spec: JudgeSpec) -> tuple[str, str]:
-    if spec.backend == "simulated":
-        return ("simulated", spec.name)  # each simulated judge is its own "provider"
+    if judges.capabilities(spec.backend).in_process:
+        return (spec.backend, spec.name)  # a model in this process: its own "provider", no account
     return ((spec.endpoint or "").rstrip("/"), spec.api_key_env or "")
 
 

@@ -19,11 +19,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 
-from . import agentic, corpus, languages
-from .items import Item, PerturbationAudit, audit_counts, generate, pair_item
-from .judges import ORDERS
-from .log import DoneSet, Shard, plan_keys
-from .manifest import AgenticSpec, Manifest, ParallelSpec
+from .. import agentic, corpus
+from ..core import languages
+from ..core.items import Item, PerturbationAudit, audit_counts, generate, pair_item
+from ..core.keys import Shard, plan_keys
+from ..core.records import ORDERS
+from ..perturb import perturb_reference
+from ..spec import AgenticSpec, Manifest, ParallelSpec
+from ..store.log import DoneSet
 from .parallel import aligned, code_switched, tie_probe
 
 
@@ -64,8 +67,9 @@ class Plan:
 
     def _generated(self) -> Iterator[tuple]:
         """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
-        yield from generate(self.references, self.perturbations, self.seed)
-        yield from generate(self.code_switched, self.perturbations, self.seed, kind="code_switched")
+        yield from generate(self.references, self.perturbations, self.seed, perturb_reference)
+        yield from generate(self.code_switched, self.perturbations, self.seed, perturb_reference,
+                            kind="code_switched")
         yield from agentic.generate(self.trajectories, self.agentic_perturbations, self.seed)
 
     def _ready_items(self) -> Iterator[Item]:

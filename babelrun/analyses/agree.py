@@ -46,14 +46,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import compact
-from .corpus import labelled
-from .errors import UserError
-from .manifest import LabelledPairsSource
-from .run import read_run_info
-from .score import lookup
-from .score.metrics import ORDER_CODES, VERDICTS
-from .score.stats import cohen_kappa, landis_koch, wilson
+from ..corpus import labelled
+from ..errors import UserError
+from ..score import lookup
+from ..score.metrics import ORDER_CODES, VERDICTS
+from ..score.stats import cohen_kappa, landis_koch, wilson
+from ..spec import LabelledPairsSource
+from ..store import compact
+from ..store.rundir import read_run_info
 
 VIEWS = ("both orders", "ref_first", "pert_first", "presentations")
 ALL_SETS = "all sets"

@@ -22,9 +22,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-from .corpus import Reference
-from .items import Item
-from .perturb import script
+from ..core.items import Item, Reference
+from ..perturb import script
 
 
 def aligned(references: list[Reference], pivot: str) -> Iterator[tuple[Reference, Reference]]:

@@ -1,0 +1,170 @@
+"""The phases of an audit that every executor shares: the run files, one shard's judging
+(all judges, then the cascades' escalations), the stats, and the finish (cards, report.md).
+``audit.py`` runs them in this process; ``cluster.py`` on Ray workers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from .. import __version__, engine, judges, report, score
+from ..engine import limits
+from ..engine.progress import Progress
+from ..errors import UserError
+from ..plan import Plan
+from ..score import composite
+from ..score.run import cards_of_run
+from ..spec import JudgeSpec, Manifest
+from ..store import compact, log
+from ..store.files import write_atomic
+from ..store.rundir import (
+    PLAN_JSON,
+    REPORT_MD,
+    RUN_YAML,
+    STATS_JSON,
+    PlanSummary,
+    RunInfo,
+    RunStats,
+)
+
+
+class AuditResult(msgspec.Struct):
+    run_dir: str
+    planned_calls: int
+    already_done: int
+    new_records: int
+    interrupted: bool
+    stop_reasons: list[str]
+    failed_calls: int
+    stats: RunStats
+    cards: score.Cards | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if self.stop_reasons or self.failed_calls else 0
+
+
+def run_info(manifest: Manifest) -> RunInfo:
+    ids = {spec.name: judges.judge_id(spec) for spec in manifest.judges}
+    return RunInfo(__version__, ids, manifest)
+
+
+def prepare_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create output directory {run_dir}: {e.strerror}") from None
+
+
+def write_run_files(manifest: Manifest, plan: Plan) -> None:
+    """run.yaml and plan.json: the same bytes from every process of one run."""
+    run_dir = manifest.run_dir
+    write_atomic(run_dir / RUN_YAML, msgspec.yaml.encode(run_info(manifest)))
+    write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
+
+
+def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> None:
+    """Judges that cannot be split into independent shards. Escalation-only judges can,
+    where an executor runs them in a round after every shard's other judges
+    (``escalation_round``: the Ray executor); a lone ``--shard`` process cannot."""
+    for i, spec in enumerate(manifest.judges):
+        if spec.batch:  # its pending-batch file is one per judge, not per shard
+            raise UserError(f"judges[{i}] ({spec.name!r}) uses a provider batch (batch: true), which "
+                            "cannot be split into shards; audit it without --shard or the Ray executor")
+        if spec.calls == "escalations" and not escalation_round:  # its keys need every shard's records
+            raise UserError(f"judges[{i}] ({spec.name!r}) is called on escalations only, which needs the "
+                            "whole run's cheap-judge records; audit it without --shard")
+
+
+# The engine's phases: every judge called on all keys, then the cascades' strong judges on
+# what the first phase escalates.
+PHASES = ("all", "escalations")
+
+
+def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budget] | None = None,
+              progress: Progress | None = None, handle_signals: bool = True,
+              build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
+              phases: tuple[str, ...] = PHASES, wanted: log.DoneSet | None = None) -> engine.EngineResult:
+    """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
+    process's own segments, in the given ``phases``. The caller holds the run lock in the
+    matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
+    for local models); ``wanted``: the escalated keys, when the caller has them."""
+    run_dir, shard = manifest.run_dir, plan.shard
+    log.repair(run_dir, shard)
+    done = log.DoneSet.from_log(run_dir)
+    called = [spec for spec in manifest.judges if spec.calls in phases]
+    backends = [build(spec, manifest.seed) for spec in called]
+    cfg = manifest.log
+    writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
+                           segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
+    try:
+        return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
+                      handle_signals=handle_signals, accounts=accounts)
+    finally:
+        writer.close()
+
+
+def escalations(manifest: Manifest) -> log.DoneSet:
+    """The keys the cascades escalate to their escalation-only strong judges, recomputed
+    from the cheap judges' records in the log (so a resumed run asks the same)."""
+    data = compact.load(manifest.run_dir, composite.COLUMNS)
+    strong = {spec.name for spec in manifest.judges if spec.calls == "escalations"}
+    return log.DoneSet(composite.escalations(data, manifest.composites, run_info(manifest).judge_ids, strong))
+
+
+def _judge(backends: list, plan: Plan, done: log.DoneSet, writer: log.LogWriter, manifest: Manifest,
+           wanted: log.DoneSet | None, **options) -> engine.EngineResult:
+    """The engine over the judges, in two phases when a cascade's strong judge is called on
+    escalations only: first every other judge, then the strong judges on what the cheap
+    judges' records escalate."""
+    first = [b for b in backends if b.spec.calls == "all"]
+    later = [b for b in backends if b.spec.calls == "escalations"]
+    outcomes = [anyio.run(lambda: engine.run(first, plan, done, writer, **options))] if first else []
+    if later and not any(o.interrupted for o in outcomes):
+        wanted = wanted if wanted is not None else escalations(manifest)
+        outcomes.append(anyio.run(lambda: engine.run(later, plan, done, writer, wanted=wanted, **options)))
+    return engine.EngineResult([s for o in outcomes for s in o.judges], any(o.interrupted for o in outcomes),
+                               writer.written, sum(o.elapsed_s for o in outcomes))
+
+
+def result_of(run_dir: Path, states: list[engine.JudgeState], *, written: int, interrupted: bool,
+              elapsed_s: float) -> AuditResult:
+    stats = RunStats(round(elapsed_s, 3), interrupted, [s.stats() for s in states])
+    return AuditResult(
+        run_dir=str(run_dir), planned_calls=sum(s.planned for s in states),
+        already_done=sum(s.done_before for s in states), new_records=written,
+        interrupted=interrupted, stop_reasons=[s.stopped for s in states if s.stopped],
+        failed_calls=sum(s.remaining for s in states), stats=stats,
+    )
+
+
+def write_stats(run_dir: Path, stats: RunStats, name: str = STATS_JSON) -> None:
+    write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(stats), indent=2))
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap that judging and compaction freed back to the OS (glibc keeps it), so
+    that the report's plotting (matplotlib: ~40 MB) does not stack on top of it: a full
+    65-language plan then stays under its 300 MB peak (bench/full_plan.py)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to ask
+        pass
+
+
+def score_run(run_dir: Path) -> score.Cards:
+    """Recompute judgements.parquet, cards.json and report.md from the log alone (and the
+    run's manifest in run.yaml: scoring settings, seed, composite judges)."""
+    run_dir = Path(run_dir)
+    cards = cards_of_run(run_dir)
+    write_atomic(run_dir / REPORT_MD, report.markdown(cards).encode())
+    return cards

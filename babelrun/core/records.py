@@ -1,0 +1,63 @@
+"""A judgement as the log keeps it: one ``Record`` per finished call of a key.
+
+A pairwise key is ``(judge_id, item_id, order)``; ``order`` says which answer sat in slot A
+(``ref_first``: the reference). ``slot`` is what the judge named, ``verdict`` what that
+means for the gold label (``verdict_of``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Order = Literal["ref_first", "pert_first"]
+ORDERS: tuple[Order, Order] = ("ref_first", "pert_first")
+Slot = Literal["A", "B", "tie", "invalid"]
+Status = Literal["ok", "error"]
+Verdict = Literal["reference", "perturbed", "tie", "invalid"]
+
+
+class Record(msgspec.Struct, frozen=True, omit_defaults=True):
+    judge_id: str
+    item_id: str
+    order: str
+    status: Status
+    judge: str  # the judge's display name in the manifest
+    kind: str
+    lang: str
+    perturbation: str
+    severity: float
+    ref_len: int
+    pert_len: int
+    # The reference (or labelled pair) the item came from: the same id across the languages
+    # of a parallel corpus. (Absent from logs written before it was recorded.)
+    ref_id: str = ""
+    verdict: Verdict | None = None
+    slot: Slot | None = None  # what the judge named: A, B, tie or invalid
+    p_a: float | None = None  # soft verdict: P(A), P(B), P(tie) from one forward pass
+    p_b: float | None = None
+    p_tie: float | None = None
+    raw: str | None = None
+    latency_ms: float | None = None
+    attempts: int = 1
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    served_model: str | None = None
+    fingerprint: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    ts: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.judge_id, self.item_id, self.order)
+
+
+def verdict_of(slot: str, order: str) -> str:
+    """What a named slot means for the gold label: the reference, the perturbed answer, or
+    tie / invalid as named."""
+    if slot in ("tie", "invalid"):
+        return slot
+    ref_slot = "A" if order == "ref_first" else "B"
+    return "reference" if slot == ref_slot else "perturbed"

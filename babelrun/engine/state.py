@@ -1,0 +1,67 @@
+"""Live counters of the judges in one engine run, shared by the call pipeline, provider
+batches and the bench; ``JudgeState.stats()`` is what ``stats.json`` keeps."""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..store.rundir import JudgeStats
+
+
+@dataclass
+class JudgeState:
+    """Live counters of one judge, read by the progress display and the final stats."""
+
+    name: str
+    judge_id: str
+    planned: int
+    done_before: int
+    ok: int = 0
+    failed: int = 0
+    calls: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    consecutive_failures: int = 0
+    errors: Counter = field(default_factory=Counter)
+    latencies: array = field(default_factory=lambda: array("d"))
+    stopped: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+
+    @property
+    def remaining(self) -> int:
+        return self.planned - self.done_before - self.ok
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+    def stats(self) -> JudgeStats:
+        lat = np.frombuffer(self.latencies, dtype=np.float64) if self.latencies else None
+        pct = {f"p{q}": None if lat is None else round(float(np.percentile(lat, q)), 2) for q in (50, 95, 99)}
+        return JudgeStats(
+            self.name, self.judge_id, self.planned, self.done_before, self.ok, self.failed,
+            self.calls, self.retries, self.rate_limited, dict(sorted(self.errors.items())), pct,
+            self.tokens_in, self.tokens_out,
+            round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
+            round(self.elapsed, 3), self.stopped,
+        )
+
+
+@dataclass
+class EngineResult:
+    judges: list[JudgeState]
+    interrupted: bool = False
+    written: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        return [s.stopped for s in self.judges if s.stopped]

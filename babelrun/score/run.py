@@ -1,0 +1,41 @@
+"""A run directory's cards, from its log alone: the counted records (``store.compact``), the
+composite judges derived from them (``composite``), one card per judge, language and
+perturbation (``score``). Reads run.yaml (scoring settings, seed, composites) and plan.json
+(the perturbation audit); writes cards.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..store import compact
+from ..store.files import write_atomic
+from ..store.rundir import CARDS_JSON, read_plan_summary, read_run_info
+from . import SCORING_COLUMNS, Cards, composite, encode, score
+
+
+def cards_of_run(run_dir: Path) -> Cards:
+    """Recompute judgements.parquet and cards.json from the log."""
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    scoring, seed, composites = info.manifest.scoring, info.manifest.seed, info.manifest.composites
+    summary = read_plan_summary(run_dir)
+    data = compact.load(run_dir, composite.COLUMNS if composites else SCORING_COLUMNS)
+    derived = composite.derive(data, composites, info.judge_ids)
+    tables = [composite.table(data, d) for d in derived]
+    own = data
+    subset = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "escalations"]
+    if subset:  # judges asked only on a cascade's hard presentations: no card of their own
+        own = data.filter(pc.invert(pc.is_in(data["judge_id"].cast(pa.string()), pa.array(subset))))
+    cards = score(pa.concat_tables([own, *tables]) if tables else own, summary.perturbation_audit,
+                  replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed)
+    composite_cards = [composite.card(d, data, t, info.judge_ids, replicates=scoring.bootstrap,
+                                      confidence=scoring.confidence, seed=seed)
+                       for d, t in zip(derived, tables, strict=True)]
+    cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
+                                    composites=composite_cards)
+    write_atomic(run_dir / CARDS_JSON, encode(cards))
+    return cards

