@@ -1,10 +1,25 @@
-"""``babelrun bench-judge``: how much concurrency a judge can use.
+"""``babelrun bench-judge``: how much concurrency a judge can use, and what limits it.
 
-For each judge of a manifest, runs a small sample of the plan's real requests at
-concurrency 1, 2, 4, … up to a cap, through the same path as an audit (the provider
-account's limits, retries, the backend), and reports calls/s, tokens/s and latency
-percentiles per level. The knee — the first level after which doubling the concurrency
-gains less than ``gain`` (10 %) more throughput — is the setting to use for the audit.
+For each judge of a manifest, requests drawn from the plan's real ones (a sample of
+``sample``, cycled) run at concurrency 1, 2, 4, … up to a cap through the same call pipeline
+as an audit (the account's limits, retries with their backoff, the backend), each level for
+at least ``seconds`` and at least ``min_calls`` calls, so that a level's throughput is a rate
+and not the luck of a few calls. The backend's connection pool is sized for the largest
+level, so the pool never caps a level (``concurrency`` in the manifest does not apply here:
+finding it is the point). Per level: calls/s, tokens/s, latency percentiles, 429 replies,
+retries and failed calls.
+
+What binds, in the order it is checked:
+
+- **the rate limit**: a level that drew 429s from the provider, or whose throughput reaches
+  90 % of the manifest's ``rate_limit.rpm``: more concurrency only brings more refusals, so
+  climbing stops there and the limit observed (calls/min at that level) is reported;
+- **the top level**: the best throughput was at the highest level tried and the last
+  doubling still gained ``gain`` (10 %) or more — throughput is still growing;
+- **concurrency**: throughput levels off; the advice is the smallest level that reaches 90 %
+  of the best throughput seen. Comparing with the best rather than with the next level
+  makes the advice stable: two identical judges get the same.
+
 Nothing is written to any run directory: these calls are spent on measuring.
 """
 
@@ -12,24 +27,32 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Literal
 
 import anyio
 import msgspec
 import numpy as np
 
 from .. import judges
-from ..engine import FixedConcurrency, JudgeRunner, JudgeState, limits
+from ..engine import JudgeRunner, JudgeState, limits, runner
+from ..engine.limits import CallLimits
 from ..judges import ORDERS, JudgeRequest
 from ..judges.prompt import TEMPLATES
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 
+NEAR_BEST = 0.9  # a level within 10 % of the best throughput is as good as the best
+Binding = Literal["concurrency", "rate_limit", "top_level"]
+
 
 class Level(msgspec.Struct, frozen=True):
     concurrency: int
-    calls: int
+    calls: int  # presentations finished at this level (ok or failed)
     failed: int
-    calls_per_s: float
+    rate_limited: int  # 429 replies (each was retried under the policy)
+    retries: int
+    seconds: float
+    calls_per_s: float  # ok presentations per second
     tokens_per_s: float
     p50_ms: float | None
     p95_ms: float | None
@@ -41,6 +64,9 @@ class JudgeBench(msgspec.Struct, frozen=True):
     judge_id: str
     levels: list[Level]
     recommended: int
+    binding: Binding
+    observed_rpm: float | None  # the calls/min at which the rate limit held, when it binds
+    advice: str
 
 
 def levels(cap: int) -> list[int]:
@@ -50,12 +76,18 @@ def levels(cap: int) -> list[int]:
     return out
 
 
-def knee(results: list[Level], gain: float = 0.10) -> int:
-    """The first level after which doubling gains less than ``gain`` more calls/s."""
-    for here, nxt in itertools.pairwise(results):
-        if nxt.calls_per_s < here.calls_per_s * (1 + gain):
-            return here.concurrency
-    return results[-1].concurrency
+def knee(results: list[Level], near: float = NEAR_BEST) -> int:
+    """The smallest level whose throughput is within ``near`` of the best level's."""
+    best = max(lv.calls_per_s for lv in results)
+    return next(lv.concurrency for lv in results if lv.calls_per_s >= near * best)
+
+
+def still_growing(results: list[Level], gain: float = 0.10) -> bool:
+    """Whether the last doubling tried still gained ``gain`` or more throughput."""
+    if len(results) < 2:
+        return True
+    before, last = results[-2], results[-1]
+    return last.calls_per_s >= before.calls_per_s * (1 + gain)
 
 
 def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
@@ -70,48 +102,105 @@ def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
     return out
 
 
-async def _level(runner: JudgeRunner, requests: list[JudgeRequest], concurrency: int) -> Level:
+class _Budget(msgspec.Struct):
+    """When a level has measured enough: ``seconds`` and ``min_calls`` both reached, or
+    ``max_calls`` taken."""
+
+    seconds: float
+    min_calls: int
+    max_calls: int
+    started: float = 0.0
+    taken: int = 0
+    finished: int = 0
+
+    def take(self) -> bool:
+        elapsed = time.perf_counter() - self.started
+        if self.taken >= self.max_calls or (elapsed >= self.seconds and self.finished >= self.min_calls):
+            return False
+        self.taken += 1
+        return True
+
+
+def _percentile(latencies: list[float], q: float) -> float | None:
+    return round(float(np.percentile(latencies, q)), 2) if latencies else None
+
+
+async def _level(run: JudgeRunner, requests: list[JudgeRequest], concurrency: int, budget: _Budget) -> Level:
+    state = run.state
+    before = (state.rate_limited, state.retries)
     latencies: list[float] = []
     tokens = failed = 0
-    queue = iter(requests)
+    cycle = itertools.cycle(requests)
 
     async def worker() -> None:
         nonlocal tokens, failed
-        for request in queue:  # shared iterator: each request is taken once
-            record = await runner.call(request)
+        while budget.take():
+            record = await run.call(next(cycle))
+            budget.finished += 1
             if record.status == "ok":
                 latencies.append(record.latency_ms or 0.0)
                 tokens += (record.tokens_in or 0) + (record.tokens_out or 0)
             else:
                 failed += 1
 
-    started = time.perf_counter()
+    budget.started = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for _ in range(concurrency):
             tg.start_soon(worker)
-    elapsed = time.perf_counter() - started
-    lat = np.asarray(latencies) if latencies else None
-
-    def pct(q: float) -> float | None:
-        return None if lat is None else round(float(np.percentile(lat, q)), 2)
-
-    return Level(concurrency, len(requests), failed, round(len(latencies) / elapsed, 2),
-                 round(tokens / elapsed, 1), pct(50), pct(95), pct(99))
+    elapsed = time.perf_counter() - budget.started
+    return Level(concurrency, budget.finished, failed, state.rate_limited - before[0], state.retries - before[1],
+                 round(elapsed, 3), round(len(latencies) / elapsed, 2), round(tokens / elapsed, 1),
+                 _percentile(latencies, 50), _percentile(latencies, 95), _percentile(latencies, 99))
 
 
-async def bench_judge(spec: JudgeSpec, account: limits.Account, requests: list[JudgeRequest],
-                      cap: int, seed: int) -> JudgeBench:
+def _limited(level: Level, rpm: float | None) -> bool:
+    """The provider refused calls (429), or the manifest's own rpm pacing is reached."""
+    return level.rate_limited > 0 or (rpm is not None and level.calls_per_s * 60 >= NEAR_BEST * rpm)
+
+
+def verdict(name: str, results: list[Level], rpm: float | None) -> tuple[int, Binding, float | None, str]:
+    """(recommended concurrency, what binds, observed rpm, one line of advice)."""
+    if _limited(results[-1], rpm):
+        top = results[-1]
+        observed = round(max(lv.calls_per_s for lv in results) * 60, 1)
+        level = knee(results)
+        why = (f"{top.rate_limited} replies were 429 (rate limited)" if top.rate_limited
+               else f"the manifest's rate_limit.rpm ({rpm:g}) paces it")
+        return level, "rate_limit", observed, (
+            f"the rate limit binds, not concurrency: {why} at concurrency {top.concurrency}, "
+            f"about {observed:g} calls/min get through; set `concurrency: {level}` and "
+            f"`rate_limit.rpm: {int(observed)}` for judge {name!r}")
+    level = knee(results)
+    if level == results[-1].concurrency and still_growing(results):
+        return level, "top_level", None, (
+            f"throughput was still growing at the top level tried ({level}): try "
+            f"--max-concurrency {2 * level}; at least `concurrency: {level}` for judge {name!r}")
+    return level, "concurrency", None, (
+        f"throughput stops growing at concurrency {level}: set `concurrency: {level}` for judge {name!r}")
+
+
+async def bench_judge(spec: JudgeSpec, account: limits.Account, requests: list[JudgeRequest], cap: int,
+                      seed: int, *, seconds: float = 5.0, min_calls: int = 32) -> JudgeBench:
     judge = judges.build(spec, seed)
-    state = JudgeState(spec.name, judge.judge_id, len(requests), 0)
-    runner = JudgeRunner(judge, account, FixedConcurrency(), state)
+    state = JudgeState(spec.name, judge.judge_id, 0, 0)
+    tried = levels(cap)
+    # One connection per call in flight at the largest level: the pool never caps a level.
+    run = runner(judge, account, state, CallLimits(tried[-1], tried[-1], False))
+    results: list[Level] = []
     try:
-        results = [await _level(runner, requests, c) for c in levels(cap)]
+        for c in tried:
+            budget = _Budget(seconds, max(min_calls, 2 * c), max(min_calls, 2 * c) * 1000)
+            results.append(await _level(run, requests, c, budget))
+            if _limited(results[-1], account.rpm):
+                break  # past the rate limit, more concurrency only brings more refusals
     finally:
         await judge.aclose()
-    return JudgeBench(spec.name, judge.judge_id, results, knee(results))
+    recommended, binding, observed, advice = verdict(spec.name, results, account.rpm)
+    return JudgeBench(spec.name, judge.judge_id, results, recommended, binding, observed, advice)
 
 
-def run(manifest: Manifest, *, sample: int = 64, cap: int = 64, only: str | None = None) -> list[JudgeBench]:
+def run(manifest: Manifest, *, sample: int = 64, cap: int = 64, only: str | None = None,
+        seconds: float = 5.0, min_calls: int = 32) -> list[JudgeBench]:
     plan = Plan.from_manifest(manifest)
     specs = [s for s in manifest.judges if only is None or s.name == only]
     accounts = limits.accounts(specs)
@@ -120,22 +209,24 @@ def run(manifest: Manifest, *, sample: int = 64, cap: int = 64, only: str | None
         out = []
         for spec in specs:
             requests = sample_requests(plan, spec, sample)
-            out.append(await bench_judge(spec, accounts[spec.name], requests, cap, manifest.seed))
+            out.append(await bench_judge(spec, accounts[spec.name], requests, cap, manifest.seed,
+                                         seconds=seconds, min_calls=min_calls))
         return out
 
     return anyio.run(go)
 
 
 def table(bench: JudgeBench) -> str:
-    head = ("concurrency", "calls/s", "tokens/s", "p50 ms", "p95 ms", "p99 ms", "failed")
+    head = ("concurrency", "calls", "calls/s", "tokens/s", "p50 ms", "p95 ms", "p99 ms", "429s", "retries",
+            "failed")
     rows = [head] + [
         tuple("-" if v is None else str(v) for v in
-              (lv.concurrency, lv.calls_per_s, lv.tokens_per_s, lv.p50_ms, lv.p95_ms, lv.p99_ms, lv.failed))
+              (lv.concurrency, lv.calls, lv.calls_per_s, lv.tokens_per_s, lv.p50_ms, lv.p95_ms, lv.p99_ms,
+               lv.rate_limited, lv.retries, lv.failed))
         for lv in bench.levels
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"judge {bench.judge} ({bench.judge_id})"]
     lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    lines.append(f"  throughput stops growing at concurrency {bench.recommended}: "
-                 f"set `concurrency: {bench.recommended}` for this judge")
+    lines.append(f"  {bench.advice}")
     return "\n".join(lines)

@@ -130,14 +130,19 @@ def _parser() -> argparse.ArgumentParser:
     df.add_argument("run_a", type=Path)
     df.add_argument("run_b", type=Path)
 
-    b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
-                       description="Run a small sample of the manifest's real requests against "
-                       "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
-                       "calls/s, tokens/s and latency percentiles per level, and where throughput "
-                       "stops growing: the concurrency to set for the audit. Rate limits in the "
-                       "manifest apply. Nothing is written to the run directory.")
+    b = sub.add_parser("bench-judge", help="find the concurrency each judge can use, and what limits it",
+                       description="Run the manifest's real requests against each judge at concurrency "
+                       "1, 2, 4, ... up to --max-concurrency, each level for --seconds (and at least "
+                       "--min-calls calls), through the audit's own call pipeline (rate limits, retries). "
+                       "Per level: calls/s, tokens/s, latency percentiles, 429s, retries, failures. "
+                       "Says what binds: the provider's rate limit (with the limit observed), "
+                       "concurrency (the level to set), or nothing yet (still growing at the top "
+                       "level). The manifest's concurrency does not apply. Nothing is written.")
     b.add_argument("manifest", type=Path)
-    b.add_argument("--sample", type=int, default=64, metavar="N", help="requests per level (default 64)")
+    b.add_argument("--sample", type=int, default=64, metavar="N",
+                   help="distinct requests drawn from the plan, cycled (default 64)")
+    b.add_argument("--seconds", type=float, default=5.0, metavar="S", help="seconds per level at least (default 5)")
+    b.add_argument("--min-calls", type=int, default=32, metavar="N", help="calls per level at least (default 32)")
     b.add_argument("--max-concurrency", type=int, default=64, metavar="C", help="the highest level (default 64)")
     b.add_argument("--judge", metavar="NAME", help="only this judge")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -297,9 +302,12 @@ def _bench_judge(args) -> int:
     m = manifest.load(args.manifest)
     if args.judge is not None and args.judge not in {j.name for j in m.judges}:
         raise UsageError(f"no judge named {args.judge!r} in {args.manifest}")
-    if args.sample < 1 or args.max_concurrency < 1:
-        raise UsageError("--sample and --max-concurrency must be at least 1")
-    results = benchjudge.run(m, sample=args.sample, cap=args.max_concurrency, only=args.judge)
+    if min(args.sample, args.max_concurrency, args.min_calls) < 1 or not 0 < args.seconds <= 600:
+        raise UsageError("--sample, --min-calls and --max-concurrency must be at least 1; --seconds in (0, 600]")
+    if args.max_concurrency > 4096:
+        raise UsageError("--max-concurrency: at most 4096")
+    results = benchjudge.run(m, sample=args.sample, cap=args.max_concurrency, only=args.judge,
+                             seconds=args.seconds, min_calls=args.min_calls)
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(results), indent=2).decode())
     else:

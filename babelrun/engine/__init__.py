@@ -2,7 +2,8 @@
 account rate limits and retries (``limits``), through provider batch APIs where a judge asks
 (``batches``), with live counters (``state``) and a progress display (``progress``)."""
 
-from .pipeline import FixedConcurrency, JudgeRunner, run
+from .limits import CallLimits, FixedConcurrency
+from .pipeline import JudgeRunner, run, runner
 from .state import EngineResult, JudgeState
 
-__all__ = ["EngineResult", "FixedConcurrency", "JudgeRunner", "JudgeState", "run"]
+__all__ = ["CallLimits", "EngineResult", "FixedConcurrency", "JudgeRunner", "JudgeState", "run", "runner"]

@@ -16,6 +16,10 @@ their manifests set different limits, the account takes the smaller.
   reply's usage: an overrun is taken from the bucket, an overestimate given back.
 - A 429 with ``Retry-After`` or ``x-ratelimit-reset-*`` pauses the whole account until then,
   so no other worker spends its attempts against a limit the provider has announced.
+- ``CallLimits`` settles, once per judge and process, how many calls are in flight: the
+  worker tasks, the gate's range and the HTTP connection pool are all sized from it.
+  ``concurrency`` in a manifest is the judge's calls in flight across the whole run; the N
+  shards of a sharded run (``--shard``, Ray workers) split it.
 - ``AdaptiveConcurrency`` (optional, per judge) grows the number of calls in flight by one per
   window of successes and halves it on a 429, at most once per second (AIMD, as TCP does).
 """
@@ -28,9 +32,11 @@ import time
 from typing import Protocol
 
 import anyio
+import msgspec
 from aiolimiter import AsyncLimiter
 
 from .. import judges
+from ..core.keys import Shard
 from ..spec import JudgeSpec
 
 
@@ -150,6 +156,51 @@ def accounts(specs: list[JudgeSpec], share: float = 1.0) -> dict[str, Account]:
     shared = {key: Account(key, _share(rpm, share), _share(tpm, share))
               for key, (rpm, tpm) in account_limits(specs).items()}
     return {spec.name: shared[account_key(spec)] for spec in specs}
+
+
+class FixedConcurrency:
+    """Fixed concurrency: the worker count is the limit; nothing to adapt."""
+
+    async def __aenter__(self) -> None:
+        pass
+
+    async def __aexit__(self, *exc) -> None:
+        pass
+
+    def success(self) -> None:
+        pass
+
+    def pushback(self) -> None:
+        pass
+
+
+class CallLimits(msgspec.Struct, frozen=True):
+    """How many calls of one judge this process keeps in flight, settled once and read by
+    everything sized for it: the worker tasks (``workers``), the adaptive gate's range (from
+    ``gate_start`` up to ``workers``) and the backend's connection pool (``pool``).
+
+    ``concurrency`` is the judge's calls in flight across the whole run: shard i of N takes
+    ``c // N``, plus one while i < ``c % N``, so the shards add up to ``c``; each takes at
+    least one, so a run with more shards than ``c`` has one call per shard in flight."""
+
+    workers: int
+    gate_start: int
+    adaptive: bool
+
+    @classmethod
+    def of(cls, spec: JudgeSpec, shard: Shard | None = None) -> CallLimits:
+        c = spec.concurrency
+        if shard is not None:
+            c = c // shard.count + (1 if shard.index < c % shard.count else 0)
+        c = max(1, c)
+        return cls(c, min(4, c) if spec.adaptive_concurrency else c, spec.adaptive_concurrency)
+
+    @property
+    def pool(self) -> int:
+        return self.workers
+
+    def gate(self) -> AdaptiveConcurrency | FixedConcurrency:
+        return AdaptiveConcurrency(self.gate_start, self.workers) if self.adaptive else FixedConcurrency()
 
 
 class AdaptiveConcurrency:

@@ -6,10 +6,10 @@ Structure (every task has an owner; nothing is fire-and-forget)::
          ├─ progress
          └─ pipeline ─┬─ writer            (the only task that touches the log)
                       └─ judge 1 ─┬─ producer  (streams undone keys into a bounded stream)
-                        judge 2 … └─ workers × concurrency
+                        judge 2 … └─ workers (limits.CallLimits)
                                      (account budget → retries → gate → call → record)
 
-Back pressure: a producer blocks when its judge's stream holds ``2 × concurrency`` calls, so
+Back pressure: a producer blocks when its judge's stream holds ``2 × workers`` calls, so
 memory stays flat however large the plan. Rate limits and Retry-After pauses belong to the
 provider *account* (``limits.Account``), shared by every judge on it. A judge stops on a
 fatal reply (401/403/404) at once, or after ``max_consecutive_failures`` calls in a row
@@ -42,22 +42,6 @@ from . import batches, limits
 from . import records as build
 from .progress import Progress
 from .state import EngineResult, JudgeState
-
-
-class FixedConcurrency:
-    """Fixed concurrency: the worker count is the limit; nothing to adapt."""
-
-    async def __aenter__(self) -> None:
-        pass
-
-    async def __aexit__(self, *exc) -> None:
-        pass
-
-    def success(self) -> None:
-        pass
-
-    def pushback(self) -> None:
-        pass
 
 
 def _wait(retry_state: RetryCallState) -> float:
@@ -101,8 +85,9 @@ class JudgeRunner:
 
     judge: Judge
     account: limits.Budget
-    gate: limits.AdaptiveConcurrency | FixedConcurrency
+    gate: limits.AdaptiveConcurrency | limits.FixedConcurrency
     state: JudgeState
+    workers: int = 1  # worker tasks in ``run`` (``limits.CallLimits.workers``)
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
         reserved = await self.account.admit(estimate)
@@ -212,7 +197,7 @@ class JudgeRunner:
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
                   producers: list[anyio.CancelScope], wanted: DoneSet | None = None) -> None:
-        workers = self.judge.spec.concurrency
+        workers = self.workers
         send, recv = anyio.create_memory_object_stream[JudgeRequest](max_buffer_size=2 * workers)
         scope = anyio.CancelScope()
         producers.append(scope)
@@ -260,6 +245,15 @@ async def _signals(on_first, on_second) -> None:
             (on_first if count == 1 else on_second)()
 
 
+def runner(judge: Judge, account: limits.Budget, state: JudgeState, calls: limits.CallLimits) -> JudgeRunner:
+    """A judge's runner under its call limits; a backend with a connection pool
+    (``size_pool``: the HTTP backends) gets one sized to the calls it will carry."""
+    size_pool = getattr(judge, "size_pool", None)
+    if size_pool is not None:
+        size_pool(calls.pool)
+    return JudgeRunner(judge, account, calls.gate(), state, calls.workers)
+
+
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter, *,
               progress: Progress | None = None, handle_signals: bool = True,
               wanted: DoneSet | None = None,
@@ -279,15 +273,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             keys = keys[plan.shard.mask(j.judge_id, keys)]
         return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys))
 
-    runs = [
-        JudgeRunner(
-            j, accounts[j.spec.name],
-            limits.AdaptiveConcurrency(min(4, j.spec.concurrency), j.spec.concurrency)
-            if j.spec.adaptive_concurrency else FixedConcurrency(),
-            state(j),
-        )
-        for j in judges
-    ]
+    runs = [runner(j, accounts[j.spec.name], state(j), limits.CallLimits.of(j.spec, plan.shard)) for j in judges]
     result = EngineResult([r.state for r in runs])
     progress = progress or Progress()
     producers: list[anyio.CancelScope] = []

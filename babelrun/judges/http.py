@@ -4,7 +4,8 @@ A subclass gives its URL and headers (to ``__init__``), and three methods:
 ``body(request) -> bytes``, ``raise_for_status(status, payload, headers)`` (map an HTTP
 error to ``RetryableError`` / ``RejectedError`` / ``FatalJudgeError``) and
 ``reply(payload) -> JudgeReply``. This class owns the aiohttp session (one per judge,
-created on first use inside the running loop, its pool sized to the judge's concurrency),
+created on first use inside the running loop, its pool sized by ``size_pool`` to the calls
+the engine keeps in flight — ``engine.limits.CallLimits`` — or else to ``concurrency``),
 the timeout, and the mapping of timeouts and dropped connections to retryable errors.
 """
 
@@ -25,10 +26,18 @@ class HttpJudge:
         self.url = url
         self._headers = headers
         self._session: aiohttp.ClientSession | None = None
+        self._pool = spec.concurrency
+
+    def size_pool(self, connections: int) -> None:
+        """The connection pool's size, set before the first call: one connection per call
+        in flight, so the pool never caps what the engine (or ``bench-judge``) asks for."""
+        if self._session is not None:
+            raise RuntimeError("size_pool after the session was opened")
+        self._pool = connections
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ttl_dns_cache=300)
+            connector = aiohttp.TCPConnector(limit=self._pool, ttl_dns_cache=300)
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
             self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers)
         return self._session
