@@ -45,7 +45,7 @@ class ManifestError(UserError):
         field = f"{path}: " if path else ""
         super().__init__(f"{where}{field}{problem}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return type(self), (self.path, self.problem, self.source)
 
 
@@ -82,7 +82,7 @@ class JudgeError(BabelrunError):
         super().__init__(message)
         self.kind = kind
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return type(self), (self.kind, str(self))
 
 
@@ -94,7 +94,7 @@ class RetryableError(JudgeError):
         super().__init__(kind, message)
         self.retry_after = retry_after
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return type(self), (self.kind, str(self), self.retry_after)
 
 

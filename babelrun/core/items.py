@@ -118,8 +118,8 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
 
 def audit_counts(cells: Iterable[tuple[Cell, bool]]) -> list[PerturbationAudit]:
     """Emitted / skipped per cell from (cell, emitted) pairs."""
-    emitted: Counter = Counter()
-    skipped: Counter = Counter()
+    emitted: Counter[Cell] = Counter()
+    skipped: Counter[Cell] = Counter()
     for cell, was_emitted in cells:
         (emitted if was_emitted else skipped)[cell] += 1
     return [PerturbationAudit(lang, name, sev, emitted[(lang, name, sev)], skipped[(lang, name, sev)])

@@ -115,7 +115,8 @@ def _mix_array(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    mixed: np.ndarray = x ^ (x >> np.uint64(31))
+    return mixed
 
 
 class Shard(msgspec.Struct, frozen=True):
@@ -148,7 +149,8 @@ class Shard(msgspec.Struct, frozen=True):
     def mask(self, judge_id: str, keys: np.ndarray) -> np.ndarray:
         """Which of these 61-bit keys (``key_bits``) of one judge are in this shard."""
         words = keys.astype(np.uint64) ^ np.uint64(_judge_word(judge_id))
-        return _mix_array(words) % np.uint64(self.count) == np.uint64(self.index)
+        inside: np.ndarray = _mix_array(words) % np.uint64(self.count) == np.uint64(self.index)
+        return inside
 
 
 def plan_keys(item_ids: list[str]) -> np.ndarray:
