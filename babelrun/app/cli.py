@@ -100,7 +100,14 @@ def _parser() -> argparse.ArgumentParser:
                          "order, with Wilson intervals and an exact McNemar test. Also written to "
                          "RUN_DIR/invariance.json, which babelrun report shows.")
     inv.add_argument("run_dir", type=Path)
-    inv.add_argument("--pivot", default="en", help="the pivot language (default en)")
+    inv.add_argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, "
+                     "else en)")
+    inv.add_argument("--audit-min-length-ratio", type=float, metavar="R",
+                     help="transformation audit: flag a variant whose text is shorter than R times the "
+                     "pivot's, in characters (default 0.15)")
+    inv.add_argument("--audit-max-number-change", type=int, metavar="N",
+                     help="transformation audit: flag a variant whose count of numbers differs from the "
+                     "pivot's by more than N (default 1)")
 
     cal = sub.add_parser("calibrate", help="CBC: remove judges' language-specific bias",
                          description="From several judges audited over the same languages and "
@@ -329,11 +336,20 @@ def _languages(args) -> int:
 
 
 def _invariance(args) -> int:
+    import msgspec
+
     from ..analyses import invariance
     from ..store.rundir import read_run_info
 
-    read_run_info(args.run_dir)
-    result = invariance.run(args.run_dir, args.pivot)
+    info = read_run_info(args.run_dir)
+    parallel = info.manifest.corpus.parallel
+    pivot = args.pivot or (parallel.pivot if parallel else "en")
+    rules = invariance.AuditRules()
+    if args.audit_min_length_ratio is not None:
+        rules = msgspec.structs.replace(rules, min_length_ratio=args.audit_min_length_ratio)
+    if args.audit_max_number_change is not None:
+        rules = msgspec.structs.replace(rules, max_number_change=args.audit_max_number_change)
+    result = invariance.run(args.run_dir, pivot, rules=rules)
     _save(result, [args.run_dir], "invariance.json")
     print(invariance.text(result), end="")
     return 0
