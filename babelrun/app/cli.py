@@ -109,6 +109,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="transformation audit: flag a variant whose count of numbers differs from the "
                      "pivot's by more than N (default 1)")
 
+    sp = sub.add_parser("self-preference", help="how much each judge favours its own model family's answers",
+                        description="For judges that declare a family (family: in the manifest) and labelled "
+                        "pairs whose outputs name theirs (family_1, family_2): how often the judge names the "
+                        "worse output when its own family wrote it, against when its family wrote neither; "
+                        "the difference (Newcombe interval, Fisher exact p), the self-preference share with a "
+                        "bootstrap interval, a paired McNemar test against the other families' judges on the "
+                        "same presentations, and all of it again on pairs where the worse output is not the "
+                        "longer. Also written to RUN_DIR/self_preference.json.")
+    sp.add_argument("run_dir", type=Path)
+
     cal = sub.add_parser("calibrate", help="CBC: remove judges' language-specific bias",
                          description="From several judges audited over the same languages and "
                          "perturbations (one or more run directories): the judge x language means, "
@@ -355,6 +365,17 @@ def _invariance(args) -> int:
     return 0
 
 
+def _self_preference(args) -> int:
+    from ..analyses import selfpref
+    from ..store.rundir import SELF_PREFERENCE_JSON, read_run_info
+
+    read_run_info(args.run_dir)
+    result = selfpref.run(args.run_dir)
+    _save(result, [args.run_dir], SELF_PREFERENCE_JSON)
+    print(selfpref.text(result), end="")
+    return 0
+
+
 def _calibrate(args) -> int:
     from ..analyses import calibrate
 
@@ -419,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                "report": _report,
                "bench-judge": _bench_judge, "languages": _languages,
                "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
+               "self-preference": _self_preference,
                "diff": _diff}[args.command]
     try:
         return handler(args)
