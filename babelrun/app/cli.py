@@ -147,6 +147,30 @@ def _parser() -> argparse.ArgumentParser:
     df.add_argument("run_a", type=Path)
     df.add_argument("run_b", type=Path)
 
+    pn = sub.add_parser("pin", help="write a lock file that pins each judge of a run",
+                        description="Per judge of RUN_DIR: judge_id, model, endpoint, prompt template and "
+                        "its hash, the served model and fingerprint the records report, the date, accuracy "
+                        "on the run's labelled pairs (and agreement with human labels, with --labels), and a "
+                        "fixed canary set of items with their recorded verdicts. `babelrun check` re-asks it.")
+    pn.add_argument("run_dir", type=Path)
+    pn.add_argument("--out", type=Path, metavar="LOCKFILE", help="where to write (default RUN_DIR/judge.lock.json)")
+    pn.add_argument("--canary", type=int, default=24, metavar="N",
+                    help="canary items per judge, each asked in both orders (default 24)")
+    pn.add_argument("--alpha", type=float, default=0.05, help="check's significance level (default 0.05)")
+    pn.add_argument("--labels", type=Path, help="human labels, as for `babelrun agree`, to record agreement")
+    pn.add_argument("--tolerance", type=float, default=0.1,
+                    help="the verdict-flip rate a re-ask may show without drift (default 0.1)")
+
+    ck = sub.add_parser("check", help="re-ask a lock file's canary set: has the judge drifted?",
+                        description="Ask each pinned judge its canary items again (both orders) and compare "
+                        "with the recorded verdicts: verdict flips, exact McNemar on correctness, the served "
+                        "model and fingerprint. Exit 1 when a judge drifted (p < alpha), its identity changed "
+                        "or canary calls failed; 0 otherwise. Each check is appended to the lock file.")
+    ck.add_argument("lockfile", type=Path)
+    ck.add_argument("--judge", metavar="NAME", help="only this judge")
+    ck.add_argument("--alpha", type=float, help="significance level (default: the lock file's)")
+    ck.add_argument("--tolerance", type=float, help="tolerated verdict-flip rate (default: the lock file's)")
+
     b = sub.add_parser("bench-judge", help="find the concurrency each judge can use",
                        description="Run a small sample of the manifest's real requests against "
                        "each judge at concurrency 1, 2, 4, ... up to --max-concurrency, and report "
@@ -376,6 +400,42 @@ def _self_preference(args) -> int:
     return 0
 
 
+def _pin(args) -> int:
+    from ..errors import UsageError
+    from . import pin
+
+    if args.canary < 1 or not 0 < args.alpha < 1 or not 0 <= args.tolerance < 1:
+        raise UsageError("--canary must be at least 1, --alpha in (0, 1) and --tolerance in [0, 1)")
+    lock = pin.pin(args.run_dir, args.canary, args.alpha, args.labels, args.tolerance)
+    out = args.out or args.run_dir / pin.LOCK_NAME
+    pin.write(lock, out)
+    for j in lock.judges:
+        print(f"{j.name}: judge_id {j.judge_id}, served {j.served_model or '-'} ({j.fingerprint or 'no fingerprint'}), "
+              f"{len(j.canary)} canary items")
+    print(f"lock file: {out}  (re-ask with `babelrun check {out}`)")
+    return 0
+
+
+def _check(args) -> int:
+    from ..errors import UsageError
+    from . import pin
+
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise UsageError("--alpha must be in (0, 1)")
+    if args.tolerance is not None and not 0 <= args.tolerance < 1:
+        raise UsageError("--tolerance must be in [0, 1)")
+    lock = pin.read(args.lockfile)
+    alpha = lock.alpha if args.alpha is None else args.alpha
+    results = pin.check(lock, args.judge, alpha, tolerance=args.tolerance)
+    lock.checks = [*lock.checks, *results]
+    pin.write(lock, args.lockfile)
+    print(pin.summary(results, alpha))
+    bad = [r.judge for r in results if not r.ok]
+    print(f"{args.lockfile}: check {len(lock.checks) // max(len(results), 1)} appended; "
+          + ("drift or change in: " + ", ".join(bad) if bad else "no drift"))
+    return 1 if bad else 0
+
+
 def _calibrate(args) -> int:
     from ..analyses import calibrate
 
@@ -440,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                "report": _report,
                "bench-judge": _bench_judge, "languages": _languages,
                "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
-               "self-preference": _self_preference,
+               "self-preference": _self_preference, "pin": _pin, "check": _check,
                "diff": _diff}[args.command]
     try:
         return handler(args)
