@@ -22,6 +22,7 @@ from ..spec import JudgeSpec, RuleSpec
 from .base import JudgeReply, JudgeRequest, RejectedError
 
 Scorer = Callable[[str, str], float]
+SERVED = "rule"  # the served model its records carry: how scoring knows no model was called
 FUNCTIONS: dict[str, Scorer] = {}
 _MAX_CHARS = 1_000_000  # answers longer than this are cut before a regex or JSON parse sees them
 
@@ -98,7 +99,7 @@ class RuleJudge:
             raise RejectedError("rule_error", f"rule {self.rule.kind}: {type(e).__name__}: {e}"[:500]) from None
         if a != a or b != b:  # NaN: no score to compare
             raise RejectedError("rule_error", f"rule {self.rule.kind} gave no number (NaN)")
-        return JudgeReply(raw=verdict(self.rule, a, b), served_model="rule",
+        return JudgeReply(raw=verdict(self.rule, a, b), served_model=SERVED,
                           tokens_in=0, tokens_out=0)
 
     async def aclose(self) -> None:
