@@ -36,7 +36,7 @@ from ..core.items import LabelledPair
 from ..score import Interval, stats
 from ..store import compact
 from . import judge_ls
-from .judge_ls import AuditRules
+from .judge_ls import DEFAULT_RULES, AuditRules
 
 _COLUMNS = ["judge_id", "judge", "kind", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
 
@@ -120,7 +120,7 @@ def _pivot(pivot: str) -> str:
 
 
 def compare(data: pa.Table, pivot: str, confidence: float = 0.95, pairs: list[LabelledPair] | None = None,
-            rules: AuditRules = AuditRules()) -> Invariance:
+            rules: AuditRules = DEFAULT_RULES) -> Invariance:
     """Flip rates of every judge and target language against ``pivot``, from counted records;
     with ``pairs`` (the run's labelled pairs, for the audit), the Judge-LS analysis too."""
     pivot = _pivot(pivot)
@@ -152,7 +152,7 @@ def compare(data: pa.Table, pivot: str, confidence: float = 0.95, pairs: list[La
     return Invariance(pivot, rows, mixed, ties, by_pairs)
 
 
-def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95, rules: AuditRules = AuditRules()) -> Invariance:
+def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95, rules: AuditRules = DEFAULT_RULES) -> Invariance:
     from .. import corpus
     from ..store.rundir import read_run_info
 

@@ -52,6 +52,9 @@ class AuditRules(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_number_change: int = 1
 
 
+DEFAULT_RULES = AuditRules()
+
+
 class AuditFlag(msgspec.Struct, frozen=True):
     pair_id: str
     condition: str
@@ -244,7 +247,7 @@ def _sensitivity(labelled: pa.Table, probes: pa.Table, pivot: str, keep, confide
 
 
 def compare(labelled: pa.Table, probes: pa.Table, pairs: list[LabelledPair], pivot: str,
-            rules: AuditRules = AuditRules(), confidence: float = 0.95) -> LabelledInvariance:
+            rules: AuditRules = DEFAULT_RULES, confidence: float = 0.95) -> LabelledInvariance:
     """``labelled``: counted records of kind labelled; ``probes``: of kind tie_probe whose
     perturbation names a condition (``tie_probe:en@zh``); ``pairs``: the run's pairs (texts,
     for the audit)."""
