@@ -158,8 +158,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="canary items per judge, each asked in both orders (default 24)")
     pn.add_argument("--alpha", type=float, default=0.05, help="check's significance level (default 0.05)")
     pn.add_argument("--labels", type=Path, help="human labels, as for `babelrun agree`, to record agreement")
-    pn.add_argument("--tolerance", type=float, default=0.1,
-                    help="the verdict-flip rate a re-ask may show without drift (default 0.1)")
+    pn.add_argument("--tolerance", type=float, default=0.05,
+                    help="the verdict-flip rate a re-ask may show without drift (default 0.05)")
 
     ck = sub.add_parser("check", help="re-ask a lock file's canary set: has the judge drifted?",
                         description="Ask each pinned judge its canary items again (both orders) and compare "

@@ -12,7 +12,7 @@ rate limits, retries), compares each presentation's new verdict with the recorde
 reports per judge two exact tests and the identity:
 
 - McNemar on correctness (b: right then, wrong now; c: the reverse): did accuracy move?
-- the verdict flips against the tolerated flip rate (``tolerance``, 0.1 by default: a
+- the verdict flips against the tolerated flip rate (``tolerance``, 0.05 by default: a
   provider's sampling is not perfectly repeatable even at temperature 0), one-sided exact
   binomial: did the judge change its mind more than noise explains? A judge that flips
   answers both ways keeps its accuracy, so McNemar alone would miss it;
@@ -96,7 +96,7 @@ class LockFile(msgspec.Struct):
     run_dir: str
     alpha: float
     judges: list[LockedJudge]
-    tolerance: float = 0.1  # the verdict-flip rate a re-ask may show without drift
+    tolerance: float = 0.05  # the verdict-flip rate a re-ask may show without drift
     checks: list[CheckResult] = []
 
 
@@ -132,7 +132,7 @@ def _labelled_accuracy(mine: pa.Table) -> Interval | None:
 
 
 def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | None = None,
-        tolerance: float = 0.1) -> LockFile:
+        tolerance: float = 0.05) -> LockFile:
     """The lock file of every judge of a finished run (composites make no calls: not pinned)."""
     info = read_run_info(run_dir)
     manifest = info.manifest
