@@ -124,17 +124,23 @@ def check(spec, where: str) -> None:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: id must be 1 to 200 characters")
 
 
-def read_pairs(spec) -> Iterator[LabelledPair]:
+def rows(spec) -> Iterator[tuple[str, str, _Row]]:
+    """(pair id, set, row) of every row, ids as ``read_pairs`` gives them (``agree`` too)."""
     for set_name, path in _sets(spec):
         for i, row in enumerate(_decode(path)):
-            lang, mix = _where(row, spec)
-            first = (row.output_1, row.model_1, row.family_1)
-            second = (row.output_2, row.model_2, row.family_2)
-            better, worse = (first, second) if row.label == 1 else (second, first)
             name = row.set or set_name
-            yield LabelledPair(lang, row.id or f"{name}-{i:04d}", name, row.input, better[0], worse[0],
-                               condition=mix, better_model=better[1], worse_model=worse[1],
-                               better_family=better[2], worse_family=worse[2])
+            yield row.id or f"{name}-{i:04d}", name, row
+
+
+def read_pairs(spec) -> Iterator[LabelledPair]:
+    for pair_id, name, row in rows(spec):
+        lang, mix = _where(row, spec)
+        first = (row.output_1, row.model_1, row.family_1)
+        second = (row.output_2, row.model_2, row.family_2)
+        better, worse = (first, second) if row.label == 1 else (second, first)
+        yield LabelledPair(lang, pair_id, name, row.input, better[0], worse[0],
+                           condition=mix, better_model=better[1], worse_model=worse[1],
+                           better_family=better[2], worse_family=worse[2])
 
 
 def read(spec) -> Iterator:
