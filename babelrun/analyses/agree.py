@@ -115,7 +115,10 @@ def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:
         if not path.exists():
             raise UserError(f"the run's labelled pairs are gone from {path}: agree reads "
                             "their gold labels there")
-        pairs.update(_llmbar(str(path)))
+        for pair_id, pair in _llmbar(str(path)).items():
+            # the first source wins an id: another language condition of a pair shares its
+            # alignment id (per-condition accuracy is `babelrun invariance`'s)
+            pairs.setdefault(pair_id, pair)
     return pairs
 
 
