@@ -20,7 +20,7 @@ from babelrun.corpus import labelled
 from babelrun.engine.progress import Progress
 from babelrun.errors import ManifestError
 from babelrun.spec import LabelledPairsSource
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import ROOT, SHARED_DATA, simulated, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 needs_llmbar = pytest.mark.skipif(not LLMBAR.is_dir(), reason="shared LLMBar data absent")
@@ -196,3 +196,10 @@ def test_flores_with_a_target_pivot_makes_every_family_and_invariance_finds_it(t
     assert result.pivot == "es"
     assert [r.lang for r in result.rows] == ["hi"] and result.rows[0].matched > 0
     assert result.code_switched and result.tie_probes[0].probes == 4
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "llmbar").is_dir(),
+                    reason="the example reads ../../shared/data from the repository's examples/")
+def test_the_judge_ls_example_is_a_valid_manifest():
+    manifest = babelrun.load_manifest(ROOT / "examples" / "judge-ls.yaml")
+    assert manifest.corpus.parallel.tie_probes and len(manifest.corpus.sources) == 6

@@ -94,3 +94,10 @@ def test_a_length_rule_as_a_cascades_cheap_stage_on_the_bundled_corpus(tmp_path)
     accuracy = next(m for m in overall.changes if m.metric == "accuracy")
     assert accuracy.hi < 0
     assert overall.mcnemar.b > overall.mcnemar.c
+
+
+def test_the_triage_example_is_a_valid_manifest():
+    from helpers import ROOT
+
+    manifest = babelrun.load_manifest(ROOT / "examples" / "triage.yaml")
+    assert [j.backend for j in manifest.judges] == ["rule", "simulated"]
