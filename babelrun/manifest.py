@@ -27,6 +27,7 @@ from .spec import (
     CalibratedSpec,
     CascadeSpec,
     EnsembleSpec,
+    FloresSource,
     JudgeSpec,
     Manifest,
     PerturbationSpec,
@@ -123,6 +124,7 @@ def check(manifest: Manifest, environ) -> None:
         chosen = manifest.corpus.languages
         if chosen != "all" and pivot not in {languages.normalize(c) for c in chosen if _valid(c)}:
             raise ManifestError("corpus.parallel.pivot", f"{parallel.pivot!r} is not among corpus.languages")
+        _check_parallel(manifest, pivot)
     if manifest.corpus.languages != "all":
         offered = available_languages(manifest)
         for i, code in enumerate(manifest.corpus.languages):
@@ -131,6 +133,34 @@ def check(manifest: Manifest, environ) -> None:
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _check_parallel(manifest: Manifest, pivot: str) -> None:
+    """Every parallel option must be one the corpus can honour: a pivot with references (or
+    labelled pairs), and units in the pivot and another language for code-switched items and
+    tie probes. Silently generating nothing is the failure this prevents."""
+    from .corpus import read, read_pairs
+
+    parallel, sources = manifest.corpus.parallel, manifest.corpus.sources
+    chosen = manifest.corpus.languages
+    wanted = None if chosen == "all" else {languages.normalize(c) for c in chosen}
+    units = {(r.lang, r.ref_id) for r in read(sources) if wanted is None or r.lang in wanted}
+    pairs = {(p.condition or p.lang, p.pair_id) for p in read_pairs(sources) if wanted is None or p.lang in wanted}
+    in_pivot = {u for lang, u in units if lang == pivot}
+    pairs_in_pivot = {u for cond, u in pairs if cond == pivot}
+    if not in_pivot and not pairs_in_pivot:
+        have = ", ".join(sorted({lang for lang, _ in units} | {c for c, _ in pairs})) or "none"
+        hint = "".join(f"; FLORES's pivot file ({s.pivot}) is the source of the prompts, not a target "
+                       "language: choose one of the targets" for s in sources if isinstance(s, FloresSource))
+        raise ManifestError("corpus.parallel.pivot", f"the corpus has no references or labelled pairs in "
+                                                     f"{pivot!r} (it has: {have}){hint[:200]}")
+    aligned = any(lang != pivot and u in in_pivot for lang, u in units)
+    if parallel.code_switched and not aligned:
+        raise ManifestError("corpus.parallel.code_switched", f"no reference is in both {pivot!r} and another "
+                                                             "language (same id): nothing to code-switch")
+    if parallel.tie_probes and not aligned and not any(c != pivot and u in pairs_in_pivot for c, u in pairs):
+        raise ManifestError("corpus.parallel.tie_probes", f"no reference or labelled pair is in both {pivot!r} "
+                                                          "and another language (same id): no tie probe to make")
 
 
 def _check_composites(manifest: Manifest) -> None:
@@ -215,6 +245,15 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> None:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     if judge.backend == "simulated":
         _check_knobs(judge.simulated or SimulatedKnobs(), f"{where}.simulated")
+    if judge.backend == "rule":
+        from .judges.rule import problem
+
+        if judge.rule is None:
+            raise ManifestError(f"{where}.rule", "the rule backend needs a rule (kind: length, regex, "
+                                                 "exact_match, json or python)")
+        wrong = problem(judge.rule)
+        if wrong:
+            raise ManifestError(f"{where}.rule.{wrong[0]}", wrong[1])
 
 
 def _having(capability: str) -> list[str]:

@@ -90,10 +90,14 @@ class FloresSource(_Spec, tag="flores", tag_field="kind", frozen=True):
 class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=True):
     """Human- or objectively-labelled pairs (LLMBar format: a JSON list of {input, output_1,
     output_2, label}): a second item family whose gold label comes from the data, not from a
-    perturbation. ``path``: a dataset.json, or a folder of <set>/dataset.json."""
+    perturbation. ``path``: a dataset.json, or a folder of <set>/dataset.json; unset: the
+    project-written Judge-LS variants bundled with babelrun (zh and zh-en-switched).
+    ``condition``: the language condition of rows without a ``condition`` column (a language,
+    or a mix such as ``zh-en-switched``); see babelrun/corpus/labelled.py."""
 
-    path: str
+    path: str | None = None
     language: str = "en"
+    condition: str | None = None
     pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
 
 
@@ -188,6 +192,33 @@ class SimulatedKnobs(_Spec, frozen=True):
     # or ``agent:hallucinated_tool``: a judge blind to invented tools at 0.5). Left out of
     # the judge_id while empty.
     accuracy_by_perturbation: dict[str, float] = {}
+    # With this probability a decisive reply names the answer written by the judge's own
+    # model family (the judge's ``family``), where exactly one of the two answers is (the
+    # item's ``ref_family`` / ``pert_family``); after position and verbosity bias, before
+    # accuracy. Left out of the judge_id at 0.
+    self_preference: Probability = 0.0
+
+
+class RuleSpec(_Spec):
+    """A deterministic judge (``backend: rule``, babelrun/judges/rule.py): each answer gets a
+    score, the higher one wins; a gap under ``margin`` (or equal scores) is a tie, which a
+    cascade escalates to its strong judge.
+
+    ``length``: the score is the answer's length in characters, and a tie unless the longer
+    is at least ``min_ratio`` times the shorter. ``regex``: 1 where ``pattern`` matches the
+    answer (re.search), else 0. ``exact_match``: 1 where the answer, trimmed and case-folded,
+    equals ``expected``. ``json``: 1 where the answer parses as JSON (and holds the
+    ``required`` keys of an object), else 0. ``python``: the function registered under
+    ``function`` with ``babelrun.judges.rule.register`` (a manifest names code, never holds it).
+    """
+
+    kind: Literal["length", "regex", "exact_match", "json", "python"]
+    min_ratio: Annotated[float, msgspec.Meta(ge=1.0)] = 1.5
+    pattern: str | None = None
+    expected: str | None = None
+    required: list[str] = []
+    function: str | None = None
+    margin: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
 
 
 class JudgeSpec(_Spec, frozen=True):
@@ -231,6 +262,13 @@ class JudgeSpec(_Spec, frozen=True):
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
     calls: Literal["all", "escalations"] = "all"
+    # The judge's model family (``llama``, ``gpt``, ``claude``, …), for the self-preference
+    # card: how often it prefers answers its own family wrote. Not part of the judge_id
+    # (it changes no verdict).
+    family: str | None = None
+    # backend: rule — a deterministic scorer (length ratio, regex, exact match, JSON
+    # validity, a registered Python function) instead of a model: a cascade's cheap stage.
+    rule: RuleSpec | None = None
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------

@@ -52,6 +52,13 @@ def choose(prompt: str) -> str:
     return "A" if digest(answers["A"]) <= digest(answers["B"]) else "B"
 
 
+def flipped(prompt: str, rate: float) -> bool:
+    """Whether a server with ``flip_rate`` = rate answers this prompt the other way: a fixed
+    share of prompts, chosen by their hash (the same prompt flips every time, in every run)."""
+    h = int.from_bytes(hashlib.blake2b(b"flip\x1f" + prompt.encode(), digest_size=8).digest(), "big")
+    return h < rate * 2**64
+
+
 # The fake judge's soft verdict: its choice 0.7, the other slot 0.2, tie 0.06, a stray token 0.04.
 SOFT = (0.7, 0.2, 0.06, 0.04)
 
@@ -139,6 +146,9 @@ class FakeJudgeServer:
     * ``seed`` (0): seeds the one ``random.Random`` behind every random choice. The n-th
       request to arrive always draws the same fate, whatever the others got.
     * ``port`` (0): the port to listen on; 0 takes a free one.
+    * ``flip_rate`` (0): the share of prompts (chosen by hash, so the same ones every time)
+      answered with the other slot: a provider's silent model update, for ``babelrun check``.
+    * ``fingerprint`` ("fp_fake"): the ``system_fingerprint`` the replies carry.
 
     The order of decisions for a request: 401 for a wrong key, 400 for a body that is not a
     chat request, the scripted ``faults``, the ``rpm_limit``, the random faults, the verdict.
@@ -158,7 +168,8 @@ class FakeJudgeServer:
                  sigma: float = 0.5, rate_429: float = 0.0, rate_5xx: float = 0.0,
                  rate_timeout: float = 0.0, rate_drop: float = 0.0, rate_malformed: float = 0.0,
                  hang_s: float = 30.0, rpm_limit: int | None = None, rpm_window_s: float = 60.0,
-                 seed: int | None = 0, port: int = 0):
+                 seed: int | None = 0, port: int = 0, flip_rate: float = 0.0,
+                 fingerprint: str = "fp_fake"):
         self.latency_s = latency_s
         self.latency = latency
         self.jitter_s = jitter_s
@@ -174,6 +185,8 @@ class FakeJudgeServer:
         self.rpm_window_s = rpm_window_s
         self.seed = seed
         self.port = port
+        self.flip_rate = flip_rate
+        self.fingerprint = fingerprint
         self._check()
 
         self.requests = 0
@@ -209,6 +222,8 @@ class FakeJudgeServer:
             raise ValueError(f"rpm_limit must be >= 1, not {self.rpm_limit}")
         if self.rpm_window_s <= 0:
             raise ValueError("rpm_window_s must be > 0")
+        if not 0.0 <= self.flip_rate <= 1.0:
+            raise ValueError(f"flip_rate must be in [0, 1], not {self.flip_rate}")
 
     @property
     def url(self) -> str:
@@ -337,13 +352,15 @@ class FakeJudgeServer:
 
     def _completion(self, prompt: str, soft: bool = False) -> dict:
         verdict = choose(prompt)
+        if self.flip_rate and verdict in ("A", "B") and flipped(prompt, self.flip_rate):
+            verdict = "B" if verdict == "A" else "A"
         choice = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
         if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
             choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
                                                "top_logprobs": _top(verdict)}]}
         return {
             "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
-            "system_fingerprint": "fp_fake", "choices": [choice],
+            "system_fingerprint": self.fingerprint, "choices": [choice],
             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 1},
         }
 

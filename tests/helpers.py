@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("BABELRUN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 
 
 def write_manifest(folder: Path, judges: list[dict], **fields) -> Path:

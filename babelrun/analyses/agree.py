@@ -111,10 +111,14 @@ def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:
                if isinstance(s, LabelledPairsSource)]
     pairs = {}
     for source in sources:
-        if not Path(source.path).exists():
-            raise UserError(f"the run's labelled pairs are gone from {source.path}: agree reads "
+        path = labelled.path_of(source)  # no path: the pairs bundled with babelrun
+        if not path.exists():
+            raise UserError(f"the run's labelled pairs are gone from {path}: agree reads "
                             "their gold labels there")
-        pairs.update(_llmbar(source.path))
+        for pair_id, pair in _llmbar(str(path)).items():
+            # the first source wins an id: another language condition of a pair shares its
+            # alignment id (per-condition accuracy is `babelrun invariance`'s)
+            pairs.setdefault(pair_id, pair)
     return pairs
 
 
@@ -122,9 +126,8 @@ def _llmbar(path: str) -> dict[str, tuple[str, str, int]]:
     """An LLMBar-format file or folder as id → (output_1, output_2, label), ids named as
     ``labelled.read_pairs`` names them."""
     try:
-        return {f"{set_name}-{i:04d}": (row.output_1, row.output_2, row.label)
-                for set_name, file in labelled._sets(LabelledPairsSource(path=path))
-                for i, row in enumerate(labelled._decode(file))}
+        return {pair_id: (row.output_1, row.output_2, row.label)
+                for pair_id, _, row in labelled.rows(LabelledPairsSource(path=path))}
     except msgspec.DecodeError as e:
         raise UserError(f"{path}: not LLMBar pairs ({e})") from None
 

@@ -16,6 +16,10 @@ reports the **code-switched** condition the same way (the target-language item a
 code-switched item of the same unit, perturbation, severity and order), and the
 **translation tie probes**: the tie rate, and among decisive verdicts the share that
 preferred the pivot-language answer (0.5 is no preference), each with a Wilson interval.
+
+Labelled pairs in several language conditions (the Judge-LS protocol) are analysed the same
+way, with accuracy (strict and tie-half), position inconsistency, per-subset rows and a
+transformation audit with its sensitivity analysis: ``judge_ls.py``.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
+from ..core.items import LabelledPair
 from ..score import Interval, stats
 from ..store import compact
+from . import judge_ls
+from .judge_ls import DEFAULT_RULES, AuditRules
 
 _COLUMNS = ["judge_id", "judge", "kind", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
 
@@ -60,6 +67,7 @@ class Invariance(msgspec.Struct, frozen=True):
     rows: list[LanguageSwitch]
     code_switched: list[LanguageSwitch] = []
     tie_probes: list[TieProbes] = []
+    labelled: judge_ls.LabelledInvariance | None = None  # labelled pairs in several conditions
 
 
 def _rate(k: int, n: int, confidence: float) -> Interval:
@@ -103,15 +111,32 @@ def _ties(name: str, lang: str, probes: pa.Table, confidence: float) -> TieProbe
                      _rate(pivot, pivot + target, confidence))
 
 
-def compare(data: pa.Table, pivot: str, confidence: float = 0.95) -> Invariance:
-    """Flip rates of every judge and target language against ``pivot``, from counted records."""
-    pivot = languages.normalize(pivot)
+def _pivot(pivot: str) -> str:
+    """A language's standard tag; a named mix (a labelled-pair condition) as written."""
+    try:
+        return languages.normalize(pivot)
+    except ValueError:
+        return pivot
+
+
+def compare(data: pa.Table, pivot: str, confidence: float = 0.95, pairs: list[LabelledPair] | None = None,
+            rules: AuditRules = DEFAULT_RULES) -> Invariance:
+    """Flip rates of every judge and target language against ``pivot``, from counted records;
+    with ``pairs`` (the run's labelled pairs, for the audit), the Judge-LS analysis too."""
+    pivot = _pivot(pivot)
     data = data.filter(pc.not_equal(data["ref_id"].cast(pa.string()), ""))
+    # Tie probes of labelled pairs name their condition after "@": they belong to judge_ls.
+    pair_probe = pc.match_substring(data["perturbation"].cast(pa.string()), "@")
+    labelled = _of(data, "kind", "labelled")
+    pair_probes = data.filter(pc.and_(pc.equal(data["kind"].cast(pa.string()), "tie_probe"), pair_probe))
+    data = data.filter(pc.invert(pair_probe))
     rows, mixed, ties = [], [], []
     for jid in sorted(set(data["judge_id"].to_pylist())):
         mine = _of(data, "judge_id", jid)
         name = mine["judge"][0].as_py()
         plain = _of(mine, "kind", "text")
+        if not plain.num_rows:
+            continue  # no parallel text items (a labelled-pairs run)
         base = _keyed(_of(plain, "lang", pivot))
         for lang in sorted(set(mine["lang"].to_pylist()) - {pivot}):
             target = _keyed(_of(plain, "lang", lang))
@@ -122,11 +147,20 @@ def compare(data: pa.Table, pivot: str, confidence: float = 0.95) -> Invariance:
             probes = _of(_of(mine, "kind", "tie_probe"), "lang", lang)
             if probes.num_rows:
                 ties.append(_ties(name, lang, probes, confidence))
-    return Invariance(pivot, rows, mixed, ties)
+    by_pairs = (judge_ls.compare(labelled, pair_probes, pairs or [], pivot, rules, confidence)
+                if labelled.num_rows else None)
+    return Invariance(pivot, rows, mixed, ties, by_pairs)
 
 
-def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95) -> Invariance:
-    return compare(compact.load(Path(run_dir), _COLUMNS), pivot, confidence)
+def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95, rules: AuditRules = DEFAULT_RULES) -> Invariance:
+    from .. import corpus
+    from ..store.rundir import read_run_info
+
+    data = compact.load(Path(run_dir), _COLUMNS)
+    pairs = None
+    if pc.any(pc.equal(data["kind"].cast(pa.string()), "labelled")).as_py():
+        pairs = corpus.select(read_run_info(Path(run_dir)).manifest).pairs  # texts, for the audit
+    return compare(data, pivot, confidence, pairs, rules)
 
 
 def _fmt(r: Interval) -> str:
@@ -143,6 +177,8 @@ def _switch_table(rows: list[LanguageSwitch], first: str, second: str) -> list[s
 
 
 def text(result: Invariance) -> str:
+    if not result.rows and result.labelled is not None:
+        return judge_ls.text(result.labelled)
     pivot = f"{result.pivot} ({languages.name(result.pivot)})"
     lines = [f"Language-switch invariance against {pivot}", ""]
     lines += _switch_table(result.rows, "pivot", "target")
@@ -157,4 +193,6 @@ def text(result: Invariance) -> str:
                   "|---|---|---:|---|---|"]
         lines += [f"| {t.judge} | {t.lang} ({t.language}) | {t.probes} | {_fmt(t.tie_rate)} | {_fmt(t.pivot_share)} |"
                   for t in result.tie_probes]
+    if result.labelled is not None:
+        lines += ["", judge_ls.text(result.labelled).rstrip("\n")]
     return "\n".join(lines) + "\n"

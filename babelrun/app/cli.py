@@ -100,7 +100,24 @@ def _parser() -> argparse.ArgumentParser:
                          "order, with Wilson intervals and an exact McNemar test. Also written to "
                          "RUN_DIR/invariance.json, which babelrun report shows.")
     inv.add_argument("run_dir", type=Path)
-    inv.add_argument("--pivot", default="en", help="the pivot language (default en)")
+    inv.add_argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, "
+                     "else en)")
+    inv.add_argument("--audit-min-length-ratio", type=float, metavar="R",
+                     help="transformation audit: flag a variant whose text is shorter than R times the "
+                     "pivot's, in characters (default 0.15)")
+    inv.add_argument("--audit-max-number-change", type=int, metavar="N",
+                     help="transformation audit: flag a variant whose count of numbers differs from the "
+                     "pivot's by more than N (default 1)")
+
+    sp = sub.add_parser("self-preference", help="how much each judge favours its own model family's answers",
+                        description="For judges that declare a family (family: in the manifest) and labelled "
+                        "pairs whose outputs name theirs (family_1, family_2): how often the judge names the "
+                        "worse output when its own family wrote it, against when its family wrote neither; "
+                        "the difference (Newcombe interval, Fisher exact p), the self-preference share with a "
+                        "bootstrap interval, a paired McNemar test against the other families' judges on the "
+                        "same presentations, and all of it again on pairs where the worse output is not the "
+                        "longer. Also written to RUN_DIR/self_preference.json.")
+    sp.add_argument("run_dir", type=Path)
 
     cal = sub.add_parser("calibrate", help="CBC: remove judges' language-specific bias",
                          description="From several judges audited over the same languages and "
@@ -129,6 +146,30 @@ def _parser() -> argparse.ArgumentParser:
                         "a flag when the provider-reported model or fingerprint changed.")
     df.add_argument("run_a", type=Path)
     df.add_argument("run_b", type=Path)
+
+    pn = sub.add_parser("pin", help="write a lock file that pins each judge of a run",
+                        description="Per judge of RUN_DIR: judge_id, model, endpoint, prompt template and "
+                        "its hash, the served model and fingerprint the records report, the date, accuracy "
+                        "on the run's labelled pairs (and agreement with human labels, with --labels), and a "
+                        "fixed canary set of items with their recorded verdicts. `babelrun check` re-asks it.")
+    pn.add_argument("run_dir", type=Path)
+    pn.add_argument("--out", type=Path, metavar="LOCKFILE", help="where to write (default RUN_DIR/judge.lock.json)")
+    pn.add_argument("--canary", type=int, default=24, metavar="N",
+                    help="canary items per judge, each asked in both orders (default 24)")
+    pn.add_argument("--alpha", type=float, default=0.05, help="check's significance level (default 0.05)")
+    pn.add_argument("--labels", type=Path, help="human labels, as for `babelrun agree`, to record agreement")
+    pn.add_argument("--tolerance", type=float, default=0.05,
+                    help="the verdict-flip rate a re-ask may show without drift (default 0.05)")
+
+    ck = sub.add_parser("check", help="re-ask a lock file's canary set: has the judge drifted?",
+                        description="Ask each pinned judge its canary items again (both orders) and compare "
+                        "with the recorded verdicts: verdict flips, exact McNemar on correctness, the served "
+                        "model and fingerprint. Exit 1 when a judge drifted (p < alpha), its identity changed "
+                        "or canary calls failed; 0 otherwise. Each check is appended to the lock file.")
+    ck.add_argument("lockfile", type=Path)
+    ck.add_argument("--judge", metavar="NAME", help="only this judge")
+    ck.add_argument("--alpha", type=float, help="significance level (default: the lock file's)")
+    ck.add_argument("--tolerance", type=float, help="tolerated verdict-flip rate (default: the lock file's)")
 
     b = sub.add_parser("bench-judge", help="find the concurrency each judge can use, and what limits it",
                        description="Run the manifest's real requests against each judge at concurrency "
@@ -337,14 +378,70 @@ def _languages(args) -> int:
 
 
 def _invariance(args) -> int:
+    import msgspec
+
     from ..analyses import invariance
     from ..store.rundir import read_run_info
 
-    read_run_info(args.run_dir)
-    result = invariance.run(args.run_dir, args.pivot)
+    info = read_run_info(args.run_dir)
+    parallel = info.manifest.corpus.parallel
+    pivot = args.pivot or (parallel.pivot if parallel else "en")
+    rules = invariance.AuditRules()
+    if args.audit_min_length_ratio is not None:
+        rules = msgspec.structs.replace(rules, min_length_ratio=args.audit_min_length_ratio)
+    if args.audit_max_number_change is not None:
+        rules = msgspec.structs.replace(rules, max_number_change=args.audit_max_number_change)
+    result = invariance.run(args.run_dir, pivot, rules=rules)
     _save(result, [args.run_dir], "invariance.json")
     print(invariance.text(result), end="")
     return 0
+
+
+def _self_preference(args) -> int:
+    from ..analyses import selfpref
+    from ..store.rundir import SELF_PREFERENCE_JSON, read_run_info
+
+    read_run_info(args.run_dir)
+    result = selfpref.run(args.run_dir)
+    _save(result, [args.run_dir], SELF_PREFERENCE_JSON)
+    print(selfpref.text(result), end="")
+    return 0
+
+
+def _pin(args) -> int:
+    from ..errors import UsageError
+    from . import pin
+
+    if args.canary < 1 or not 0 < args.alpha < 1 or not 0 <= args.tolerance < 1:
+        raise UsageError("--canary must be at least 1, --alpha in (0, 1) and --tolerance in [0, 1)")
+    lock = pin.pin(args.run_dir, args.canary, args.alpha, args.labels, args.tolerance)
+    out = args.out or args.run_dir / pin.LOCK_NAME
+    pin.write(lock, out)
+    for j in lock.judges:
+        print(f"{j.name}: judge_id {j.judge_id}, served {j.served_model or '-'} ({j.fingerprint or 'no fingerprint'}), "
+              f"{len(j.canary)} canary items")
+    print(f"lock file: {out}  (re-ask with `babelrun check {out}`)")
+    return 0
+
+
+def _check(args) -> int:
+    from ..errors import UsageError
+    from . import pin
+
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise UsageError("--alpha must be in (0, 1)")
+    if args.tolerance is not None and not 0 <= args.tolerance < 1:
+        raise UsageError("--tolerance must be in [0, 1)")
+    lock = pin.read(args.lockfile)
+    alpha = lock.alpha if args.alpha is None else args.alpha
+    results = pin.check(lock, args.judge, alpha, tolerance=args.tolerance)
+    lock.checks = [*lock.checks, *results]
+    pin.write(lock, args.lockfile)
+    print(pin.summary(results, alpha))
+    bad = [r.judge for r in results if not r.ok]
+    print(f"{args.lockfile}: check {len(lock.checks) // max(len(results), 1)} appended; "
+          + ("drift or change in: " + ", ".join(bad) if bad else "no drift"))
+    return 1 if bad else 0
 
 
 def _calibrate(args) -> int:
@@ -411,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                "report": _report,
                "bench-judge": _bench_judge, "languages": _languages,
                "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
+               "self-preference": _self_preference, "pin": _pin, "check": _check,
                "diff": _diff}[args.command]
     try:
         return handler(args)

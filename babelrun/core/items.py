@@ -40,6 +40,18 @@ class LabelledPair(msgspec.Struct, frozen=True):
     prompt: str
     better: str
     worse: str
+    # A named language mix (``zh-en-switched``); empty for the plain language ``lang``.
+    condition: str = ""
+    # Which model, and model family, wrote each output (self-preference); empty: unknown.
+    better_model: str = ""
+    worse_model: str = ""
+    better_family: str = ""
+    worse_family: str = ""
+
+    @property
+    def perturbation(self) -> str:
+        """The name its items carry: ``pairs:<set>``, ``pairs:<set>@<mix>`` for a mix."""
+        return f"pairs:{self.set_name}" + (f"@{self.condition}" if self.condition else "")
 
 
 class Removed(msgspec.Struct, frozen=True):
@@ -62,6 +74,10 @@ class Item(msgspec.Struct, frozen=True):
     severity: float
     ref_len: int  # characters
     pert_len: int
+    # The model family that wrote the reference / the perturbed answer, where the data says
+    # (labelled pairs): what a judge's self-preference is measured on. Not part of item_id.
+    ref_family: str = ""
+    pert_family: str = ""
 
 
 class PerturbationAudit(msgspec.Struct, frozen=True):
@@ -128,11 +144,14 @@ def audit_counts(cells: Iterable[tuple[Cell, bool]]) -> list[PerturbationAudit]:
 
 def pair_item(pair: LabelledPair, seed: int) -> Item:
     """A labelled pair as an item: the better output in the reference's place, the worse in
-    the perturbed one's, under the perturbation name ``pairs:<set>`` (severity 0)."""
+    the perturbed one's, under the perturbation name ``pairs:<set>`` (severity 0;
+    ``pairs:<set>@<mix>`` for a named mix, whose name joins the id)."""
     fields = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
+    fields += (pair.condition,) if pair.condition else ()
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
     return Item(iid, "labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
-                f"pairs:{pair.set_name}", 0.0, len(pair.better), len(pair.worse))
+                pair.perturbation, 0.0, len(pair.better), len(pair.worse),
+                pair.better_family, pair.worse_family)
 
 
 def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],

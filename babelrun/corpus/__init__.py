@@ -86,11 +86,13 @@ def _sample_pairs(source: LabelledPairsSource, pairs: Iterator[LabelledPair]) ->
     if source.pairs_per_set is None:
         yield from pairs
         return
-    by_set: dict[str, list[LabelledPair]] = defaultdict(list)
+    # Per set and condition, ranked by the alignment id alone: every condition of a source
+    # keeps the same pairs, so a sample stays aligned across languages.
+    by_set: dict[tuple[str, str, str], list[LabelledPair]] = defaultdict(list)
     for pair in pairs:
-        by_set[pair.set_name].append(pair)
-    for set_name in sorted(by_set):
-        chosen = sorted(by_set[set_name], key=lambda p: _rank(0, p.pair_id))[: source.pairs_per_set]
+        by_set[(pair.set_name, pair.lang, pair.condition)].append(pair)
+    for key in sorted(by_set):
+        chosen = sorted(by_set[key], key=lambda p: _rank(0, p.pair_id))[: source.pairs_per_set]
         yield from sorted(chosen, key=lambda p: p.pair_id)
 
 

@@ -35,7 +35,7 @@ from .presets import PRESETS
 COMMON_OPTIONS = frozenset({
     "name", "backend", "model", "prompt", "prompt_language", "temperature", "max_tokens", "soft",
     "concurrency", "adaptive_concurrency", "rate_limit", "timeout_s", "retries", "max_consecutive_failures",
-    "calls",
+    "calls", "family",
 })
 HTTP_OPTIONS = frozenset({"endpoint", "api_key_env"})
 BATCH_API_OPTIONS = frozenset({"batch", "batch_poll_s"})
@@ -88,6 +88,8 @@ register("anthropic", "anthropic", "AnthropicJudge", _remote(soft=False, batch_a
 register("gemini", "gemini", "GeminiJudge", _remote(soft=False))
 for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers
     register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api))
+# A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
+register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})))
 
 
 def capabilities(backend: str) -> Capabilities:

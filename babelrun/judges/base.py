@@ -84,13 +84,15 @@ def judge_id(spec: JudgeSpec) -> str:
         "soft": spec.soft,
         "simulated": _knobs(spec) if spec.backend == "simulated" else None,
     }
+    if spec.rule is not None:  # added later: only rule judges carry it, so no id changes
+        identity["rule"] = msgspec.structs.asdict(spec.rule)
     blob = msgspec.json.encode(identity, order="sorted")
     return hashlib.blake2b(blob, digest_size=6).hexdigest()
 
 
 # Knobs added after judge ids were first published: left out of the identity while they hold
 # their default, so adding a knob never renames existing judges.
-_LATER_KNOBS = {"noise": None, "accuracy_by_perturbation": {}}
+_LATER_KNOBS = {"noise": None, "accuracy_by_perturbation": {}, "self_preference": 0.0}
 
 
 def _knobs(spec: JudgeSpec) -> dict | None:

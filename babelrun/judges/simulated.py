@@ -5,7 +5,10 @@ sentence, else with ``tie_rate`` ``tie``, else a decisive choice — slot A with
 ``|position_bias|`` (slot B when negative), else the longer answer with probability
 ``verbosity_bias``, else the reference with probability ``accuracy[lang]`` (the perturbed
 answer otherwise), or ``accuracy_by_perturbation[perturbation]`` where the item's
-perturbation (``agent:hallucinated_tool``, or its bare name ``hallucinated_tool``) is listed. Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
+perturbation (``agent:hallucinated_tool``, or its bare name ``hallucinated_tool``) is listed.
+With ``self_preference`` s, after the position and verbosity draws and before accuracy, the
+answer written by the judge's own ``family`` is named with probability s (only where exactly
+one answer is its family's). Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see the README's metric definitions).
 
 With ``soft: true`` the judge gives probabilities instead (a model of a judge whose slot bias
@@ -68,10 +71,20 @@ class SimulatedJudge:
             slot = "A" if k.position_bias > 0 else "B"
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
+        elif w < abs(k.position_bias) + k.verbosity_bias + k.self_preference and self.own_slot(request):
+            slot = self.own_slot(request)
         else:
             slot = ref_slot if rng.random() < self.accuracy(request) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
+
+    def own_slot(self, request: JudgeRequest) -> str | None:
+        """The slot holding the one answer the judge's own family wrote, if exactly one did."""
+        family, item = self.spec.family, request.item
+        if not family or (item.ref_family == family) == (item.pert_family == family):
+            return None
+        ref_slot = "A" if request.order == "ref_first" else "B"
+        return ref_slot if item.ref_family == family else ("B" if ref_slot == "A" else "A")
 
     def accuracy(self, request: JudgeRequest) -> float:
         """The item's perturbation's accuracy where listed, else its language's."""
@@ -92,6 +105,9 @@ class SimulatedJudge:
         logit = (quality if request.order == "ref_first" else -quality) + _probit((1 + k.position_bias) / 2)
         if len_a != len_b:
             logit += _probit((1 + k.verbosity_bias) / 2) * (1 if len_a > len_b else -1)
+        own = self.own_slot(request) if k.self_preference else None
+        if own:
+            logit += _probit((1 + k.self_preference) / 2) * (1 if own == "A" else -1)
         logit += rng.gauss(0.0, 1.0)
         p_a = (1 - k.tie_rate) / (1 + math.exp(-max(-700.0, min(700.0, logit))))
         return (p_a, 1 - k.tie_rate - p_a, k.tie_rate)

@@ -27,7 +27,15 @@ from ..core.records import ORDERS
 from ..perturb import perturb_reference
 from ..spec import AgenticSpec, Manifest, ParallelSpec
 from ..store.log import DoneSet
-from .parallel import aligned, code_switched, tie_probe
+from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
+
+
+def _condition(pivot: str) -> str:
+    """The pivot as a condition key: a language's standard tag, or a mix's name as written."""
+    try:
+        return languages.normalize(pivot)
+    except ValueError:
+        return pivot
 
 
 class Plan:
@@ -46,6 +54,8 @@ class Plan:
         units = list(aligned(references, languages.normalize(parallel.pivot))) if parallel else []
         self.code_switched = [code_switched(p, t) for p, t in units] if parallel and parallel.code_switched else []
         self.tie_probes = [tie_probe(p, t, seed) for p, t in units] if parallel and parallel.tie_probes else []
+        if parallel and parallel.tie_probes:
+            self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = []
         self.item_ids: list[str] = []
         for cell, item in self._generated():

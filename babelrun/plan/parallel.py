@@ -13,6 +13,10 @@ FLORES passages). Against a pivot language:
   one side is a language preference. Items of kind ``tie_probe`` (no gold label: cards leave
   them out; ``babelrun invariance`` reports their tie rate and pivot share).
 
+Labelled pairs in several language conditions (the Judge-LS protocol: one alignment id, the
+same pair in English, Chinese, a Chinese-English mix) give tie probes the same way: the pivot
+condition's better output against each other condition's (``pair_tie_probes``).
+
 Sentences are aligned by position, which translations only roughly keep: code-switched text
 is a mechanical mix, not a crafted one.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-from ..core.items import Item, Reference
+from ..core.items import Item, LabelledPair, Reference
 from ..perturb import script
 
 
@@ -41,8 +45,28 @@ def code_switched(pivot: Reference, target: Reference) -> Reference:
     return Reference(target.lang, target.ref_id, target.prompt, gap.join(mixed))
 
 
-def tie_probe(pivot: Reference, target: Reference, seed: int) -> Item:
+def tie_probe(pivot: Reference, target: Reference, seed: int, mix: str = "") -> Item:
+    """``mix``: the target's condition, for labelled pairs (``zh``, ``zh-en-switched``), kept
+    in the id and the perturbation name (``tie_probe:en@zh-en-switched``): such probes never
+    merge with a parallel corpus's, nor a mix with its language."""
     fields = ("tie_probe", pivot.lang, target.lang, target.ref_id, pivot.response, target.response, str(seed))
+    fields += (mix,) if mix else ()
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
+    name = f"tie_probe:{pivot.lang}" + (f"@{mix}" if mix else "")
     return Item(iid, "tie_probe", target.lang, target.ref_id, target.prompt, pivot.response,
-                target.response, f"tie_probe:{pivot.lang}", 0.0, len(pivot.response), len(target.response))
+                target.response, name, 0.0, len(pivot.response), len(target.response))
+
+
+def condition_of(lang: str, mix: str) -> str:
+    """A labelled pair's condition key: its mix's name, else its language."""
+    return mix or lang
+
+
+def pair_tie_probes(pairs: list[LabelledPair], pivot: str, seed: int) -> list[Item]:
+    """The pivot condition's better output against every other condition's, per alignment id."""
+    def ref(p: LabelledPair) -> Reference:
+        return Reference(p.lang, p.pair_id, p.prompt, p.better)
+
+    base = {p.pair_id: p for p in pairs if condition_of(p.lang, p.condition) == pivot}
+    return [tie_probe(ref(base[p.pair_id]), ref(p), seed, condition_of(p.lang, p.condition)) for p in pairs
+            if p.pair_id in base and condition_of(p.lang, p.condition) != pivot]

@@ -186,9 +186,21 @@ def _analyses(data: ReportData, plots: list[Plot]) -> str:
     for inv in data.invariance:
         rows = [[h(r.judge), h(r.lang), str(r.matched), _num(r.judgment_flip), _num(r.correctness_flip),
                  f"{r.mcnemar_p:.3g}"] for r in inv.rows]
-        out += [f"<h2>Language-switch invariance against {h(inv.pivot)}</h2>",
-                _table(["judge", "language", "matched", "verdict flips", "correctness flips", "McNemar p"], rows,
-                       {2, 5})]
+        out += [f"<h2>Language-switch invariance against {h(inv.pivot)}</h2>"]
+        if rows:
+            out.append(_table(["judge", "language", "matched", "verdict flips", "correctness flips", "McNemar p"],
+                              rows, {2, 5}))
+        if inv.labelled is not None:
+            lab = inv.labelled
+            pairs = [[label, h(r.judge), h(r.condition), _num(r.accuracy), _num(r.accuracy_tie_half),
+                      _num(r.position_inconsistency), "–" if r.correctness_flip is None else _num(r.correctness_flip),
+                      "–" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"]
+                     for label, part in (("all", lab.all_pairs), ("audit-passing", lab.audit_passing))
+                     for r in part.rows if r.subset == "all"]
+            out += [f"<p>Labelled pairs across conditions (Judge-LS): the transformation audit flagged "
+                    f"{len(lab.flagged)} of {lab.all_pairs.pairs} pairs.</p>",
+                    _table(["pairs", "judge", "condition", "accuracy", "tie-half accuracy", "position inconsistency",
+                            "correctness flips", "McNemar p"], pairs, {7})]
     return "".join(out)
 
 

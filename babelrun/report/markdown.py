@@ -241,13 +241,29 @@ def _analyses(data) -> list[str]:
                     f"calibrated {a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}]."]
         out += [f"Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.", ""]
     for inv in data.invariance:
-        out += [f"## Language-switch invariance against {_cell(inv.pivot)}", "",
-                "| judge | language | matched | verdict flips | correctness flips | McNemar p |",
-                "|---|---|---:|---|---|---:|"]
-        out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_num(r.judgment_flip)} | "
-                f"{_num(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
-        out.append("")
+        out += [f"## Language-switch invariance against {_cell(inv.pivot)}", ""]
+        if inv.rows:
+            out += ["| judge | language | matched | verdict flips | correctness flips | McNemar p |",
+                    "|---|---|---:|---|---|---:|"]
+            out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_num(r.judgment_flip)} | "
+                    f"{_num(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
+            out.append("")
+        if inv.labelled is not None:
+            out += _judge_ls(inv.labelled)
     return out
+
+
+def _judge_ls(lab) -> list[str]:
+    """Labelled pairs across language conditions: every pair, then the audit-passing ones."""
+    out = [f"Labelled pairs across conditions (Judge-LS): the transformation audit flagged "
+           f"{len(lab.flagged)} of {lab.all_pairs.pairs} pairs; each row twice, all pairs and audit-passing.", "",
+           "| pairs | judge | condition | accuracy | tie-half accuracy | position inconsistency | "
+           "correctness flips | McNemar p |", "|---|---|---|---|---|---|---|---:|"]
+    for label, part in (("all", lab.all_pairs), ("audit-passing", lab.audit_passing)):
+        out += [f"| {label} | {md(r.judge)} | {_cell(r.condition)} | {_num(r.accuracy)} | {_num(r.accuracy_tie_half)} | "
+                f"{_num(r.position_inconsistency)} | {'–' if r.correctness_flip is None else _num(r.correctness_flip)} | "
+                f"{'–' if r.mcnemar_p is None else f'{r.mcnemar_p:.3g}'} |" for r in part.rows if r.subset == "all"]
+    return out + [""]
 
 
 def _stats(data) -> list[str]:

@@ -20,7 +20,8 @@ Rules, per presentation (item, order); verdicts are ``reference``, ``perturbed``
   margin |P(A) − P(B)| is under ``margin``, or (``on_flip``) its two orders are decisive and
   disagree (or the other order is missing); then the strong judge's verdict on the same
   presentation. Calls: 1 (2 with ``on_flip``: both orders of the cheap judge) + the
-  escalation rate.
+  escalation rate; a deterministic cheap stage (``backend: rule``) makes no model call, so
+  its cascade costs the escalation rate alone.
 - ``calibrated``: items are split by their id hash; on the calibration share the slot bias
   β = mean log P(A)/P(B) over both orders (where the answers' quality cancels) is
   estimated per language (pooled where a language has fewer than ``min_items``). On the
@@ -40,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..judges.rule import SERVED as RULE_SERVED
 from ..spec import (
     CalibratedSpec,
     CascadeSpec,
@@ -184,7 +186,9 @@ def escalated(spec: CascadeSpec, cheap: _Judged) -> np.ndarray:
     return escalate
 
 
-def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged) -> Derived:
+def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged, cheap_is_free: bool = False) -> Derived:
+    """``cheap_is_free``: the cheap stage is a deterministic rule (``backend: rule``), which
+    makes no model call: the calls per decision are the escalations alone."""
     escalate = escalated(spec, cheap)
     at, found = strong.find(cheap.key)
     resolved = ~escalate | found
@@ -195,7 +199,7 @@ def cascade(spec: CascadeSpec, cheap: _Judged, strong: _Judged) -> Derived:
     # The rate over every cheap presentation: escalations the strong judge has not answered
     # yet (unresolved) are escalations all the same.
     n_escalated, n = int(escalate.sum()), len(escalate)
-    calls = (2.0 if spec.on_flip else 1.0) + (n_escalated / n if n else 0.0)
+    calls = (0.0 if cheap_is_free else 2.0 if spec.on_flip else 1.0) + (n_escalated / n if n else 0.0)
     return Derived(spec, "", cheap.rows[resolved], verdict, probs, calls, int((~resolved).sum()),
                    escalated=n_escalated, considered=n)
 
@@ -270,10 +274,18 @@ def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> l
     rules: dict[type, Callable[[CompositeSpec], Derived]] = {
         DualOrderSpec: lambda s: dual_order(s, of(s.of)),
         EnsembleSpec: lambda s: ensemble(s, [of(n) for n in s.of]),
-        CascadeSpec: lambda s: cascade(s, of(s.cheap), of(s.strong)),
+        CascadeSpec: lambda s: cascade(s, of(s.cheap), of(s.strong), _is_rule(data, of(s.cheap))),
         CalibratedSpec: lambda s: calibrated(s, of(s.of), lang, langs),
     }
     return [msgspec.structs.replace(rules[type(s)](s), judge_id=composite_id(s, ids)) for s in specs]
+
+
+def _is_rule(data: pa.Table, judged: _Judged) -> bool:
+    """Whether every record of a judge comes from the rule backend (what it says it served)."""
+    if not len(judged.rows) or "served_model" not in data.column_names:
+        return False
+    served = data["served_model"].take(pa.array(judged.rows, type=pa.int64())).cast(pa.string())
+    return bool(pc.all(pc.equal(served, RULE_SERVED)).as_py())
 
 
 def table(data: pa.Table, derived: Derived) -> pa.Table:

@@ -4,6 +4,7 @@
   plain rates (tie rate, invalid rate, flip rates).
 - ``mcnemar_exact``: the exact (binomial) two-sided McNemar p-value from the discordant
   counts b and c of a paired comparison.
+- ``binomial_tail``: the exact one-sided binomial p-value P(X >= k).
 - ``cohen_kappa`` and ``landis_koch``: chance-corrected agreement of two labelings, and the
   band Landis and Koch (1977) name for it.
 
@@ -74,6 +75,18 @@ def mcnemar_exact(b: int, c: int) -> float:
     # Exact integer arithmetic: a float sum drifts (25 vs 26 gave 0.99999999999997).
     tail = sum(math.comb(n, i) for i in range(k + 1))
     return min(1.0, 2 * tail / 2**n)
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): the one-sided exact p-value of k or more events
+    where a rate of p is tolerated (``babelrun check``: verdict flips beyond the noise)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))
 
 
 def cohen_kappa(a: Sequence, b: Sequence) -> float:

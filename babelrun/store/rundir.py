@@ -11,6 +11,7 @@
       judgements.parquet  the log compacted (store/compact.py), a cache
       stats.json          RunStats of the last audit (stats.<shard>.json per shard)
       cards.json  report.md  report.html  plots/  calibration.json  invariance.json
+      self_preference.json (babelrun self-preference)
 
 Every module names these files through the constants here.
 """
@@ -34,6 +35,7 @@ REPORT_HTML = "report.html"
 PLOTS = "plots"
 CALIBRATION_JSON = "calibration.json"
 INVARIANCE_JSON = "invariance.json"
+SELF_PREFERENCE_JSON = "self_preference.json"
 ANALYSES = (CALIBRATION_JSON, INVARIANCE_JSON)  # written by analyses of a finished run
 
 

@@ -1,0 +1,106 @@
+"""``backend: rule``: a deterministic judge with no model, for a cascade's cheap stage.
+
+Each answer gets a score from the judge's ``rule`` (``spec.RuleSpec``): its length, whether a
+regular expression matches it, whether it equals an expected string, whether it is valid
+JSON, or a Python function the user registered. The higher score wins; scores within
+``margin`` of each other (and a ``length`` ratio under ``min_ratio``) give ``tie``, which a
+cascade escalates to its strong judge. So the card of the cascade shows how many calls the
+triage saved and what it cost in accuracy against the strong judge alone.
+
+A manifest never holds code: ``kind: python`` names a function that the user's own program
+registered before the audit (``babelrun.judges.rule.register("mine", fn)``, where
+``fn(prompt, answer) -> float``); an unregistered name is a manifest error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from ..spec import JudgeSpec, RuleSpec
+from .base import JudgeReply, JudgeRequest, RejectedError
+
+Scorer = Callable[[str, str], float]
+SERVED = "rule"  # the served model its records carry: how scoring knows no model was called
+FUNCTIONS: dict[str, Scorer] = {}
+_MAX_CHARS = 1_000_000  # answers longer than this are cut before a regex or JSON parse sees them
+
+
+def register(name: str, function: Scorer) -> None:
+    """Make ``function(prompt, answer) -> float`` available as ``rule: {kind: python, function: name}``."""
+    FUNCTIONS[name] = function
+
+
+def problem(rule: RuleSpec) -> tuple[str, str] | None:
+    """(field, what is wrong) for a rule that cannot run, else None (the manifest's check)."""
+    needs = {"regex": "pattern", "exact_match": "expected", "python": "function"}.get(rule.kind)
+    if needs and getattr(rule, needs) is None:
+        return needs, f"a {rule.kind} rule needs {needs}"
+    if rule.kind == "regex":
+        try:
+            re.compile(rule.pattern)
+        except re.error as e:
+            return "pattern", f"not a regular expression: {e}"
+    if rule.kind == "python" and rule.function not in FUNCTIONS:
+        known = ", ".join(sorted(FUNCTIONS)) or "none"
+        return "function", (f"no function registered as {rule.function!r} (registered: {known}); "
+                            "register it with babelrun.judges.rule.register before the audit")
+    return None
+
+
+def _json_score(answer: str, required: list[str]) -> float:
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return 0.0
+    if required and not (isinstance(value, dict) and all(k in value for k in required)):
+        return 0.0
+    return 1.0
+
+
+def scorer(rule: RuleSpec) -> Scorer:
+    if rule.kind == "length":
+        return lambda prompt, answer: float(len(answer))
+    if rule.kind == "regex":
+        pattern = re.compile(rule.pattern)
+        return lambda prompt, answer: float(pattern.search(answer[:_MAX_CHARS]) is not None)
+    if rule.kind == "exact_match":
+        expected = rule.expected.strip().casefold()
+        return lambda prompt, answer: float(answer.strip().casefold() == expected)
+    if rule.kind == "json":
+        return lambda prompt, answer: _json_score(answer[:_MAX_CHARS], rule.required)
+    return FUNCTIONS[rule.function]
+
+
+def verdict(rule: RuleSpec, a: float, b: float) -> str:
+    """A, B or tie from the two answers' scores."""
+    if rule.kind == "length":
+        small, large = sorted((a, b))
+        if large < rule.min_ratio * max(small, 1.0):
+            return "tie"
+    if abs(a - b) <= rule.margin:
+        return "tie"
+    return "A" if a > b else "B"
+
+
+class RuleJudge:
+    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int):
+        self.spec = spec
+        self.judge_id = judge_id
+        self.rule = spec.rule
+        self._score = scorer(spec.rule)
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        prompt = request.item.prompt
+        try:
+            a, b = float(self._score(prompt, request.answer_a)), float(self._score(prompt, request.answer_b))
+        except Exception as e:  # the user's function failed on this pair: record it, go on
+            raise RejectedError("rule_error", f"rule {self.rule.kind}: {type(e).__name__}: {e}"[:500]) from None
+        if a != a or b != b:  # NaN: no score to compare
+            raise RejectedError("rule_error", f"rule {self.rule.kind} gave no number (NaN)")
+        return JudgeReply(raw=verdict(self.rule, a, b), served_model=SERVED,
+                          tokens_in=0, tokens_out=0)
+
+    async def aclose(self) -> None:
+        pass

@@ -1,0 +1,103 @@
+"""`backend: rule` (issue 19): a deterministic scorer as a judge, and as a cascade's cheap
+triage stage whose card shows the calls it saves and the accuracy it costs."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+import babelrun
+from babelrun.core.items import Item
+from babelrun.errors import ManifestError
+from babelrun.judges import JudgeRequest, build, judge_id
+from babelrun.judges import rule as rules
+from babelrun.judges.prompt import TEMPLATES
+from babelrun.plan import Plan
+from babelrun.spec import JudgeSpec, RuleSpec
+from helpers import quiet_audit, simulated, write_manifest
+
+
+def _verdict(rule: dict, reference: str, perturbed: str, order: str = "ref_first") -> str:
+    spec = JudgeSpec(name="r", backend="rule", rule=RuleSpec(**rule))
+    item = Item("x", "text", "en", "r", "prompt", reference, perturbed, "truncate", 0.5, len(reference), len(perturbed))
+    reply = anyio.run(build(spec, 0).judge, JudgeRequest.of(item, order, TEMPLATES["pairwise"]))
+    return reply.raw
+
+
+@pytest.mark.parametrize(("rule", "reference", "perturbed", "expected"), [
+    ({"kind": "length", "min_ratio": 1.5}, "a long and complete answer", "a long", "A"),
+    ({"kind": "length", "min_ratio": 1.5}, "twelve chars", "ten chars!", "tie"),  # ratio under 1.5
+    ({"kind": "regex", "pattern": r"\d{4}"}, "founded in 1871", "founded long ago", "A"),
+    ({"kind": "regex", "pattern": r"\d{4}"}, "no year", "no year either", "tie"),
+    ({"kind": "exact_match", "expected": "Paris"}, " paris ", "Lyon", "A"),
+    ({"kind": "json", "required": ["name"]}, '{"name": 1}', '{"other": 1}', "A"),
+    ({"kind": "json"}, "[1, 2]", "{broken", "A"),
+])
+def test_each_rule_names_the_better_answer_or_a_tie(rule, reference, perturbed, expected):
+    assert _verdict(rule, reference, perturbed) == expected
+    flipped = {"A": "B", "B": "A", "tie": "tie"}[expected]
+    assert _verdict(rule, reference, perturbed, "pert_first") == flipped  # the same answer, in slot B
+
+
+def test_a_registered_python_function_is_a_rule_and_its_failures_are_recorded():
+    rules.register("test-count-e", lambda prompt, answer: answer.count("e"))
+    assert _verdict({"kind": "python", "function": "test-count-e"}, "eeee", "e") == "A"
+    rules.register("test-boom", lambda prompt, answer: 1 / 0)
+    with pytest.raises(babelrun.errors.RejectedError, match="ZeroDivisionError"):
+        _verdict({"kind": "python", "function": "test-boom"}, "a", "b")
+
+
+@pytest.mark.parametrize(("judge", "field", "problem"), [
+    ({"name": "r", "backend": "rule"}, "judges[0].rule", "needs a rule"),
+    ({"name": "r", "backend": "rule", "rule": {"kind": "regex"}}, "judges[0].rule.pattern", "needs pattern"),
+    ({"name": "r", "backend": "rule", "rule": {"kind": "regex", "pattern": "("}}, "judges[0].rule.pattern",
+     "not a regular expression"),
+    ({"name": "r", "backend": "rule", "rule": {"kind": "python", "function": "nobody"}},
+     "judges[0].rule.function", "no function registered"),
+    ({**simulated("s"), "rule": {"kind": "length"}}, "judges[0].rule", "does not apply to the simulated backend"),
+])
+def test_bad_rules_are_named_by_field(tmp_path, judge, field, problem):
+    with pytest.raises(ManifestError) as e:
+        babelrun.load_manifest(write_manifest(tmp_path, [judge]))
+    assert e.value.path == field and problem in str(e.value)
+
+
+def test_a_rule_judge_has_its_own_id_and_existing_ids_do_not_move():
+    a = JudgeSpec(name="a", backend="rule", rule=RuleSpec(kind="length", min_ratio=1.5))
+    b = JudgeSpec(name="b", backend="rule", rule=RuleSpec(kind="length", min_ratio=2.0))
+    assert judge_id(a) != judge_id(b)
+    # a simulated judge's id from before rules, families and self-preference existed
+    assert judge_id(JudgeSpec(name="s", backend="simulated", family="gpt")) == judge_id(
+        JudgeSpec(name="s", backend="simulated"))
+
+
+def test_a_length_rule_as_a_cascades_cheap_stage_on_the_bundled_corpus(tmp_path):
+    min_ratio = 1.3
+    judges = [{"name": "length-rule", "backend": "rule", "rule": {"kind": "length", "min_ratio": min_ratio}},
+              {**simulated("strong", default_accuracy=0.92), "calls": "all"}]
+    composites = [{"kind": "cascade", "name": "triage", "cheap": "length-rule", "strong": "strong",
+                   "base": "strong"}]
+    path = write_manifest(tmp_path, judges, composites=composites,
+                          corpus={"sources": [{"kind": "bundled"}], "references_per_language": 12},
+                          perturbations=[{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "repeat_pad")])
+    cards = quiet_audit(path).cards
+    comp = {c.name: c for c in cards.composites}["triage"]
+    # escalated: exactly the items whose longer answer is under min_ratio times the shorter
+    items = list(Plan.from_manifest(babelrun.load_manifest(path)).items())
+    close = sum(max(i.ref_len, i.pert_len) < min_ratio * min(i.ref_len, i.pert_len) for i in items)
+    assert comp.escalation_rate.value == pytest.approx(close / len(items), abs=1e-4)
+    # the rule makes no model call: the strong judge is asked on the escalations alone
+    assert comp.calls_per_decision == pytest.approx(comp.escalation_rate.value, abs=1e-4)
+    # what the triage costs: against the strong judge alone, accuracy falls (repeat_pad items
+    # are longer than their reference, and the rule prefers them), by a paired interval
+    overall = next(c for c in comp.change if c.lang == "all")
+    accuracy = next(m for m in overall.changes if m.metric == "accuracy")
+    assert accuracy.hi < 0
+    assert overall.mcnemar.b > overall.mcnemar.c
+
+
+def test_the_triage_example_is_a_valid_manifest():
+    from helpers import ROOT
+
+    manifest = babelrun.load_manifest(ROOT / "examples" / "triage.yaml")
+    assert [j.backend for j in manifest.judges] == ["rule", "simulated"]
