@@ -8,7 +8,8 @@ from pathlib import Path
 import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# ``../shared/data`` from the repo root; BABELRUN_SHARED_DATA points elsewhere (a worktree).
+SHARED_DATA = Path(os.environ.get("BABELRUN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 
 
 def write_manifest(folder: Path, judges: list[dict], **fields) -> Path:
