@@ -146,7 +146,9 @@ def test_every_perturbation_changes_the_trace_in_both_focus_modes_or_is_counted(
             focus=focus, perturbations=[manifest.PerturbationSpec(name=n, severities=SEVERITIES)
                                         for n in AGENTIC_PERTURBATIONS]))
         emitted = Counter()
+        texts = Counter()
         for item in plan.items():
+            texts[(item.ref_id, item.perturbation, "".join(item.perturbed.split()))] += 1
             assert item.kind == "agentic" and item.perturbation.startswith("agent:")
             assert not items._same_text(item.reference, item.perturbed), item.item_id
             assert (item.ref_len, item.pert_len) == (len(item.reference), len(item.perturbed))
@@ -155,9 +157,13 @@ def test_every_perturbation_changes_the_trace_in_both_focus_modes_or_is_counted(
         for name in AGENTIC_PERTURBATIONS:
             rows = [r for r in audit if r.perturbation == "agent:" + name]
             assert sum(r.emitted for r in rows) == emitted["agent:" + name]
-            assert sum(r.emitted + r.skipped for r in rows) == len(BUNDLED) * len(SEVERITIES)
+            assert sum(r.emitted + r.skipped + r.merged for r in rows) == len(BUNDLED) * len(SEVERITIES)
             # On the bundled set every perturbation acts (its trajectories are built for it).
             assert sum(r.skipped for r in rows) <= len(BUNDLED) * len(SEVERITIES) // 10, name
+        # Severities that gave one trajectory the same text are one item, the merges counted
+        # (early termination of a short trajectory at 0.6 and 1.0 keeps the same first step).
+        assert set(texts.values()) == {1}
+        assert sum(r.merged for r in audit) > 0
 
 
 def test_a_perturbation_the_focus_cannot_show_is_skipped_and_counted():

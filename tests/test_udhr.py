@@ -233,37 +233,46 @@ def _check(name: str, ref: str, out: str) -> None:
         raise AssertionError(f"no invariant for {name}")
 
 
-@needs_udhr
-def test_perturbation_invariants_on_every_unit(pairs):
-    refs, results = pairs
-    assert len(results) == len(refs) * len(TEXT_PERTURBATIONS) * len(SEVERITIES)
+def invariant_failures(results) -> tuple[list, Counter]:
+    """Every emitted item checked against its perturbation's invariant: the failures, and
+    the (cell, outcome) counts the perturbation audit must report."""
     failures = []
-    skipped: Counter = Counter()
-    for cell, item in results:
+    outcomes: Counter = Counter()
+    for cell, item, outcome in results:
+        outcomes[(cell, outcome)] += 1
         if item is None:
-            skipped[cell] += 1
             continue
         assert not _same_text(item.perturbed, item.reference)
-        assert (item.lang, item.perturbation, item.severity) == cell
+        assert (item.lang, item.perturbation, item.severity) == cell and outcome == "emitted"
         try:
             _check(item.perturbation, item.reference, item.perturbed)
         except AssertionError as e:
             failures.append((item.lang, item.ref_id, item.perturbation, item.severity, str(e)))
+    return failures, outcomes
+
+
+@needs_udhr
+def test_perturbation_invariants_on_every_unit(pairs):
+    refs, results = pairs
+    assert len(results) == len(refs) * len(TEXT_PERTURBATIONS) * len(SEVERITIES)
+    failures, outcomes = invariant_failures(results)
     assert not failures, failures[:5]
-    # The skip counts are what the perturbation audit reports, cell by cell.
-    audit = audit_counts((cell, item is not None) for cell, item in results)
-    assert {(a.lang, a.perturbation, a.severity): a.skipped for a in audit if a.skipped} == dict(skipped)
+    # The skip and merge counts are what the perturbation audit reports, cell by cell.
+    audit = audit_counts((cell, outcome) for cell, _, outcome in results)
+    for a in audit:
+        cell = (a.lang, a.perturbation, a.severity)
+        assert (a.emitted, a.skipped, a.merged) == tuple(outcomes[(cell, o)] for o in ("emitted", "no-op", "merged"))
     total = Counter()
     for a in audit:
-        total[a.perturbation] += a.emitted + a.skipped
+        total[a.perturbation] += a.emitted + a.skipped + a.merged
     assert set(total.values()) == {len(refs) * len(SEVERITIES)}
 
 
 @needs_udhr
 def test_no_ops_are_the_expected_ones(pairs):
     refs, results = pairs
-    skipped = Counter((item is None, cell[1]) for cell, item in results)
-    by_name = {name: skipped[(True, name)] for name in TEXT_PERTURBATIONS}
+    outcomes = Counter((outcome, cell[1]) for cell, _, outcome in results)
+    by_name = {name: outcomes[("no-op", name)] for name in TEXT_PERTURBATIONS}
     # truncate skips exactly the one-sentence units (at both severities); repeat_pad only a
     # unit that is a single unterminated fragment (the Chinese, Nepali and Dutch preambles).
     one = sum(len(script.sentences(r.response)) == 1 for r in refs)
@@ -272,9 +281,13 @@ def test_no_ops_are_the_expected_ones(pairs):
     assert fragments == {"zh", "ne", "nl"}
     assert by_name["repeat_pad"] == len(fragments) * len(SEVERITIES)
     assert by_name["shuffle"] >= by_name["truncate"]
+    # truncate merges exactly the two-sentence units at 0.6 (both severities drop one of
+    # two sentences: the same text); on longer units the two severities differ.
+    two = sum(len(script.sentences(r.response)) == 2 for r in refs)
+    assert outcomes[("merged", "truncate")] == two
     # The declaration writes no digits but one stray `&1` (Punjabi article 17): number_corrupt
     # is a no-op everywhere else (Han numerals, words); that one unit is changed, in ASCII digits.
-    changed = [item for _, item in results if item is not None and item.perturbation == "number_corrupt"]
+    changed = [item for _, item, _ in results if item is not None and item.perturbation == "number_corrupt"]
     assert {(i.lang, i.ref_id) for i in changed} == {("pa", "udhr-17")}
 
 

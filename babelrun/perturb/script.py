@@ -1,4 +1,4 @@
-"""Script-aware text handling shared by every perturbation.
+r"""Script-aware text handling shared by every perturbation.
 
 Sentences
     A sentence ends at a run of terminators plus any closing quotes or brackets. The

@@ -48,12 +48,12 @@ class Plan:
         self.tie_probes = [tie_probe(p, t, seed) for p, t in units] if parallel and parallel.tie_probes else []
         cells = []
         self.item_ids: list[str] = []
-        for cell, item in self._generated():
-            cells.append((cell, item is not None))
+        for cell, item, outcome in self._generated():
+            cells.append((cell, outcome))
             if item is not None:
                 self.item_ids.append(item.item_id)
         for item in self._ready_items():
-            cells.append(((item.lang, item.perturbation, item.severity), True))
+            cells.append(((item.lang, item.perturbation, item.severity), "emitted"))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
         self.shard: Shard | None = None
@@ -90,7 +90,7 @@ class Plan:
         return len(ORDERS) * len(self.item_ids)
 
     def items(self) -> Iterator[Item]:
-        for _, item in self._generated():
+        for _, item, _ in self._generated():
             if item is not None:
                 yield item
         yield from self._ready_items()
