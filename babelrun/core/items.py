@@ -76,6 +76,17 @@ class PerturbationAudit(msgspec.Struct, frozen=True):
     merged: int = 0
 
 
+class Segmentation(msgspec.Struct, frozen=True):
+    """How a language's text references split into sentences (computed by the plan): the
+    sentence perturbations need at least two per unit. ``weak``: the units average fewer
+    than ``plan.WEAK_SENTENCES``."""
+
+    lang: str
+    units: int
+    sentences_per_unit: float
+    weak: bool
+
+
 # What became of one (source, perturbation, severity): an item, a no-op (the perturbation
 # changed nothing), or a merge (the same text as a lower severity's item: one item, not two).
 Outcome = Literal["emitted", "no-op", "merged"]

@@ -21,13 +21,29 @@ from collections.abc import Iterator
 
 from .. import agentic, corpus
 from ..core import languages
-from ..core.items import Item, PerturbationAudit, audit_counts, generate, pair_item
+from ..core.items import Item, PerturbationAudit, Segmentation, audit_counts, generate, pair_item
 from ..core.keys import Shard, plan_keys
+from ..errors import ManifestError
 from ..core.records import ORDERS
-from ..perturb import perturb_reference
+from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec
 from ..store.log import DoneSet
 from .parallel import aligned, code_switched, tie_probe
+
+
+# A language whose text references average fewer sentences per unit is "segmentation weak":
+# truncate, shuffle and repeat_pad then act on its few multi-sentence units only (the
+# UDHR's well-segmented languages average 2.0–2.6: many articles are one sentence).
+WEAK_SENTENCES = 1.5
+
+
+def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
+    """Per language: its text references, their mean sentences, and whether that is weak."""
+    counts: dict[str, list[int]] = {}
+    for ref in references:
+        counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response)))
+    return [Segmentation(lang, len(n), round(sum(n) / len(n), 4), sum(n) / len(n) < WEAK_SENTENCES)
+            for lang, n in sorted(counts.items())]
 
 
 class Plan:
@@ -56,14 +72,28 @@ class Plan:
             cells.append(((item.lang, item.perturbation, item.severity), "emitted"))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
+        self.segmentation: list[Segmentation] = segmentation(references)
         self.shard: Shard | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
         perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
         chosen = corpus.select(manifest)
-        return cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
+        plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
                    manifest.corpus.parallel, chosen.trajectories, manifest.agentic)
+        if not plan.n_items:
+            raise ManifestError("corpus", f"the plan has no items: {plan.why_empty()}")
+        return plan
+
+    def why_empty(self) -> str:
+        """Why a plan came out with no item, in words (what ``validate`` and ``audit`` say)."""
+        if not (self.references or self.pairs or self.trajectories):
+            removed = sum(r.count for r in self.removed)
+            return (f"the corpus filters removed all {removed} references" if removed
+                    else "the corpus offers no reference in the chosen languages")
+        weak = [s.lang for s in self.segmentation if s.weak]
+        text = f"every perturbation was a no-op on {len(self.references)} references"
+        return text + (f" (segmentation weak in: {', '.join(weak)})" if weak else "")
 
     def _generated(self) -> Iterator[tuple]:
         """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
