@@ -329,7 +329,6 @@ def _languages(args) -> int:
 
     from .. import corpus, manifest
     from ..core import languages
-
     from ..plan import segmentation
 
     m = manifest.load(args.manifest)

@@ -23,13 +23,12 @@ from .. import agentic, corpus
 from ..core import languages
 from ..core.items import Item, PerturbationAudit, Segmentation, audit_counts, generate, pair_item
 from ..core.keys import Shard, plan_keys
-from ..errors import ManifestError
 from ..core.records import ORDERS
+from ..errors import ManifestError
 from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec
 from ..store.log import DoneSet
 from .parallel import aligned, code_switched, tie_probe
-
 
 # A language whose text references average fewer sentences per unit is "segmentation weak":
 # truncate, shuffle and repeat_pad then act on its few multi-sentence units only (the
