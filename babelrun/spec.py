@@ -54,7 +54,7 @@ class JsonlSource(_TableFields, tag="jsonl", tag_field="kind"):
 
 
 class CsvSource(_TableFields, tag="csv", tag_field="kind"):
-    pass
+    delimiter: str = ","  # one character: "\t" for tab-separated files, ";" for many exports
 
 
 class ParquetSource(_TableFields, tag="parquet", tag_field="kind"):

@@ -40,9 +40,13 @@ def _decode(path: Path) -> list[_Row]:
     return msgspec.json.decode(path.read_bytes(), type=list[_Row])
 
 
+SOURCE = ("LLMBar's sets are in github.com/princeton-nlp/LLMBar, Dataset/<set>/dataset.json "
+          "(MIT); any JSON list of {input, output_1, output_2, label} works")
+
+
 def check(spec, where: str) -> None:
     if not Path(spec.path).exists():
-        raise ManifestError(f"{where}.path", f"not found: {spec.path}")
+        raise ManifestError(f"{where}.path", f"not found: {spec.path} ({SOURCE})")
     sets = _sets(spec)
     if not sets:
         raise ManifestError(f"{where}.path", f"no dataset.json in {spec.path}")
