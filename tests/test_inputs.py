@@ -13,7 +13,14 @@ import babelrun
 from babelrun import corpus
 from babelrun.corpus import table
 from babelrun.errors import ManifestError
-from babelrun.manifest import CsvSource, FloresSource, JsonlSource, LabelledPairsSource, TrajectoriesSource, UdhrSource
+from babelrun.manifest import (
+    CsvSource,
+    FloresSource,
+    JsonlSource,
+    LabelledPairsSource,
+    TrajectoriesSource,
+    UdhrSource,
+)
 from helpers import simulated, write_manifest
 
 EN = "Paris has 37 bridges. The Seine crosses the city. Lyon lies to the south."

@@ -114,10 +114,9 @@ def _split(text: str) -> list[Sentence]:
     out: list[Sentence] = []
     start = 0
     for end, cjk in _boundaries(text):
-        following = text[end:]
-        if not cjk and _continues(_GAP.sub("", following, count=1)):
-            continue  # "e.g. the", "approx. five": not the end of a sentence
         gap = _GAP.match(text, end).group()
+        if not cjk and _continues(text[end + len(gap) : end + len(gap) + 1]):
+            continue  # "e.g. the", "approx. five": not the end of a sentence
         _append(out, text[start:end].strip(), gap)
         start = end + len(gap)
     _append(out, text[start:].strip(), "")
