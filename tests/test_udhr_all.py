@@ -52,6 +52,10 @@ def test_every_file_loads_or_is_skipped_with_a_reason(survey):
     assert len(loaded) + len(duplicates) + len(skipped) == 512
     assert {s.reason.split(": ", 1)[1] for s in skipped} == {"no <h1> title and no headings"}
     assert len(decls) > 450
+    # One file per tag: the named declaration, not one of the package's numbered variants
+    # (042.html "Spanish (resolution)", 062.html "Swahili (Chimwiini)", 068.html "French (Welche)").
+    chosen = {d.lang: d.code for d in decls}
+    assert (chosen["es"], chosen["sw"], chosen["fr"], chosen["so"]) == ("spa", "swh", "fra", "som")
     # Incomplete files load what they have, with aligned ids: no preamble, articles 1…30.
     tacana = next(d for d in decls if d.code == "tna")
     refs = list(udhr.references(tacana))

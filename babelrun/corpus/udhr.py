@@ -6,8 +6,10 @@ the declaration's title, ``<header>`` = the preamble (``<h2>`` + ``<p>``…), th
 ``Reference``:
 
 - ``lang``: the standard BCP-47 tag of the ``lang`` attribute (else of the ISO 639-3 part of
-  ``data-code``). Where two files give one tag (orthography variants), the first file in sorted
-  order is kept and the others are skipped, so the result never depends on directory order.
+  ``data-code``). Where several files give one tag (orthography or dialect variants), one is
+  read: a named file before the package's numbered variants (``042.html``, "Spanish
+  (resolution)", against ``spa.html``), then the most complete, then the first in sorted
+  order — never an accident of directory order.
 - ``ref_id``: ``udhr-00`` for the preamble, ``udhr-01`` … ``udhr-30`` for the articles — the same
   id in every language: the corpus is parallel.
 - ``prompt``: ``"{h1}: {h2}"`` in the language itself, the heading without the colon or
@@ -177,8 +179,17 @@ def survey(path: str | Path) -> tuple[list[Declaration], list[Skipped]]:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             skipped.append(Skipped(str(f), str(e)))
             continue
-        seen.setdefault(decl.lang, decl)
-    return list(seen.values()), skipped
+        if decl.lang not in seen or _preference(decl) < _preference(seen[decl.lang]):
+            seen[decl.lang] = decl
+    return sorted(seen.values(), key=lambda d: Path(d.path).name), skipped
+
+
+def _preference(decl: Declaration) -> tuple:
+    """Which of several files with one language tag is read: a named one before the
+    package's numbered variants (``042.html`` is "Spanish (resolution)", ``spa.html`` the
+    Spanish declaration), then the one with more units, then the first in sorted order."""
+    name = Path(decl.path).name
+    return (decl.code.isdigit(), -len(decl.units), name)
 
 
 def declarations(path: str | Path) -> list[Declaration]:
