@@ -54,7 +54,7 @@ class JsonlSource(_TableFields, tag="jsonl", tag_field="kind", frozen=True):
 
 
 class CsvSource(_TableFields, tag="csv", tag_field="kind", frozen=True):
-    pass
+    delimiter: str = ","  # one character: "\t" for tab-separated files, ";" for many exports
 
 
 class ParquetSource(_TableFields, tag="parquet", tag_field="kind", frozen=True):
@@ -199,7 +199,7 @@ class SimulatedKnobs(_Spec, frozen=True):
     self_preference: Probability = 0.0
 
 
-class RuleSpec(_Spec):
+class RuleSpec(_Spec, frozen=True):
     """A deterministic judge (``backend: rule``, babelrun/judges/rule.py): each answer gets a
     score, the higher one wins; a gap under ``margin`` (or equal scores) is a tie, which a
     cascade escalates to its strong judge.

@@ -8,6 +8,7 @@ from pathlib import Path
 import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
+# ``../shared/data`` from the repo root; BABELRUN_SHARED_DATA points elsewhere (a worktree).
 SHARED_DATA = Path(os.environ.get("BABELRUN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 
 

@@ -96,14 +96,40 @@ def test_openai_chat_content_parts_and_thoughts_between_calls():
 
 def test_openai_chat_loader_refuses_what_it_cannot_represent():
     base = {"id": "x", "lang": "en", "messages": [{"role": "user", "content": "t"}]}
-    two_users = {**base, "messages": base["messages"] * 2}
     orphan = {**base, "messages": [*base["messages"], {"role": "tool", "tool_call_id": "c9", "content": "{}"}]}
     bad_args = {**base, "messages": [*base["messages"], {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]}
-    for row, words in ((two_users, "second user message"), (orphan, "unknown call"), (bad_args, "not JSON")):
+    no_task = {**base, "messages": [{"role": "system", "content": "s"}]}
+    for row, words in ((orphan, "unknown call"), (bad_args, "not JSON"), (no_task, "no user message")):
         data = b"\n" + json.dumps(row).encode()
         with pytest.raises(trajectory.TrajectoryError, match=f"line 2: .*{words}"):
             list(trajectory.read_lines(data, "openai_chat"))
+
+
+def test_openai_chat_multi_turn_and_without_id():
+    # The last user turn is the task judged; the turns before it are its context, and the
+    # earlier tool calls are not steps. Without an id, a stable one from the content.
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "a"}'}}
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "What is A?"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "A is 1"},
+                {"role": "assistant", "content": "A is 1."},
+                {"role": "user", "content": "And B?"},
+                {"role": "assistant", "content": "", "tool_calls": [{**call, "id": "c2", "function": {
+                    "name": "lookup", "arguments": '{"q": "b"}'}}]},
+                {"role": "tool", "tool_call_id": "c2", "content": "B is 2"},
+                {"role": "assistant", "content": "B is 2."}]
+    row = {"lang": "en", "messages": messages}
+    traj = next(trajectory.read_lines(json.dumps(row).encode(), "openai_chat"))
+    assert traj.task == "user: What is A?\nassistant: [called lookup]\ntool: A is 1\nassistant: A is 1.\n\nAnd B?"
+    assert [c.arguments for s in traj.steps for c in s.calls] == [{"q": "b"}]
+    assert traj.final_answer == "B is 2." and traj.system == "Be brief."
+    again = next(trajectory.read_lines(b"\n" + json.dumps(row, indent=None).encode(), "openai_chat"))
+    assert traj.traj_id == again.traj_id and traj.traj_id.startswith("chat-")
+    other = next(trajectory.read_lines(json.dumps({**row, "messages": messages[:-1] + [
+        {"role": "assistant", "content": "B is two."}]}).encode(), "openai_chat"))
+    assert other.traj_id != traj.traj_id
 
 
 BFCL_QUESTION = {
@@ -146,7 +172,9 @@ def test_every_perturbation_changes_the_trace_in_both_focus_modes_or_is_counted(
             focus=focus, perturbations=[manifest.PerturbationSpec(name=n, severities=SEVERITIES)
                                         for n in AGENTIC_PERTURBATIONS]))
         emitted = Counter()
+        texts = Counter()
         for item in plan.items():
+            texts[(item.ref_id, item.perturbation, "".join(item.perturbed.split()))] += 1
             assert item.kind == "agentic" and item.perturbation.startswith("agent:")
             assert not items._same_text(item.reference, item.perturbed), item.item_id
             assert (item.ref_len, item.pert_len) == (len(item.reference), len(item.perturbed))
@@ -155,9 +183,13 @@ def test_every_perturbation_changes_the_trace_in_both_focus_modes_or_is_counted(
         for name in AGENTIC_PERTURBATIONS:
             rows = [r for r in audit if r.perturbation == "agent:" + name]
             assert sum(r.emitted for r in rows) == emitted["agent:" + name]
-            assert sum(r.emitted + r.skipped for r in rows) == len(BUNDLED) * len(SEVERITIES)
+            assert sum(r.emitted + r.skipped + r.merged for r in rows) == len(BUNDLED) * len(SEVERITIES)
             # On the bundled set every perturbation acts (its trajectories are built for it).
             assert sum(r.skipped for r in rows) <= len(BUNDLED) * len(SEVERITIES) // 10, name
+        # Severities that gave one trajectory the same text are one item, the merges counted
+        # (early termination of a short trajectory at 0.6 and 1.0 keeps the same first step).
+        assert set(texts.values()) == {1}
+        assert sum(r.merged for r in audit) > 0
 
 
 def test_a_perturbation_the_focus_cannot_show_is_skipped_and_counted():

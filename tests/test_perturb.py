@@ -93,12 +93,32 @@ def test_no_op_guard_skips_and_counts():
         Reference("en", "two", "Q?", "First sentence here. Second one with 7 apples."),
     ]
     items, audit = build(refs, [("truncate", [0.3, 0.6]), ("shuffle", [0.3])], 0, perturb_reference)
-    rows = {(a.perturbation, a.severity): (a.emitted, a.skipped) for a in audit}
-    assert rows[("truncate", 0.3)] == (1, 1)
-    assert rows[("truncate", 0.6)] == (1, 1)
-    assert rows[("shuffle", 0.3)] == (1, 1)
+    rows = {(a.perturbation, a.severity): (a.emitted, a.skipped, a.merged) for a in audit}
+    assert rows[("truncate", 0.3)] == (1, 1, 0)
+    # Two sentences: truncate at 0.6 drops one of two, as 0.3 does: the same text, merged
+    # into the 0.3 item (one item, one call), and counted.
+    assert rows[("truncate", 0.6)] == (0, 1, 1)
+    assert rows[("shuffle", 0.3)] == (1, 1, 0)
     assert {i.ref_id for i in items} == {"two"}
     assert all(i.perturbed != i.reference for i in items)
+
+
+def test_identical_severities_are_one_item():
+    # The lower severity keeps the item whatever order the manifest lists them in; a text
+    # with enough sentences keeps both severities (they differ).
+    two = Reference("en", "two", "Q?", "First sentence here. Second one with 7 apples.")
+    six = Reference("en", "six", "Q?", "One. Two. Three. Four. Five. Six.")
+    for severities in ([0.3, 0.6], [0.6, 0.3]):
+        items, audit = build([two, six], [("truncate", severities), ("shuffle", severities)], 0, perturb_reference)
+        kept = sorted((i.ref_id, i.perturbation, i.severity) for i in items)
+        assert ("two", "truncate", 0.3) in kept and ("two", "truncate", 0.6) not in kept
+        assert ("six", "truncate", 0.3) in kept and ("six", "truncate", 0.6) in kept
+        texts = [(i.ref_id, i.perturbation, i.perturbed) for i in items]
+        assert len(set(texts)) == len(texts)  # never the same text twice
+        # truncate and shuffle of "two" at 0.6: both the 0.3 text (drop one of two; swap the two)
+        assert {(a.perturbation, a.severity): a.merged for a in audit if a.merged} == {
+            ("truncate", max(severities)): 1, ("shuffle", max(severities)): 1}
+        assert sum(a.emitted + a.skipped + a.merged for a in audit) == 2 * 2 * 2
 
 
 def test_items_are_reproducible_and_ids_stable():

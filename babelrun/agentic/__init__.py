@@ -49,7 +49,7 @@ def perturb(ref: AgenticReference, name: str, severity: float, rng: random.Rando
 
 
 def generate(refs: list[AgenticReference], perturbations: list[tuple[str, list[float]]], seed: int) -> Iterator:
-    """``items.generate`` for trajectories: (cell, item or None) in plan order."""
+    """``items.generate`` for trajectories: (cell, item or None, outcome) in plan order."""
     from ..core.items import generate as generate_items
 
     for focus in FOCUSES:

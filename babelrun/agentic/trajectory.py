@@ -12,8 +12,11 @@ OpenAI chat (``format: openai_chat``), one JSON object per line::
 
 ``arguments`` are JSON strings, as in the API; a ``content`` may be a string or the API's list
 of parts (its text parts are joined). An assistant message without tool calls
-before the last one is a thought carried into the next step. One user message only (the
-task): multi-turn conversations are refused with the line that holds them.
+before the last one is a thought carried into the next step. ``id`` is optional: without
+one, the trajectory's id is a hash of its content (``chat-`` + 16 hex digits of its messages
+and tools), stable across files and runs. Multi-turn conversations: the last user message is
+the task judged, and the turns before it are its context (``user: …`` / ``assistant: …``
+lines, tool calls by name, above the task); the steps are those after the last user message.
 ``to_openai_chat`` writes a trajectory back; call ids are renumbered (``call_1``, …), so a
 load → write → load round trip gives an equal ``Trajectory``.
 
@@ -117,8 +120,8 @@ class _Tool(msgspec.Struct):
 
 
 class _ChatRow(msgspec.Struct):
-    id: str
     messages: list[_Message]
+    id: str = ""
     tools: list[_Tool] = []
     lang: str = ""
     domain: str = ""
@@ -152,14 +155,16 @@ def from_openai_chat(row: _ChatRow, lang: str) -> Trajectory:
     pending: dict[str, int] = {}  # tool_call_id -> index in the last step's calls
     results: list[str | None] = []
     messages = row.messages
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    context = _context(messages[:last_user])
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if m.role == "system":
             system = _text(m.content)
+        elif i < last_user:
+            continue  # an earlier turn: context of the task, not a step
         elif m.role == "user":
-            if task is not None:
-                raise TrajectoryError(f"{where}: a second user message (multi-turn conversations are not supported)")
-            task = _text(m.content)
+            task = "\n\n".join(filter(None, (context, _text(m.content))))
         elif m.role == "assistant" and m.tool_calls:
             _close(steps, results, where)
             calls = [ToolCall(c.function.name, _arguments(c.function.arguments, f"{where}.tool_calls[{k}]"))
@@ -183,7 +188,27 @@ def from_openai_chat(row: _ChatRow, lang: str) -> Trajectory:
     if task is None:
         raise TrajectoryError("no user message (the task)")
     tools = [_tool_def(t.function.name, t.function.description, t.function.parameters) for t in row.tools]
-    return Trajectory(row.id, row.lang or lang, row.domain, task, tools, steps, final, system)
+    return Trajectory(row.id or _content_id(row), row.lang or lang, row.domain, task, tools, steps, final, system)
+
+
+def _context(earlier: list[_Message]) -> str:
+    """The turns before the task, one line each (system messages are kept apart)."""
+    lines = []
+    for m in earlier:
+        if m.role == "system":
+            continue
+        calls = ", ".join(c.function.name for c in m.tool_calls)
+        text = " ".join(filter(None, (_text(m.content), f"[called {calls}]" if calls else "")))
+        lines.append(f"{m.role}: {text}".rstrip())
+    return "\n".join(lines)
+
+
+def _content_id(row: _ChatRow) -> str:
+    """A stable id for a transcript that has none: a hash of its messages and tools."""
+    import hashlib
+
+    body = msgspec.json.encode([row.messages, row.tools])
+    return "chat-" + hashlib.blake2b(body, digest_size=8).hexdigest()
 
 
 def _close(steps: list[Step], results: list[str | None], where: str) -> None:

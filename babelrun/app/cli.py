@@ -203,10 +203,27 @@ def _validate(args) -> int:
     if lazy:
         calls += f" + up to {p.calls_per_judge * lazy} escalations"
     composites = f", {len(m.composites)} composite(s)" if m.composites else ""
+    merged = sum(row.merged for row in p.audit)
     print(f"{args.manifest}: ok — {len(m.judges)} judge(s){composites}, {len(p.languages)} "
           f"language(s), {p.n_items} items ({f'{agentic} agentic; ' if agentic else ''}"
-          f"{skipped} no-op perturbations skipped), {calls}; output: {m.run_dir}")
+          f"{skipped} no-op perturbations skipped, {merged} identical severities merged), {calls}; "
+          f"output: {m.run_dir}")
+    for line in _unjudged(p):
+        print(f"  {line}")
     return 0
+
+
+def _unjudged(plan) -> list[str]:
+    """The plan's languages that will get no card or no verdict, and why (validate)."""
+    emitted: dict[str, int] = {}
+    for row in plan.audit:
+        if not row.perturbation.startswith(("pairs:", "agent:")):
+            emitted[row.lang] = emitted.get(row.lang, 0) + row.emitted
+    out = [f"segmentation weak: {s.lang} ({s.sentences_per_unit:.2f} sentences per unit over "
+           f"{s.units} units): its card will carry no verdict" for s in plan.segmentation if s.weak]
+    out += [f"not judged: {lang}: no items (every perturbation was a no-op)"
+            for lang, n in sorted(emitted.items()) if n == 0]
+    return out
 
 
 def _audit(args) -> int:
@@ -361,15 +378,18 @@ def _languages(args) -> int:
 
     from .. import corpus, manifest
     from ..core import languages
+    from ..plan import segmentation
 
     m = manifest.load(args.manifest)
-    refs = Counter(r.lang for r in corpus.read(m.corpus.sources))
+    seg = {s.lang: s for s in segmentation(list(corpus.read(m.corpus.sources)))}
     pairs = Counter(p.lang for p in corpus.read_pairs(m.corpus.sources))
     trajectories = Counter(t.lang for t in corpus.read_trajectories(m.corpus.sources))
-    rows = [("code", "language", "script", "direction", "references", "pairs", "trajectories")]
-    for lang in sorted(set(refs) | set(pairs) | set(trajectories)):
+    rows = [("code", "language", "script", "direction", "references", "sentences/unit", "pairs", "trajectories")]
+    for lang in sorted(set(seg) | set(pairs) | set(trajectories)):
+        s = seg.get(lang)
+        per_unit = "–" if s is None else f"{s.sentences_per_unit:.2f}" + (" (weak)" if s.weak else "")
         rows.append((lang, languages.name(lang), languages.script(lang), languages.direction(lang),
-                     str(refs[lang]), str(pairs[lang]), str(trajectories[lang])))
+                     str(s.units if s else 0), per_unit, str(pairs[lang]), str(trajectories[lang])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -65,7 +65,7 @@ def write_run_files(manifest: Manifest, plan: Plan) -> None:
     """run.yaml and plan.json: the same bytes from every process of one run."""
     run_dir = manifest.run_dir
     write_atomic(run_dir / RUN_YAML, msgspec.yaml.encode(run_info(manifest)))
-    write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
+    write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed, plan.segmentation)))
 
 
 def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> None:

@@ -81,13 +81,31 @@ class Item(msgspec.Struct, frozen=True):
 
 
 class PerturbationAudit(msgspec.Struct, frozen=True):
-    """How many items each (language, perturbation, severity) emitted and skipped as no-ops."""
+    """How many items each (language, perturbation, severity) emitted, skipped as no-ops, and
+    merged into a lower severity of the same perturbation that gave the identical text."""
 
     lang: str
     perturbation: str
     severity: float
     emitted: int
     skipped: int
+    merged: int = 0
+
+
+class Segmentation(msgspec.Struct, frozen=True):
+    """How a language's text references split into sentences (computed by the plan): the
+    sentence perturbations need at least two per unit. ``weak``: the units average fewer
+    than ``plan.WEAK_SENTENCES``."""
+
+    lang: str
+    units: int
+    sentences_per_unit: float
+    weak: bool
+
+
+# What became of one (source, perturbation, severity): an item, a no-op (the perturbation
+# changed nothing), or a merge (the same text as a lower severity's item: one item, not two).
+Outcome = Literal["emitted", "no-op", "merged"]
 
 
 def item_id(kind: str, ref: Reference, perturbation: str, severity: float, seed: int, *extra: str) -> str:
@@ -98,7 +116,7 @@ def item_id(kind: str, ref: Reference, perturbation: str, severity: float, seed:
 
 
 def _same_text(a: str, b: str) -> bool:
-    return "".join(a.split()) == "".join(b.split())
+    return _squeezed(a) == _squeezed(b)
 
 
 Cell = tuple[str, str, float]  # (lang, perturbation, severity)
@@ -109,10 +127,14 @@ Perturber = Callable[[Reference, str, float, random.Random], str]
 
 def generate(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]],
              seed: int, perturb: Perturber, kind: ItemKind = "text",
-             extra: tuple[str, ...] = ()) -> Iterator[tuple[Cell, Item | None]]:
-    """Every (reference, perturbation, severity) in plan order: its cell, and its item — or
-    ``None`` where the perturbation changed nothing (or only whitespace). Such an item would
-    carry a false gold label; it is never emitted, only counted.
+             extra: tuple[str, ...] = ()) -> Iterator[tuple[Cell, Item | None, Outcome]]:
+    """Every (reference, perturbation, severity) in plan order: its cell, its item (or
+    ``None``) and what became of it. A perturbation that changed nothing (or only
+    whitespace) is a no-op: the item would carry a false gold label, so it is never emitted,
+    only counted. A severity whose text is identical to a lower severity's item of the same
+    reference and perturbation (``truncate`` at 0.3 and 0.6 of a two-sentence text) is
+    merged into it: one item keeps the lower severity, so the same call is not made twice
+    and the intervals do not count one text as two.
 
     A source is anything with a Reference's fields (``lang, ref_id, prompt, response``):
     agentic items come from trajectories serialised into ``response`` (``babelrun.agentic``),
@@ -120,26 +142,35 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
     prefix = FAMILY_PREFIX[kind]
     for ref in references:
         for name, severities in perturbations:
-            for severity in severities:
+            texts: set[str] = set()  # this (reference, perturbation)'s items so far, spaces out
+            for severity in sorted(severities):
                 iid = item_id(kind, ref, name, severity, seed, *extra)
                 rng = random.Random(int(iid, 16))
                 perturbed = perturb(ref, name, severity, rng)
                 cell = (ref.lang, prefix + name, severity)
-                if _same_text(perturbed, ref.response):
-                    yield cell, None
+                key = _squeezed(perturbed)
+                if key == _squeezed(ref.response):
+                    yield cell, None, "no-op"
+                elif key in texts:
+                    yield cell, None, "merged"
                 else:
-                    yield cell, Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response,
-                                     perturbed, prefix + name, severity, len(ref.response), len(perturbed))
+                    texts.add(key)
+                    yield cell, Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
+                                     prefix + name, severity, len(ref.response), len(perturbed)), "emitted"
 
 
-def audit_counts(cells: Iterable[tuple[Cell, bool]]) -> list[PerturbationAudit]:
-    """Emitted / skipped per cell from (cell, emitted) pairs."""
-    emitted: Counter[Cell] = Counter()
-    skipped: Counter[Cell] = Counter()
-    for cell, was_emitted in cells:
-        (emitted if was_emitted else skipped)[cell] += 1
-    return [PerturbationAudit(lang, name, sev, emitted[(lang, name, sev)], skipped[(lang, name, sev)])
-            for lang, name, sev in sorted(set(emitted) | set(skipped))]
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+def audit_counts(cells: Iterable[tuple[Cell, Outcome]]) -> list[PerturbationAudit]:
+    """Emitted / skipped / merged per cell from (cell, outcome) pairs."""
+    counts: dict[Outcome, Counter[Cell]] = {"emitted": Counter(), "no-op": Counter(), "merged": Counter()}
+    for cell, outcome in cells:
+        counts[outcome][cell] += 1
+    emitted, skipped, merged = counts["emitted"], counts["no-op"], counts["merged"]
+    return [PerturbationAudit(lang, name, sev, emitted[c], skipped[c], merged[c])
+            for c in sorted(set(emitted) | set(skipped) | set(merged)) for lang, name, sev in [c]]
 
 
 def pair_item(pair: LabelledPair, seed: int) -> Item:
@@ -157,5 +188,5 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
 def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],
           seed: int, perturb: Perturber) -> tuple[list[Item], list[PerturbationAudit]]:
     """All items of a plan in memory, with the perturbation audit (small plans, tests)."""
-    pairs = list(generate(references, list(perturbations), seed, perturb))
-    return [it for _, it in pairs if it is not None], audit_counts((c, it is not None) for c, it in pairs)
+    outcomes = list(generate(references, list(perturbations), seed, perturb))
+    return [it for _, it, _ in outcomes if it is not None], audit_counts((c, o) for c, _, o in outcomes)

@@ -112,6 +112,15 @@ def _too_short(ref: Reference, manifest: Manifest) -> str | None:
     return None
 
 
+def _duplicate(ref: Reference, kept: dict[str, Reference]) -> str | None:
+    """Why ``ref`` repeats the id of a reference already kept (the first source wins; the
+    repeat is counted in plan.json and the report, never silently merged)."""
+    if ref.ref_id not in kept:
+        return None
+    same = kept[ref.ref_id].response == ref.response
+    return "duplicates of an earlier source's reference" if same else "the id of an earlier source's reference, another text"
+
+
 def select(manifest: Manifest) -> Selection:
     """What to audit: the chosen languages; per language, the references that pass the
     filters, a seeded random sample of ``references_per_language`` of them (not the first
@@ -121,9 +130,9 @@ def select(manifest: Manifest) -> Selection:
     by_lang: dict[str, dict[str, Reference]] = defaultdict(dict)
     removed: Counter = Counter()
     for ref in read(manifest.corpus.sources):
-        if wanted is not None and ref.lang not in wanted or ref.ref_id in by_lang[ref.lang]:
-            continue  # not chosen, or an id seen already (the first source wins)
-        reason = _too_short(ref, manifest)
+        if wanted is not None and ref.lang not in wanted:
+            continue
+        reason = _duplicate(ref, by_lang[ref.lang]) or _too_short(ref, manifest)
         if reason:
             removed[(ref.lang, reason)] += 1
             continue

@@ -70,13 +70,17 @@ def _language(row: dict) -> str:
         return languages.normalize(langcodes.find(row.get("language") or "").to_tag())
 
 
+SOURCE = ("the Aya dataset is CohereForAI/aya_dataset on the Hugging Face hub "
+          "(download its .parquet files, or set `hub:`)")
+
+
 def check(spec, where: str) -> None:
     if (spec.path is None) == (spec.hub is None):
         raise ManifestError(where, "give exactly one of `path` (local files) or `hub` (a dataset id)")
     if spec.path is not None:
         path = Path(spec.path)
         if not path.exists():
-            raise ManifestError(f"{where}.path", f"not found: {path}")
+            raise ManifestError(f"{where}.path", f"not found: {path} ({SOURCE})")
         if not _files(path):
             raise ManifestError(f"{where}.path", f"no .jsonl or .parquet files in {path}")
     try:

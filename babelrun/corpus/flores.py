@@ -36,9 +36,13 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
+SOURCE = ("FLORES-200 is github.com/facebookresearch/flores (flores200_dataset.tar.gz, CC BY-SA 4.0), "
+          "or openlanguagedata/flores_plus on the Hugging Face hub")
+
+
 def check(spec, where: str) -> None:
     if not _folder(spec).is_dir():
-        raise ManifestError(f"{where}.path", f"no {spec.split}/ folder in {spec.path}")
+        raise ManifestError(f"{where}.path", f"no {spec.split}/ folder in {spec.path} ({SOURCE})")
     files = _files(spec)
     if spec.pivot not in files:
         raise ManifestError(f"{where}.pivot", f"no {spec.pivot}.{spec.split} in {_folder(spec)}")

@@ -70,6 +70,10 @@ def _decode(path: Path) -> list[_Row]:
     return msgspec.json.decode(path.read_bytes(), type=list[_Row])
 
 
+SOURCE = ("LLMBar's sets are in github.com/princeton-nlp/LLMBar, Dataset/<set>/dataset.json "
+          "(MIT); any JSON list of {input, output_1, output_2, label} works")
+
+
 def condition(name: str) -> tuple[str, str]:
     """(language, mix) of a condition name: ``zh`` -> ("zh", ""); ``zh-en-switched`` ->
     ("zh", "zh-en-switched"). ValueError when neither it nor its first part is a language."""
@@ -97,7 +101,7 @@ def _where(row: _Row, spec) -> tuple[str, str]:
 
 def check(spec, where: str) -> None:
     if spec.path is not None and not Path(spec.path).exists():
-        raise ManifestError(f"{where}.path", f"not found: {spec.path}")
+        raise ManifestError(f"{where}.path", f"not found: {spec.path} ({SOURCE})")
     sets = _sets(spec)
     if not sets:
         raise ManifestError(f"{where}.path", f"no dataset.json in {spec.path}")

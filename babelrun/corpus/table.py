@@ -4,12 +4,22 @@ other names.
 Fields: ``prompt``, ``reference``, ``language`` and ``id`` (optional; the row number is used
 when absent). ``columns: {prompt: question, reference: answer}`` maps them to the file's
 columns; ``language: sw`` names the language of a file that has no language column. Language
-values may be BCP-47 or ISO 639-3 codes.
+values may be BCP-47 or ISO 639-3 codes. A CSV file's ``delimiter`` (one character; ``,``
+unless set) is a source option.
+
+A column may be a path into nested rows (chat exports, ShareGPT): keys and list indices
+joined by dots or in brackets, negative indices from the end — ``messages.0.content``,
+``conversations[-1].value``. A key that exists as written (``a.b`` with the dot) wins over
+the path. Multi-turn conversations: when the prompt's value is a list of turns (objects
+with ``role``/``from`` and ``content``/``value``), the trailing answer turns are dropped
+and the others become the prompt, one ``role: text`` line each — the earlier turns are the
+context, the last turn is the one judged (``reference: messages[-1].content``).
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +35,53 @@ def _column(spec, field: str) -> str:
     return spec.columns.get(field, field)
 
 
-def rows(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
+_STEP = re.compile(r"\[(-?\d+)\]|([^.\[\]]+)")
+_MISSING = object()
+
+
+def get(row: dict, path: str):
+    """The value at ``path`` in ``row`` (see the module docstring), or None."""
+    if path in row:
+        return row[path]
+    value = row
+    for index, key in _STEP.findall(path):
+        step = index or key
+        if isinstance(value, list) and re.fullmatch(r"-?\d+", step):
+            i = int(step)
+            value = value[i] if -len(value) <= i < len(value) else _MISSING
+        elif isinstance(value, dict):
+            value = value.get(step, _MISSING)
+        else:
+            value = _MISSING
+        if value is _MISSING:
+            return None
+    return value
+
+
+_ANSWER_ROLES = ("assistant", "gpt", "model", "bot")
+
+
+def _turn(turn) -> tuple[str, str] | None:
+    if not isinstance(turn, dict):
+        return None
+    role, text = turn.get("role", turn.get("from")), turn.get("content", turn.get("value"))
+    return (role, text) if isinstance(role, str) and isinstance(text, str) else None
+
+
+def _text(value):
+    """A column's text: a string as it is; a list of turns as the conversation before its
+    last answer (``role: text`` lines); anything else None."""
+    if isinstance(value, str) or not isinstance(value, list):
+        return value if isinstance(value, str) else None
+    turns = [_turn(t) for t in value]
+    if not turns or any(t is None for t in turns):
+        return None
+    while turns and turns[-1][0] in _ANSWER_ROLES:
+        turns.pop()
+    return "\n".join(f"{role}: {text}" for role, text in turns) or None
+
+
+def rows(path: Path, kind: str, delimiter: str = ",") -> Iterator[tuple[int, dict]]:
     """(row number, row as a dict) of a JSONL, CSV or Parquet file; row numbers from 1."""
     if kind == "jsonl":
         decoder = msgspec.json.Decoder(dict)
@@ -38,7 +94,7 @@ def rows(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
                         raise ManifestError("", f"{path}:{number}: not valid JSON ({e})") from None
     elif kind == "csv":
         with path.open(newline="", encoding="utf-8-sig") as f:
-            yield from enumerate(csv.DictReader(f), 1)
+            yield from enumerate(csv.DictReader(f, delimiter=delimiter), 1)
     elif kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -55,6 +111,10 @@ def _kind(spec) -> str:
     return type(spec).__struct_config__.tag
 
 
+def _rows(spec) -> Iterator[tuple[int, dict]]:
+    return rows(Path(spec.path), _kind(spec), getattr(spec, "delimiter", ","))
+
+
 def check(spec, where: str) -> None:
     for key in spec.columns:
         if key not in _FIELDS:
@@ -64,8 +124,10 @@ def check(spec, where: str) -> None:
         raise ManifestError(f"{where}.path", f"file not found: {path}")
     if spec.language is not None:
         languages.checked(spec.language, f"{where}.language")
+    if len(getattr(spec, "delimiter", ",")) != 1:
+        raise ManifestError(f"{where}.delimiter", "one character (`\\t` for tabs)")
     try:
-        for number, row in rows(path, _kind(spec)):
+        for number, row in _rows(spec):
             _check_row(spec, where, path, number, row)
     except ManifestError as e:
         if not e.path:
@@ -77,9 +139,9 @@ def check(spec, where: str) -> None:
 
 def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
     for field in ("prompt", "reference"):
-        if not isinstance(row.get(_column(spec, field)), str):
+        if not isinstance(_text(get(row, _column(spec, field))), str):
             raise ManifestError(f"{where}.path", f"{path}:{number}: no text column {_column(spec, field)!r}")
-    lang = spec.language or row.get(_column(spec, "language"))
+    lang = spec.language or get(row, _column(spec, "language"))
     if not isinstance(lang, str):
         raise ManifestError(f"{where}.path", f"{path}:{number}: no language (set `language:`)")
     try:
@@ -91,8 +153,9 @@ def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
 def read(spec) -> Iterator:
     from ..core.items import Reference
 
-    for number, row in rows(Path(spec.path), _kind(spec)):
-        lang = languages.normalize(spec.language or row[_column(spec, "language")])
-        ref_id = row.get(_column(spec, "id"))
+    for number, row in _rows(spec):
+        lang = languages.normalize(spec.language or get(row, _column(spec, "language")))
+        ref_id = get(row, _column(spec, "id"))
         yield Reference(lang=lang, ref_id=str(number if ref_id in (None, "") else ref_id),
-                        prompt=row[_column(spec, "prompt")], response=row[_column(spec, "reference")])
+                        prompt=_text(get(row, _column(spec, "prompt"))),
+                        response=_text(get(row, _column(spec, "reference"))))

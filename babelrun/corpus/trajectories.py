@@ -30,13 +30,17 @@ def _read(spec) -> Iterator:
         yield msgspec.structs.replace(traj, lang=languages.normalize(traj.lang))
 
 
+SOURCE = ("BFCL question and possible-answer files are in github.com/ShishirPatil/gorilla, "
+          "berkeley-function-call-leaderboard/data; OpenAI-chat lines are your own logs")
+
+
 def check(spec, where: str) -> None:
     from ..agentic.trajectory import TrajectoryError
 
     for field in ("path", "answers"):
         value = getattr(spec, field)
         if value is not None and not Path(value).is_file():
-            raise ManifestError(f"{where}.{field}", f"file not found: {value}")
+            raise ManifestError(f"{where}.{field}", f"file not found: {value} ({SOURCE})")
     if spec.answers is not None and spec.format != "bfcl":
         raise ManifestError(f"{where}.answers", "only the bfcl format has a separate answers file")
     if spec.language is not None:

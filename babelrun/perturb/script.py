@@ -1,15 +1,23 @@
-"""Script-aware text handling shared by every perturbation.
+r"""Script-aware text handling shared by every perturbation.
 
 Sentences
-    A sentence ends at a run of terminators ``. ! ? 。 ！ ？ ؟ ۔ । ॥ ። ፧`` plus any closing
-    quotes or brackets. Full-width CJK terminators end a sentence wherever they stand (CJK is
-    written without spaces); the others only when followed by whitespace or the end of the
-    text and when the next word does not start with a lower-case letter (so ``3.5`` and
-    ``e.g. the`` do not split). Each sentence keeps the whitespace that followed it, so
-    ``"".join`` of the pieces gives back the text exactly. Terminators seen in the UDHR's 45
-    translations (``tests/test_udhr.py``): ``.`` in Latin, Cyrillic, Arabic, Persian,
-    Gujarati, Marathi, Tamil, Telugu and Korean text; ``।`` in Hindi, Nepali, Bengali and
-    Punjabi (Gurmukhi), often after a space (``है ।``); ``。`` in Chinese and Japanese.
+    A sentence ends at a run of terminators plus any closing quotes or brackets. The
+    terminators are every Unicode ``Sentence_Terminal`` character (``\p{STerm}``, from the
+    ``regex`` module's tables: ``. ! ? 。 ؟ ۔ । ॥ ። ။ ។ ᙮ ᠃ 𑅁 ꓿ …``, ~170 of them) and the
+    Tibetan shads (``།`` …, only ``Terminal_Punctuation`` in Unicode but Tibetan's sentence
+    mark). CJK full-width terminators end a sentence wherever they stand (CJK is written
+    without spaces, and a stray ``.`` after one stays with it); the others when followed by
+    whitespace, a script's word separator (Ethiopic ``፡``) or the end of the text, and when
+    the next word does not start with a lower-case letter of a cased script (so ``3.5`` and
+    ``e.g. the`` do not split). "Cased" asks whether the script has case at all: a letter
+    with a distinct capital, outside Georgian (whose Mkhedruli letters Python calls
+    lower-case, though Georgian is written caseless). Thai, Lao and Tai Tham mark sentences
+    with a space and no punctuation: there a space between two letters of the script ends a
+    sentence. A piece with no word in it (a stray ``.``) stays with the sentence before.
+    Each sentence keeps the separator that followed it, so ``"".join`` of the pieces gives
+    back the text exactly. PyICU's BreakIterator was measured against this (``bench/
+    segmentation.py``): faster, but it finds one sentence per unit in Thai, Tai Tham and
+    Tibetan and needs ICU headers to build, so it is not used.
     A text's last piece may have no terminator (a fragment); ``is_whole`` tells a sentence
     that can stand anywhere from such a fragment (or from one starting with a lower-case
     letter, which would join the sentence before it), so that ``shuffle`` and
@@ -46,14 +54,29 @@ import re
 import unicodedata
 
 import msgspec
+import regex
 
-_CJK_END = "。！？"
-_END = ".!?؟۔।॥።፧"
-_CLOSE = "\"'”’»」』）)】］]"
-_BOUNDARY = re.compile(
-    rf"[{_CJK_END}]+[{re.escape(_CLOSE)}]*"
-    rf"|[{re.escape(_END)}]+[{re.escape(_CLOSE)}]*(?=\s|$)"
+# Terminators come from the Unicode data (the ``regex`` module's property tables), not a
+# hand-written list: every ``Sentence_Terminal`` character, plus the Tibetan shads, which are
+# only ``Terminal_Punctuation`` but end Tibetan sentences (Dzongkha, Tibetan).
+_TIBETAN_SHADS = "\u0f08\u0f0d-\u0f12"
+_TERM = rf"[\p{{STerm}}{_TIBETAN_SHADS}]"
+# Terminators of scripts written without spaces: a sentence ends there wherever it stands.
+_CJK_END = "。！？｡︒﹖﹗"
+# Closing quotes and brackets that belong to the sentence they close.
+_CLOSE = r"[\p{Pe}\p{Pf}\"'»」』]"
+# What may separate two sentences: whitespace, or a script's own word separator (Ethiopic
+# wordspace ``፡``, which some Ge'ez-script texts write after ``።`` instead of a space).
+_SEP = "\u1361"
+_BOUNDARY = regex.compile(
+    rf"[{_CJK_END}]+(?:{_TERM}|{_CLOSE})*"
+    rf"|{_TERM}+{_CLOSE}*(?=[\s{_SEP}]|$)"
 )
+_GAP = regex.compile(rf"[\s{_SEP}]*")
+# Scripts that mark a sentence with a space and no punctuation (Thai, Lao, Tai Tham): a space between
+# two letters of the script is a sentence boundary.
+_SPACE_ONLY = "\u0e00-\u0eff\u1a20-\u1aaf"  # Thai, Lao, Tai Tham
+_SPACE_BOUNDARY = regex.compile(rf"(?<=[{_SPACE_ONLY}])\s+(?=[{_SPACE_ONLY}])")
 
 
 class Sentence(msgspec.Struct, frozen=True):
@@ -71,32 +94,66 @@ def sentences(text: str) -> list[Sentence]:
     return list(_sentences(text))
 
 
+# Scripts whose letters Python calls lower-case although the script is written without case:
+# Georgian Mkhedruli letters are ``Ll`` since Unicode 11 added the Mtavruli capitals, yet
+# Georgian prose has no capitals, so ``str.islower()`` is True for every letter and the
+# "lower-case after a full stop continues the sentence" rule would block every split.
+_WRITTEN_CASELESS = frozenset({"GEORGIAN"})
+
+
+def _continues(following: str) -> bool:
+    """Whether the text after a terminator continues the sentence: it starts with a
+    lower-case letter of a script that has case (``e.g. the``, ``approx. five``) — a letter
+    with a distinct capital, in a script not written caseless."""
+    first = following[:1]
+    return (first.islower() and first.upper() != first
+            and unicodedata.name(first, "").split(" ", 1)[0] not in _WRITTEN_CASELESS)
+
+
 def _split(text: str) -> list[Sentence]:
     out: list[Sentence] = []
     start = 0
-    for m in _BOUNDARY.finditer(text):
-        end = m.end()
-        rest = text[end:]
-        following = rest.lstrip()
-        if m.group()[0] not in _CJK_END and following[:1].islower():
+    for end, cjk in _boundaries(text):
+        gap = _GAP.match(text, end).group()
+        if not cjk and _continues(text[end + len(gap) : end + len(gap) + 1]):
             continue  # "e.g. the", "approx. five": not the end of a sentence
-        gap = rest[: len(rest) - len(following)]
-        out.append(Sentence(text[start:end].strip(), gap))
+        _append(out, text[start:end].strip(), gap)
         start = end + len(gap)
-    tail = text[start:].strip()
-    if tail:
-        out.append(Sentence(tail, ""))
-    return [s for s in out if s.text]
+    _append(out, text[start:].strip(), "")
+    return out
 
 
-_WHOLE = re.compile(rf"(?:[{_CJK_END}]|[{re.escape(_END)}])[{re.escape(_CLOSE)}]*$")
+def _append(out: list[Sentence], piece: str, gap: str) -> None:
+    """A piece with no word in it (a stray ``.`` after a sentence, ``…。 .``) is no sentence:
+    it stays with the one before it, so it never moves or repeats on its own."""
+    if not piece:
+        return
+    if out and not _HAS_WORD.search(piece):
+        out[-1] = Sentence(out[-1].text + out[-1].gap + piece, gap)
+    else:
+        out.append(Sentence(piece, gap))
+
+
+_HAS_WORD = regex.compile(r"\w")
+
+
+def _boundaries(text: str) -> list[tuple[int, bool]]:
+    """Candidate sentence ends: (offset just past the terminator, whether it is a CJK one),
+    and the spaces between sentences of a space-only script, in text order."""
+    ends = [(m.end(), m.group()[0] in _CJK_END) for m in _BOUNDARY.finditer(text)]
+    ends += [(m.start(), True) for m in _SPACE_BOUNDARY.finditer(text)]
+    return sorted(ends)
+
+
+_WHOLE = regex.compile(rf"(?:{_TERM}){_CLOSE}*$|[{_SPACE_ONLY}]$")
 
 
 def is_whole(text: str) -> bool:
     """Whether a sentence stays a sentence wherever it is put after another one: it ends
-    with a terminator (a text's last piece may be an unterminated fragment) and does not
-    start with a lower-case letter (which would join it to the sentence before)."""
-    return bool(_WHOLE.search(text)) and not text[:1].islower()
+    with a terminator (a text's last piece may be an unterminated fragment; in a space-only
+    script, its last letter) and does not start with a lower-case letter of a cased script
+    (which would join it to the sentence before)."""
+    return bool(_WHOLE.search(text)) and not _continues(text)
 
 
 def join(parts: list[Sentence]) -> str:
@@ -110,7 +167,7 @@ def sentence_gap(parts: list[Sentence]) -> str:
         return max(set(gaps), key=gaps.count)
     # No gap at all: CJK if any sentence ends with a full-width terminator (the last piece
     # may be an unterminated fragment: ``…権利を有する。…できない``).
-    return "" if any(p.text.rstrip(_CLOSE)[-1:] in _CJK_END for p in parts) else " "
+    return "" if any(regex.search(rf"[{_CJK_END}]{_CLOSE}*$", p.text) for p in parts) else " "
 
 
 # ---- numbers ------------------------------------------------------------------------------
@@ -133,26 +190,12 @@ def digit_value(group: str) -> int:
 
 # ---- entity-like tokens -------------------------------------------------------------------
 
-def _mark_class() -> str:
-    """A regex class of every combining mark in the BMP (Mn, Mc, Me): Python's ``\\w`` leaves
-    them out, which would cut ``Gẹ̀ẹ́sì`` or ``भारतीय`` in the middle of a letter."""
-    ranges, start, prev = [], None, None
-    for cp in range(0x300, 0x10000):
-        if unicodedata.category(chr(cp)).startswith("M"):
-            if start is None:
-                start = cp
-            elif cp != prev + 1:
-                ranges.append((start, prev))
-                start = cp
-            prev = cp
-    ranges.append((start, prev))
-    return "".join(f"\\u{a:04x}-\\u{b:04x}" if a != b else f"\\u{a:04x}" for a, b in ranges)
-
-
-_MARKS = _mark_class()
-_WORDCH = rf"[\w{_MARKS}]"
+# A word character: the ``regex`` module's Unicode ``\w`` (letters and combining marks of every
+# plane, so ``Gẹ̀ẹ́sì``, ``भारतीय`` or Chakma ``𑄟𑄚𑄬𑄴`` are never cut in the middle of a letter;
+# Python's ``re`` leaves marks out of ``\w``).
+_WORDCH = r"\w"
 _JOINERS = "'’\\-\u2010\u2011"  # apostrophes and hyphens inside a word
-_WORD = re.compile(rf"{_WORDCH}+(?:[{_JOINERS}]{_WORDCH}+)*")
+_WORD = regex.compile(rf"{_WORDCH}+(?:[{_JOINERS}]{_WORDCH}+)*")
 _KATAKANA = re.compile(r"[\u30A0-\u30FF]{2,}(?:・[\u30A0-\u30FF]+)*")
 
 
@@ -221,9 +264,9 @@ def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]
         # Never from inside a word (``Àjọ‐…``): a name starts a word, or follows an elided
         # article (``l’Inde``, ``dell'Italia``: the article goes with it), and the word runs
         # on across apostrophes and hyphens (``Türkiye'nin``).
-        pattern = (rf"(?<![{_JOINERS}])(?<!{_WORDCH})(?:{_WORDCH}{{1,4}}['’])?{re.escape(name)}"
-                   rf"(?:{_WORDCH}|[{_JOINERS}](?={_WORDCH}))*") if spaced else re.escape(name)
-        spans.extend(m.span() for m in re.finditer(pattern, text))
+        pattern = (rf"(?<![{_JOINERS}])(?<!{_WORDCH})(?:{_WORDCH}{{1,4}}['’])?{regex.escape(name)}"
+                   rf"(?:{_WORDCH}|[{_JOINERS}](?={_WORDCH}))*") if spaced else regex.escape(name)
+        spans.extend(m.span() for m in regex.finditer(pattern, text))
     return spans
 
 

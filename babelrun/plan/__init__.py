@@ -21,10 +21,11 @@ from collections.abc import Iterator
 
 from .. import agentic, corpus
 from ..core import languages
-from ..core.items import Item, PerturbationAudit, audit_counts, generate, pair_item
+from ..core.items import Item, PerturbationAudit, Segmentation, audit_counts, generate, pair_item
 from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
-from ..perturb import perturb_reference
+from ..errors import ManifestError
+from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec
 from ..store.log import DoneSet
 from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
@@ -36,6 +37,20 @@ def _condition(pivot: str) -> str:
         return languages.normalize(pivot)
     except ValueError:
         return pivot
+
+# A language whose text references average fewer sentences per unit is "segmentation weak":
+# truncate, shuffle and repeat_pad then act on its few multi-sentence units only (the
+# UDHR's well-segmented languages average 2.0–2.6: many articles are one sentence).
+WEAK_SENTENCES = 1.5
+
+
+def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
+    """Per language: its text references, their mean sentences, and whether that is weak."""
+    counts: dict[str, list[int]] = {}
+    for ref in references:
+        counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response)))
+    return [Segmentation(lang, len(n), round(sum(n) / len(n), 4), sum(n) / len(n) < WEAK_SENTENCES)
+            for lang, n in sorted(counts.items())]
 
 
 class Plan:
@@ -58,22 +73,36 @@ class Plan:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = []
         self.item_ids: list[str] = []
-        for cell, item in self._generated():
-            cells.append((cell, item is not None))
+        for cell, item, outcome in self._generated():
+            cells.append((cell, outcome))
             if item is not None:
                 self.item_ids.append(item.item_id)
         for item in self._ready_items():
-            cells.append(((item.lang, item.perturbation, item.severity), True))
+            cells.append(((item.lang, item.perturbation, item.severity), "emitted"))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
+        self.segmentation: list[Segmentation] = segmentation(references)
         self.shard: Shard | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
         perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
         chosen = corpus.select(manifest)
-        return cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
+        plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
                    manifest.corpus.parallel, chosen.trajectories, manifest.agentic)
+        if not plan.n_items:
+            raise ManifestError("corpus", f"the plan has no items: {plan.why_empty()}")
+        return plan
+
+    def why_empty(self) -> str:
+        """Why a plan came out with no item, in words (what ``validate`` and ``audit`` say)."""
+        if not (self.references or self.pairs or self.trajectories):
+            removed = sum(r.count for r in self.removed)
+            return (f"the corpus filters removed all {removed} references" if removed
+                    else "the corpus offers no reference in the chosen languages")
+        weak = [s.lang for s in self.segmentation if s.weak]
+        text = f"every perturbation was a no-op on {len(self.references)} references"
+        return text + (f" (segmentation weak in: {', '.join(weak)})" if weak else "")
 
     def _generated(self) -> Iterator[tuple]:
         """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
@@ -100,7 +129,7 @@ class Plan:
         return len(ORDERS) * len(self.item_ids)
 
     def items(self) -> Iterator[Item]:
-        for _, item in self._generated():
+        for _, item, _ in self._generated():
             if item is not None:
                 yield item
         yield from self._ready_items()

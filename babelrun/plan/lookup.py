@@ -21,7 +21,7 @@ def lookup(manifest: Manifest, chosen: Selection, wanted: list[dict]) -> dict[st
     for w in wanted:
         ref = by_ref.get((w["lang"], w.get("ref_id") or ""))
         if w.get("kind") == "text" and ref is not None:
-            for _, item in generate([ref], [(w["perturbation"], [w["severity"]])], manifest.seed,
+            for _, item, _ in generate([ref], [(w["perturbation"], [w["severity"]])], manifest.seed,
                                     perturb_reference):
                 if item is not None and item.item_id == w["item_id"]:
                     found[item.item_id] = item

@@ -120,6 +120,22 @@ class ReportData(msgspec.Struct, frozen=True):
                     out.append((run, jc))
         return out
 
+    def families(self) -> list[tuple[RunReport, str, object]]:
+        """Every judge's cards in every item family, as (run, family, judge cards): the
+        degradation cards (``JudgeCards``), each labelled-pair set's (``pairs:<set>``), the
+        agentic ones (``AgenticJudgeCards``). Families are never pooled; a judge id seen in
+        an earlier run is not repeated within a family."""
+        seen, out = set(), []
+        for run in self.runs:
+            sets = [("degradation", run.cards.judges), *((fc.family, fc.judges) for fc in run.cards.pairs),
+                    ("agentic", run.cards.agentic)]
+            for family, judges in sets:
+                for jc in judges:
+                    if (family, jc.judge_id) not in seen:
+                        seen.add((family, jc.judge_id))
+                        out.append((run, family, jc))
+        return out
+
     @property
     def calibration(self) -> Calibration | None:
         return next((r.calibration for r in self.runs if r.calibration is not None), None)
@@ -360,4 +376,4 @@ def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
     cards = cards or {}
     runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
     data = ReportData(runs, [], thresholds)
-    return msgspec.structs.replace(data, recommendations=recommend(data.judges(), thresholds))
+    return msgspec.structs.replace(data, recommendations=recommend(data.families(), thresholds))

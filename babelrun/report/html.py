@@ -13,10 +13,12 @@ from collections import defaultdict
 
 from .. import __version__
 from ..score import Card, Interval
+from ..score.verdict import mark
 from .data import MODES, Example, ReportData
+from .markdown import VERDICTS
 from .plots import Plot
 from .safe import h
-from .summary import COMPARED, cbc_rows, leaderboard, mitigation_rows
+from .summary import COMPARED, audit_cell, audit_cells, cbc_rows, leaderboard, mitigation_rows
 from .summary import number as _num
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -70,14 +72,18 @@ def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
     if not rows:
         return "<h2>Leaderboard</h2><p>No judge has counted records yet.</p>"
     t = data.thresholds.reliability
-    body = [[str(i), h(r.judge), f"<code>{h(r.judge_id)}</code>",
-             f'<span class="{_band(r.card.reliability.value)}">{_num(r.card.reliability)}</span>',
-             _num(r.card.accuracy),
+    body = [[str(i), h(r.family), h(r.judge), f"<code>{h(r.judge_id)}</code>",
+             f'<span class="{_band(r.card.reliability.value)}">{_num(r.card.reliability)}</span>'
+             + h(mark(r.card.verdict)), _num(r.card.accuracy) + _CHANCE * r.card.below_chance,
              "–" if r.worst is None else f"{h(r.worst.lang)} ({h(r.worst.language)}) {_num(r.worst.card.reliability)}",
-             f"{r.below}/{r.languages}", str(r.card.items)] for i, r in enumerate(rows, 1)]
-    return ("<h2>Leaderboard</h2>" + _table(
-        ["#", "judge", "judge_id", "R", "accuracy", "worst language (R)", f"languages below {t}", "items"],
-        body, {0, 6, 7}))
+             f"{r.below}/{r.languages}", str(r.not_judged), str(r.card.items)] for i, r in enumerate(rows, 1)]
+    return ("<h2>Leaderboard</h2><p class=note>Per item family (degradation items, each labelled-pair set, "
+            "agentic): never pooled. R_agent for agent trajectories.</p>" + _table(
+        ["#", "family", "judge", "judge_id", "R", "accuracy", "worst language (R)", f"languages below {t}",
+         "not judged", "items"], body, {0, 7, 8, 9}))
+
+
+_CHANCE = ' <b class=red title="the judge prefers the degraded answer">below chance</b>'
 
 
 def _recommendations(data: ReportData, plots: list[Plot]) -> str:
@@ -87,12 +93,13 @@ def _recommendations(data: ReportData, plots: list[Plot]) -> str:
              f"|Δ| ≥ {t.position} (interval excluding 0) → position debiasing; v &gt; {t.verbosity} "
              "(interval above 0.5) → length normalisation in the prompt.</p>")
     if not data.recommendations:
-        return "<h2>Recommendations</h2>" + intro + "<p>None: every card is within the thresholds.</p>"
+        none = "every card is within the thresholds" if data.families() else "no judge has counted records yet"
+        return "<h2>Recommendations</h2>" + intro + f"<p>None: {none}.</p>"
     by: dict[tuple, list[str]] = defaultdict(list)
     for r in data.recommendations:
-        by[(r.judge, r.lang, r.language)].append(h(r.advice))
-    rows = [[h(j), f"{h(lang)} ({h(name)})", "<br>".join(adv)] for (j, lang, name), adv in by.items()]
-    return "<h2>Recommendations</h2>" + intro + _table(["judge", "language", "advice"], rows)
+        by[(r.judge, r.family, r.lang, r.language)].append(h(r.advice))
+    rows = [[h(j), h(fam), f"{h(lang)} ({h(name)})", "<br>".join(adv)] for (j, fam, lang, name), adv in by.items()]
+    return "<h2>Recommendations</h2>" + intro + _table(["judge", "family", "language", "advice"], rows)
 
 
 def _bar(iv: Interval, threshold: float) -> str:
@@ -106,14 +113,16 @@ def _bar(iv: Interval, threshold: float) -> str:
 
 def _card(title: str, card: Card, threshold: float) -> str:
     r = card.reliability
-    return (f'<div class="card {_band(r.value)}"><b>{title}</b><br>R {_num(r)}{_bar(r, threshold)}'
-            f"acc {_num(card.accuracy)}<br>Δ {_num(card.position_bias, True)}<br>κ_ord "
+    return (f'<div class="card {_band(r.value)}"><b>{title}</b><br>R {_num(r)}{h(mark(card.verdict))}'
+            f"{_bar(r, threshold)}acc {_num(card.accuracy)}{_CHANCE * card.below_chance}"
+            f"<br>Δ {_num(card.position_bias, True)}<br>κ_ord "
             f"{_num(card.order_consistency)}<br>v {_num(card.verbosity)}<br>invalid "
             f"{card.invalid_rate.value or 0:.2f} · ties {card.tie_rate.value or 0:.2f} · {card.items} items</div>")
 
 
 def _metric_row(label: str, card: Card) -> list[str]:
-    return [label, str(card.items), _num(card.reliability), _num(card.accuracy), _num(card.position_bias, True),
+    return [label, str(card.items), _num(card.reliability) + h(mark(card.verdict)),
+            _num(card.accuracy) + _CHANCE * card.below_chance, _num(card.position_bias, True),
             _num(card.verbosity), _num(card.order_consistency), f"{card.tie_rate.value or 0:.2f}",
             f"{card.invalid_rate.value or 0:.2f}"]
 
@@ -123,20 +132,30 @@ _METRIC_HEAD = ["items", "R", "accuracy", "Δ (slot A)", "v (longer)", "κ_ord",
 
 def _language_cards(data: ReportData, plots: list[Plot]) -> str:
     t = data.thresholds.reliability
-    out = ["<h2>Reliability cards per language</h2>"]
-    for _, jc in data.judges():
+    out = ["<h2>Reliability cards per language</h2><p class=note>"
+           f"{h(VERDICTS.replace('**', ''))}</p>"]
+    for run, family, jc in data.families():
+        if family == "agentic":
+            continue  # the agent-trajectory section
         cards = "".join(_card(f"{h(lc.lang)} <small>{h(lc.language)}</small>", lc.card, t) for lc in jc.languages)
+        cards += "".join(f'<div class="card none"><b>{h(n.lang)} <small>{h(n.language)}</small></b><br>'
+                         f"not judged: {h(n.reason)}</div>" for n in _unjudged(run, family, jc.judge))
         rows = [_metric_row("all", jc.overall)] + [_metric_row(f"{h(lc.lang)} ({h(lc.language)})", lc.card)
                                                    for lc in jc.languages]
         per = [_metric_row(f"{h(lc.lang)} / {h(pc.perturbation)}", pc.card) for lc in jc.languages
                for pc in lc.perturbations]
-        out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code></h3>",
+        what = "" if family == "degradation" else f" — labelled pairs <code>{h(family.removeprefix('pairs:'))}</code>"
+        out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code>{what}</h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
                 "<details><summary>table</summary>" + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8})
                 + "</details>",
                 "<details><summary>by perturbation</summary>"
                 + _table(["language / perturbation", *_METRIC_HEAD], per, {1, 7, 8}) + "</details>"]
     return "".join(out)
+
+
+def _unjudged(run, family: str, judge: str) -> list:
+    return [n for n in run.cards.not_judged if n.family == family and n.judge in (None, judge)]
 
 
 def _plots(data: ReportData, plots: list[Plot]) -> str:
@@ -149,20 +168,23 @@ def _plots(data: ReportData, plots: list[Plot]) -> str:
 
 def _audit(data: ReportData, plots: list[Plot]) -> str:
     out = ["<h2>Perturbation audit</h2><p>Items emitted / skipped as no-ops (the perturbation changed "
-           "nothing, so the gold label would be false), per language and perturbation, all severities.</p>"]
+           "nothing, so the gold label would be false), per language and perturbation, all severities; "
+           "+k: severities merged into a lower one because they gave the identical text.</p>"]
     for run in data.runs:
-        cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-        for row in run.cards.perturbation_audit:
-            cells[(row.lang, row.perturbation)][0] += row.emitted
-            cells[(row.lang, row.perturbation)][1] += row.skipped
+        cells = audit_cells(run.cards)
         if not cells:
             continue
         perts = sorted({p for _, p in cells})
-        rows = [[h(lang), *("{} / {}".format(*cells[(lang, p)]) for p in perts)]
+        rows = [[h(lang), *(audit_cell(cells[(lang, p)]) for p in perts)]
                 for lang in sorted({lang for lang, _ in cells})]
         if len(data.runs) > 1:
             out.append(f"<h3>{h(run.name)}</h3>")
         out.append(_table(["language", *map(h, perts)], rows, set(range(1, len(perts) + 1))))
+        weak = [s for s in run.cards.segmentation if s.weak]
+        if weak:
+            out.append("<p>Segmentation weak (no verdict on these cards): " + "; ".join(
+                f"{h(s.lang)}: {s.sentences_per_unit:.2f} sentences per unit over {s.units} units" for s in weak)
+                + "</p>")
         if run.cards.removed_by_filters:
             out.append("<p>References removed by the corpus filters: " + "; ".join(
                 f"{h(r.lang)}: {r.count} with {h(r.reason)}" for r in run.cards.removed_by_filters) + "</p>")
@@ -246,10 +268,13 @@ def _agentic(data: ReportData, plots: list[Plot]) -> str:
             for label, card in [("all", jc.overall)] + [(f"{lc.lang} ({lc.language})", lc.card) for lc in jc.languages]:
                 r = card.reliability
                 rows.append([h(jc.judge), h(label), str(card.items),
-                             f'<span class="{_band(r.value)}">{_num(r)}</span>', _num(card.tool_accuracy),
+                             f'<span class="{_band(r.value)}">{_num(r)}</span>{h(mark(card.verdict))}'
+                             + _CHANCE * card.below_chance, _num(card.tool_accuracy),
                              _num(card.argument_accuracy), _num(card.hallucination_detection),
                              _num(card.length_bias), _num(card.position_bias, True), _num(card.order_consistency),
                              h(", ".join(card.not_measured) or "–")])
+            rows += [[h(jc.judge), f"{h(n.lang)} ({h(n.language)})", "0", f"not judged: {h(n.reason)}",
+                      *["–"] * 7] for n in _unjudged(run, "agentic", jc.judge)]
     if not rows:
         return ""
     return ("<h2>Agent trajectories</h2><p class=note>Agentic items are scored apart from the text cards; "

@@ -8,13 +8,19 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from ..plan import WEAK_SENTENCES
 from ..score import Card, Cards
 from ..score.agentic import AgenticCard
+from ..score.verdict import DEPLOY_R, MIN_ITEMS, mark
 from .safe import md, neutralise
-from .summary import COMPARED, mitigation_rows
+from .summary import COMPARED, audit_cell, audit_cells, mitigation_rows
 from .summary import number as _num
 
-THRESHOLD = 0.65  # the research's deployment threshold for R
+THRESHOLD = DEPLOY_R  # the research's deployment threshold for R
+VERDICTS = (f"✓/✗: R at or above / below the {DEPLOY_R} deployment threshold; no verdict (reason in "
+            f"brackets) on a card with fewer than {MIN_ITEMS} items or a weakly segmented language. "
+            "**below chance**: the accuracy interval lies below 0.5 — the judge prefers the degraded "
+            "answer, and a high κ_ord then means consistently wrong. Definitions: README, *Metrics*.")
 _PLAIN = re.compile(r"[\w.\-/:@+~ ]*")
 
 
@@ -33,12 +39,37 @@ def _code(text: str) -> str:
 
 
 def _row(label: str, card: Card) -> str:
-    flag = "" if card.reliability.value is None else (" ✓" if card.reliability.value >= THRESHOLD else " ✗")
+    chance = " **below chance**" if card.below_chance else ""
+    wrong = " (consistently wrong)" if card.below_chance else ""
     return (
-        f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{flag} | {_num(card.accuracy)} | "
-        f"{_num(card.position_bias, signed=True)} | {_num(card.verbosity)} | "
-        f"{_num(card.order_consistency)} | {card.tie_rate.value or 0:.2f} | {card.invalid_rate.value or 0:.2f} |"
+        f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{mark(card.verdict)} | {_num(card.accuracy)}"
+        f"{chance} | {_num(card.position_bias, signed=True)} | {_num(card.verbosity)} | "
+        f"{_num(card.order_consistency)}{wrong} | {card.tie_rate.value or 0:.2f} | {card.invalid_rate.value or 0:.2f} |"
     )
+
+
+def _unjudged(cards: Cards, family: str, judge: str, columns: int) -> list[str]:
+    """A "not judged: <reason>" row for each planned language of ``family`` without a card."""
+    return [f"| {_cell(f'{n.lang} ({n.language})')} | 0 | not judged: {_cell(n.reason)} |" + " |" * (columns - 3)
+            for n in cards.not_judged if n.family == family and n.judge in (None, judge)]
+
+
+def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
+    out = []
+    for judge in judges:
+        title = f"Judge {_code(judge.judge)} ({judge.judge_id})"
+        if family != "degradation":
+            title += f" — labelled pairs {_code(family.removeprefix('pairs:'))}"
+        out += [f"## {title}", "", _HEADER.format(what="language")]
+        out.append(_row("all", judge.overall))
+        out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
+        out += _unjudged(cards, family, judge.judge, 9)
+        if family == "degradation":
+            out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
+            for lc in judge.languages:
+                out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
+        out.append("")
+    return out
 
 
 _HEADER = (
@@ -52,19 +83,12 @@ def render(cards: Cards) -> str:
     out = [
         "# babelrun reliability cards",
         "",
-        f"Intervals: {pct}% item-clustered bootstrap ({cards.bootstrap} resamples). "
-        f"✓/✗: R at or above / below the {THRESHOLD} deployment threshold. "
-        "Definitions: README, *Metrics*.",
+        f"Intervals: {pct}% item-clustered bootstrap ({cards.bootstrap} resamples). {VERDICTS}",
         "",
     ]
-    for judge in cards.judges:
-        out += [f"## Judge {_code(judge.judge)} ({judge.judge_id})", "", _HEADER.format(what="language")]
-        out.append(_row("all", judge.overall))
-        out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
-        out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
-        for lc in judge.languages:
-            out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
-        out.append("")
+    out += _judge_tables(cards, cards.judges, "degradation")
+    for fc in cards.pairs:  # human-labelled pairs: their own cards, never pooled with the degradations
+        out += _judge_tables(cards, fc.judges, fc.family)
     out += _agentic(cards)
     out += _mitigations(cards)
     out += _audit(cards)
@@ -79,8 +103,7 @@ _AGENTIC_HEADER = (
 
 
 def _agentic_row(label: str, card: AgenticCard) -> str:
-    r = card.reliability.value
-    flag = "" if r is None else (" ✓" if r >= THRESHOLD else " ✗")
+    flag = mark(card.verdict) + (" **below chance**" if card.below_chance else "")
     return (f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{flag} | {_num(card.tool_accuracy)} | "
             f"{_num(card.argument_accuracy)} | {_num(card.hallucination_detection)} | {_num(card.length_bias)} | "
             f"{_num(card.position_bias, signed=True)} | {_num(card.order_consistency)} | "
@@ -95,6 +118,7 @@ def _agentic(cards: Cards) -> list[str]:
                 "accuracy like R; a family not measured is left out and the weights renormalised.", "",
                 _AGENTIC_HEADER, _agentic_row("all", judge.overall)]
         out += [_agentic_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
+        out += _unjudged(cards, "agentic", judge.judge, 10)
         out += ["", "Accuracy by agentic perturbation:", ""]
         names = [p.perturbation for p in judge.overall.by_perturbation]
         out += ["| language | " + " | ".join(_cell(n.removeprefix("agent:")) for n in names) + " |",
@@ -110,25 +134,28 @@ def _agentic(cards: Cards) -> list[str]:
 def _audit(cards: Cards) -> list[str]:
     if not cards.perturbation_audit:
         return []
-    cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for row in cards.perturbation_audit:
-        cells[(row.lang, row.perturbation)][0] += row.emitted
-        cells[(row.lang, row.perturbation)][1] += row.skipped
+    cells = audit_cells(cards)
     perts = sorted({p for _, p in cells})
     langs = sorted({lang for lang, _ in cells})
     out = [
         "## Perturbation audit",
         "",
         "Items emitted / skipped as no-ops (the perturbation changed nothing, so the gold label "
-        "would be false), per language and perturbation, all severities together.",
+        "would be false), per language and perturbation, all severities together; "
+        "+k: severities merged into a lower one because they gave the identical text.",
         "",
         "| language | " + " | ".join(perts) + " |",
         "|---|" + "---:|" * len(perts),
     ]
     for lang in langs:
-        out.append(f"| {_cell(lang)} | " + " | ".join(
-            "{} / {}".format(*cells[(lang, p)]) for p in perts) + " |")
+        out.append(f"| {_cell(lang)} | " + " | ".join(audit_cell(cells[(lang, p)]) for p in perts) + " |")
     out.append("")
+    weak = [s for s in cards.segmentation if s.weak]
+    if weak:
+        out += [f"Segmentation weak (units average under {WEAK_SENTENCES} sentences: the sentence perturbations "
+                "act on few units; these cards carry no verdict):", ""]
+        out += [f"- {_cell(s.lang)}: {s.sentences_per_unit:.2f} sentences per unit over {s.units} units" for s in weak]
+        out.append("")
     if cards.removed_by_filters:
         out += ["References removed by the corpus filters:", ""]
         out += [f"- {_cell(r.lang)}: {r.count} with {_cell(r.reason)}" for r in cards.removed_by_filters]
@@ -184,14 +211,18 @@ def _leaderboard(data) -> list[str]:
     if not rows:
         return ["No judge has counted records yet.", ""]
     out = ["## Leaderboard", "",
-           f"Judges by overall R. Worst language: the lowest R. Below {THRESHOLD}: languages "
-           f"under the deployment threshold.", "",
-           "| # | judge | judge_id | R | accuracy | worst language | below " + str(THRESHOLD) + " | items |",
-           "|---:|---|---|---|---|---|---:|---:|"]
+           f"Judges by overall R (R_agent for agent trajectories), per item family: degradation items, "
+           f"each labelled-pair set, agentic — never pooled. Worst language: the lowest R. Below {THRESHOLD}: "
+           f"languages under the deployment threshold, of the languages planned (not judged: no card).", "",
+           "| # | family | judge | judge_id | R | accuracy | worst language | below " + str(THRESHOLD)
+           + " | not judged | items |",
+           "|---:|---|---|---|---|---|---|---:|---:|---:|"]
     for i, row in enumerate(rows, 1):
         worst = "–" if row.worst is None else f"{_cell(row.worst.lang)} ({_num(row.worst.card.reliability)})"
-        out.append(f"| {i} | {md(row.judge)} | {row.judge_id} | {_num(row.card.reliability)} | "
-                   f"{_num(row.card.accuracy)} | {worst} | {row.below}/{row.languages} | {row.card.items} |")
+        chance = " **below chance**" if row.card.below_chance else ""
+        out.append(f"| {i} | {_cell(row.family)} | {md(row.judge)} | {row.judge_id} | "
+                   f"{_num(row.card.reliability)}{mark(row.card.verdict)} | {_num(row.card.accuracy)}{chance} | "
+                   f"{worst} | {row.below}/{row.languages} | {row.not_judged} | {row.card.items} |")
     return out + [""]
 
 
@@ -201,15 +232,19 @@ def _recommendations(data) -> list[str]:
            f"Per judge × language, when its card calls for it: R < {t.reliability} → route the language "
            f"elsewhere or ensemble; κ_ord < {t.consistency} → score both orders and average; "
            f"|Δ| ≥ {t.position} (interval excluding 0) → position debiasing; v > {t.verbosity} "
-           "(interval above 0.5) → length normalisation in the prompt.", ""]
+           "(interval above 0.5) → length normalisation in the prompt; accuracy interval below 0.5 → "
+           "the judge prefers the degraded answer. Every item family is checked.", ""]
     if not data.recommendations:
+        if not data.families():
+            return out + ["None: no judge has counted records yet.", ""]
         return out + ["None: every card is within the thresholds.", ""]
-    by: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    by: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     for r in data.recommendations:  # the advice is babelrun's own text and numbers
-        by[(r.judge, r.lang, r.language)].append(r.advice)
-    out += ["| judge | language | advice |", "|---|---|---|"]
-    out += [f"| {md(judge)} | {_cell(lang)} ({_cell(name)}) | {'; '.join(advice).replace('|', chr(92) + '|')} |"
-            for (judge, lang, name), advice in by.items()]
+        by[(r.judge, r.family, r.lang, r.language)].append(r.advice)
+    out += ["| judge | family | language | advice |", "|---|---|---|---|"]
+    out += [f"| {md(judge)} | {_cell(family)} | {_cell(lang)} ({_cell(name)}) | "
+            f"{'; '.join(advice).replace('|', chr(92) + '|')} |"
+            for (judge, family, lang, name), advice in by.items()]
     return out + [""]
 
 
@@ -337,8 +372,7 @@ def render_report(data) -> str:
     first = data.runs[0].cards if data.runs else None
     pct = round(first.confidence * 100) if first else 95
     out = ["# babelrun report", "", f"Runs: {runs}.", "",
-           f"Intervals: {pct}% item-clustered bootstrap; ✓/✗: R at or above / below the {THRESHOLD} "
-           "deployment threshold. Definitions: README, *Metrics*.", ""]
+           f"Intervals: {pct}% item-clustered bootstrap. {VERDICTS}", ""]
     for section in SECTIONS:
         out += section(data)
     return "\n".join(out).rstrip("\n") + "\n"

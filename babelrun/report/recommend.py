@@ -10,7 +10,11 @@ the report and the README):
 - verbosity susceptibility v above 0.60, its interval above 0.5 → length normalisation in the
   prompt (tell the judge length is not quality; compare length-matched answers).
 
-A rule needs the metric to be defined (``None`` values never trigger anything). Requiring the
+- accuracy interval entirely below 0.5 (``below_chance``) → the judge prefers the degraded
+  answer: do not deploy it for this language (its κ_ord may be 1: consistently wrong).
+
+Every item family's cards are checked (degradation, each labelled set, agentic; an agentic
+card has no text verbosity, its length bias is not a rule here). A rule needs the metric to be defined (``None`` values never trigger anything). Requiring the
 interval to exclude the neutral value keeps a small sample's noise from triggering advice.
 """
 
@@ -20,7 +24,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ..score import Card, Interval, JudgeCards
+from ..score import Interval
 
 
 class Thresholds(msgspec.Struct, frozen=True):
@@ -38,12 +42,15 @@ class Recommendation(msgspec.Struct, frozen=True):
     judge_id: str
     lang: str
     language: str
-    rule: str     # reliability | consistency | position | verbosity
+    rule: str     # chance | reliability | consistency | position | verbosity
     value: float  # the metric that triggered it
     advice: str
+    family: str = "degradation"  # degradation | pairs:<set> | agentic
 
 
 ADVICE = {
+    "chance": "accuracy {value:.2f}, interval below 0.5: the judge prefers the degraded answer; do not "
+              "deploy it here (κ_ord measures consistency, not correctness)",
     "reliability": "R {value:.2f} < {t.reliability}: route this language to another judge, or ensemble judges",
     "consistency": "κ_ord {value:.2f} < {t.consistency}: score both slot orders and average",
     "position": "|Δ| {value:.2f} ≥ {t.position}: position debiasing (both orders, or calibrate the slot prior)",
@@ -59,24 +66,31 @@ def _excludes(iv: Interval, neutral: float) -> bool:
     return iv.lo > neutral or iv.hi < neutral
 
 
-def rules(card: Card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
-    """The (rule, value) pairs this card triggers, in a fixed order."""
+def rules(card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
+    """The (rule, value) pairs this card triggers, in a fixed order (a text or an agentic card)."""
     out = []
-    r, k, d, v = card.reliability, card.order_consistency, card.position_bias, card.verbosity
+    r, k, d = card.reliability, card.order_consistency, card.position_bias
+    v = getattr(card, "verbosity", None)
+    if getattr(card, "below_chance", False):
+        out.append(("chance", card.accuracy.value))
     if r.value is not None and r.value < t.reliability:
         out.append(("reliability", r.value))
     if k.value is not None and k.value < t.consistency:
         out.append(("consistency", k.value))
     if d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):
         out.append(("position", abs(d.value)))
-    if v.value is not None and v.value > t.verbosity and _excludes(v, 0.5):
+    if v is not None and v.value is not None and v.value > t.verbosity and _excludes(v, 0.5):
         out.append(("verbosity", v.value))
     return out
 
 
-def recommend(judges: Sequence[tuple[object, JudgeCards]], t: Thresholds = THRESHOLDS) -> list[Recommendation]:
-    return [
-        Recommendation(jc.judge, jc.judge_id, lc.lang, lc.language, rule, value,
-                       ADVICE[rule].format(value=value, t=t))
-        for _, jc in judges for lc in jc.languages for rule, value in rules(lc.card, t)
-    ]
+def recommend(families: Sequence[tuple], t: Thresholds = THRESHOLDS) -> list[Recommendation]:
+    """Advice for every judge × language card; ``families``: (run, family, judge cards)
+    (``ReportData.families``), or (run, judge cards) pairs of degradation cards."""
+    out = []
+    for entry in families:
+        family, jc = (entry[1], entry[2]) if len(entry) == 3 else ("degradation", entry[1])
+        out += [Recommendation(jc.judge, jc.judge_id, lc.lang, lc.language, rule, value,
+                               ADVICE[rule].format(value=value, t=t), family)
+                for lc in jc.languages for rule, value in rules(lc.card, t)]
+    return out

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import msgspec
 
 from ..score import Card, Cards, Change, CompositeCard, Interval, LanguageCard
+from ..score.agentic import AgenticCard, AgenticLanguageCard
 from .recommend import THRESHOLDS
 
 # The card metrics a mitigation's change is shown for, with their labels.
@@ -51,25 +54,59 @@ class LeaderRow(msgspec.Struct, frozen=True):
     judge: str
     judge_id: str
     run: str
-    card: Card
-    worst: LanguageCard | None  # the language with the lowest R
+    card: Card | AgenticCard
+    worst: LanguageCard | AgenticLanguageCard | None  # the language with the lowest R
     below: int                  # languages with R under the deployment threshold
-    languages: int
+    languages: int              # languages the plan asked for in this family (cards + not judged)
+    family: str = "degradation"  # degradation | pairs:<set> | agentic: where the numbers come from
+    not_judged: int = 0         # planned languages without a card (cards.json ``not_judged``)
 
 
-def _r(card: Card) -> float:
+def _r(card) -> float:
     return -1.0 if card.reliability.value is None else card.reliability.value
 
 
 def leaderboard(data) -> list[LeaderRow]:
-    """Every judge of the report's runs, best overall R first (ties by name and id)."""
+    """Every judge of the report's runs in every item family, best overall R first within a
+    family (degradation first, then the labelled sets, then agentic); ties by name and id."""
+    order = {"degradation": 0, "agentic": 2}
     rows = []
-    for run, jc in data.judges():
+    for run, family, jc in data.families():
         rated = [lc for lc in jc.languages if lc.card.reliability.value is not None]
         worst = min(rated, key=lambda lc: (lc.card.reliability.value, lc.lang)) if rated else None
         below = sum(lc.card.reliability.value < THRESHOLDS.reliability for lc in rated)
-        rows.append(LeaderRow(jc.judge, jc.judge_id, run.name, jc.overall, worst, below, len(jc.languages)))
-    return sorted(rows, key=lambda r: (-_r(r.card), r.judge, r.judge_id))
+        missing = {n.lang for n in run.cards.not_judged if n.family == family and n.judge in (None, jc.judge)}
+        rows.append(LeaderRow(jc.judge, jc.judge_id, run.name, jc.overall, worst, below,
+                              len(jc.languages) + len(missing - {lc.lang for lc in jc.languages}),
+                              family, len(missing)))
+    return sorted(rows, key=lambda r: (order.get(r.family, 1), r.family, -_r(r.card), r.judge, r.judge_id))
+
+
+def flags(card) -> str:
+    """What a card's verdict withholds or warns of, in words ('' when nothing)."""
+    out = []
+    if card.verdict not in (None, "pass", "fail"):
+        out.append(f"no verdict: {card.verdict}")
+    if card.below_chance:
+        out.append("accuracy below chance: prefers the degraded answer (κ_ord is consistency, not correctness)")
+    return "; ".join(out)
+
+
+def audit_cells(cards: Cards) -> dict[tuple[str, str], list[int]]:
+    """(language, perturbation) -> [emitted, skipped, merged], all severities together."""
+    cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for row in cards.perturbation_audit:
+        cell = cells[(row.lang, row.perturbation)]
+        cell[0] += row.emitted
+        cell[1] += row.skipped
+        cell[2] += row.merged
+    return cells
+
+
+def audit_cell(counts: list[int]) -> str:
+    """``emitted / skipped``, with ``+merged`` when severities were merged."""
+    emitted, skipped, merged = counts
+    return f"{emitted} / {skipped}" + (f" +{merged}" if merged else "")
 
 
 def ranking(judges: list[str], ranks: list[list[int]], lang: int) -> str:

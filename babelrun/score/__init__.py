@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from ..core.items import PerturbationAudit, Removed
-from . import agentic, metrics, stats
+from ..core.items import PerturbationAudit, Removed, Segmentation
+from . import agentic, metrics, stats, verdict
 from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import ROUND, Interval, rounded  # noqa: F401 (ROUND: re-exported)
 
@@ -35,6 +35,10 @@ class Card(msgspec.Struct, frozen=True):
     # Soft-verdict judges: the mean of P(reference's slot) − P(perturbed's slot) over the
     # presentations that carry probabilities (no interval yet). None for other judges.
     soft_margin: Interval | None = None
+    # What the card may claim (score/verdict.py): pass / fail against the deployment R, or
+    # why neither (too few items, segmentation weak); and whether accuracy is below chance.
+    verdict: str | None = None
+    below_chance: bool = False
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):
@@ -101,8 +105,16 @@ class CompositeCard(msgspec.Struct, frozen=True):
     change: list[LanguageDrift] = []  # composite − base: overall first, then per language
 
 
-class Cards(msgspec.Struct, frozen=True):
+class FamilyCards(msgspec.Struct, frozen=True):
+    """The cards of one labelled-pair set (``pairs:<set>``): human-labelled pairs, scored
+    apart from the degradation items so a language's R stays comparable across languages."""
+
+    family: str
     judges: list[JudgeCards]
+
+
+class Cards(msgspec.Struct, frozen=True):
+    judges: list[JudgeCards]  # degradation items (plain and code-switched perturbations)
     perturbation_audit: list[PerturbationAudit]
     bootstrap: int
     confidence: float
@@ -110,6 +122,11 @@ class Cards(msgspec.Struct, frozen=True):
     composites: list[CompositeCard] = []
     # Agent-trajectory items are scored apart from the text cards (score/agentic.py).
     agentic: list[agentic.AgenticJudgeCards] = []
+    pairs: list[FamilyCards] = []
+    # Every (language, family) the plan asked for and that has no card, with the reason;
+    # and how each language's references segment (plan.json).
+    not_judged: list[verdict.NotJudged] = []
+    segmentation: list[Segmentation] = []
 
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
@@ -170,26 +187,88 @@ def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndar
 
 
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
-          confidence: float = 0.95, seed: int = 0) -> Cards:
-    """Cards for every judge in ``data`` (the counted records, one row per key).
+          confidence: float = 0.95, seed: int = 0, segmentation: list[Segmentation] = (),
+          removed: list[Removed] = ()) -> Cards:
+    """Cards for every judge in ``data`` (the counted records, one row per key), one set
+    per item family (``verdict.family``): degradation items in ``judges``, each labelled
+    set in ``pairs``, agent trajectories in ``agentic`` — never pooled into one card.
 
     Records are sorted once by (cell, item), cell = (judge, language, perturbation) in card
     order. Then an item is a run of adjacent records, a perturbation card a run of items, a
     language card a run of cells and a judge card a run of languages: every card is a slice
     of one item table, and its sums a difference of two cumulative rows.
-    Agentic records are left out of these cards and scored into ``Cards.agentic``.
+    ``segmentation`` (from the plan) withholds the verdict of weakly segmented languages;
+    with the audit and ``removed`` it names every planned language left without a card.
     """
-    separate = None
+    def scored(table: pa.Table) -> Cards:
+        return cells(table, [], replicates=replicates, confidence=confidence, seed=seed)
+
+    separate = pairs = None
     if "kind" in data.column_names:
         kind = data["kind"].cast(pa.string())
         separate = data.filter(pc.is_in(kind, pa.array(SEPARATE_KINDS)))
         data = data.filter(pc.invert(pc.is_in(kind, pa.array(UNSCORED_KINDS + SEPARATE_KINDS))))
+    if data.num_rows:
+        labelled = pc.starts_with(data["perturbation"].cast(pa.string()), "pairs:")
+        pairs, data = data.filter(labelled), data.filter(pc.invert(labelled))
     cards = cells(data, audit, replicates=replicates, confidence=confidence, seed=seed)
+    weak = {s.lang for s in segmentation if s.weak}
+    if weak:
+        cards = msgspec.structs.replace(cards, judges=[_withhold(jc, weak) for jc in cards.judges])
+    if pairs is not None and pairs.num_rows:
+        names = sorted(set(pairs["perturbation"].cast(pa.string()).to_pylist()))
+        cards = msgspec.structs.replace(cards, pairs=[
+            FamilyCards(name, scored(pairs.filter(pc.equal(pairs["perturbation"].cast(pa.string()), name))).judges)
+            for name in names])
     if separate is not None and separate.num_rows:
-        cards = msgspec.structs.replace(cards, agentic=agentic.cards(
-            separate, lambda t: cells(t, [], replicates=replicates, confidence=confidence, seed=seed),
-            replicates, confidence, seed))
-    return cards
+        cards = msgspec.structs.replace(cards, agentic=agentic.cards(separate, scored, replicates, confidence, seed))
+    return msgspec.structs.replace(cards, segmentation=list(segmentation),
+                                   not_judged=_not_judged(cards, audit, removed, segmentation))
+
+
+def _withhold(jc: JudgeCards, weak: set[str]) -> JudgeCards:
+    """A judge's cards with the verdict of weakly segmented languages withheld."""
+    return msgspec.structs.replace(jc, languages=[
+        msgspec.structs.replace(lc, card=msgspec.structs.replace(
+            lc.card, verdict=verdict.verdict(lc.card.reliability, lc.card.items, weak=True)))
+        if lc.lang in weak else lc for lc in jc.languages])
+
+
+def _not_judged(cards: Cards, audit: list[PerturbationAudit], removed: list[Removed],
+                segmentation: list[Segmentation]) -> list[verdict.NotJudged]:
+    """Every (language, family) the plan asked for without a card: for all judges when the
+    plan gave it no item, else for each judge of the family that has no card for it."""
+    emitted: dict[tuple[str, str], int] = {}
+    for row in audit:
+        key = (row.lang, verdict.family(row.perturbation))
+        emitted[key] = emitted.get(key, 0) + row.emitted
+    for r in removed:
+        emitted.setdefault((r.lang, verdict.DEGRADATION), 0)
+    weak = {s.lang: s for s in segmentation if s.weak}
+    judged: dict[str, dict[str, set[str]]] = {verdict.DEGRADATION: _langs(cards.judges),
+                                              verdict.AGENTIC: _langs(cards.agentic)}
+    judged.update((fc.family, _langs(fc.judges)) for fc in cards.pairs)
+    out = []
+    for (lang, fam), n in sorted(emitted.items()):
+        if n == 0:
+            out.append(verdict.NotJudged(lang, languages.name(lang), fam, _no_items(lang, fam, weak, removed)))
+            continue
+        out += [verdict.NotJudged(lang, languages.name(lang), fam, "no counted records", judge)
+                for judge, langs in sorted(judged.get(fam, {}).items()) if lang not in langs]
+    return out
+
+
+def _langs(judges) -> dict[str, set[str]]:
+    return {jc.judge: {lc.lang for lc in jc.languages} for jc in judges}
+
+
+def _no_items(lang: str, fam: str, weak: dict[str, Segmentation], removed: list[Removed]) -> str:
+    if fam == verdict.DEGRADATION and lang in weak:
+        return (f"no items: segmentation weak ({weak[lang].sentences_per_unit:.2f} sentences per unit), "
+                "every perturbation a no-op")
+    if any(r.lang == lang for r in removed) and fam == verdict.DEGRADATION:
+        return "no items: the corpus filters removed its references or every perturbation was a no-op"
+    return "no items: every perturbation was a no-op"
 
 
 def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
@@ -254,6 +333,8 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if replicates
                   else np.array([stop - start]))
         result = _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
+        result = msgspec.structs.replace(result, verdict=verdict.verdict(result.reliability, result.items),
+                                         below_chance=verdict.below_chance(result.accuracy))
         if margins is not None:
             total, n = margins[stop] - margins[start]
             if n:

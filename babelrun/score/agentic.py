@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import FAMILY_PREFIX
-from . import metrics
+from . import metrics, verdict
 from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import Interval, rounded
 
@@ -85,6 +85,8 @@ class AgenticCard(msgspec.Struct, frozen=True):
     not_measured: list[str]
     note: str = ""
     by_perturbation: list[PerturbationAccuracy] = []  # each perturbation's own accuracy
+    verdict: str | None = None  # as a text card's (score/verdict.py), on R_agent
+    below_chance: bool = False  # every measured family's accuracy interval below 0.5
 
 
 class AgenticLanguageCard(msgspec.Struct, frozen=True):
@@ -162,6 +164,8 @@ def _card(lc, length: Interval | None, reliability: tuple[float | None, ...]) ->
         position_bias=lc.card.position_bias, order_consistency=lc.card.order_consistency,
         accuracy=Interval(rounded(accuracy), None, None, items), reliability=Interval(*reliability, items),
         not_measured=missing, note=note,
+        verdict=verdict.verdict(Interval(*reliability, items), items),
+        below_chance=verdict.below_chance(*(acc.get(f) for f in measured)),
     )
 
 

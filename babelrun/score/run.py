@@ -31,7 +31,8 @@ def cards_of_run(run_dir: Path) -> Cards:
     if subset:  # judges asked only on a cascade's hard presentations: no card of their own
         own = data.filter(pc.invert(pc.is_in(data["judge_id"].cast(pa.string()), pa.array(subset))))
     cards = score(pa.concat_tables([own, *tables]) if tables else own, summary.perturbation_audit,
-                  replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed)
+                  replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed,
+                  segmentation=summary.segmentation, removed=summary.removed_by_filters)
     composite_cards = [composite.card(d, data, t, info.judge_ids, replicates=scoring.bootstrap,
                                       confidence=scoring.confidence, seed=seed)
                        for d, t in zip(derived, tables, strict=True)]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import msgspec
 
-from ..core.items import PerturbationAudit, Removed
+from ..core.items import PerturbationAudit, Removed, Segmentation
 from ..errors import UserError
 from ..spec import Manifest
 
@@ -49,6 +49,7 @@ class PlanSummary(msgspec.Struct, frozen=True):
     items: int
     perturbation_audit: list[PerturbationAudit]
     removed_by_filters: list[Removed] = []
+    segmentation: list[Segmentation] = []  # per language: sentences per unit, weak or not
 
 
 class JudgeStats(msgspec.Struct, frozen=True):

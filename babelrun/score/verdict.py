@@ -1,0 +1,71 @@
+"""What a card may claim: its ✓/✗ verdict, the minimum-items rule, the below-chance flag,
+and the rows for languages the plan asked for that have no card.
+
+- ``verdict``: ``pass`` (R at or above ``DEPLOY_R``), ``fail`` (below), or a reason the card
+  gets neither: ``too few items`` (fewer than ``MIN_ITEMS``: an interval over a handful of
+  items, two of them possibly the same text, says little), ``segmentation weak`` (the
+  language's units average under ``plan.WEAK_SENTENCES`` sentences, so the sentence
+  perturbations act on a few multi-sentence units only), or ``None`` where R is undefined.
+  The numbers are shown in every case; only the verdict is withheld.
+- ``below_chance``: the accuracy interval lies entirely below 0.5 — the judge prefers the
+  degraded answer. Such a judge can be perfectly order-consistent (κ_ord = 1) and get a
+  middling R; the flag says that consistency is not correctness.
+- Families: degradation items (plain and code-switched perturbations), each labelled-pair
+  set (``pairs:<set>``) and agent trajectories (``agentic``) are scored into separate cards
+  and never pooled into one language's card.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..core.items import Segmentation  # noqa: F401 (re-exported: the plan computes it)
+from .stats import Interval
+
+DEPLOY_R = 0.65  # the research's deployment threshold for R (and R_agent)
+MIN_ITEMS = 30  # a card with fewer items shows its numbers but no verdict
+CHANCE = 0.5
+
+DEGRADATION = "degradation"
+AGENTIC = "agentic"
+
+
+class NotJudged(msgspec.Struct, frozen=True):
+    """A language the plan asked for that has no card in a family (for one judge, or for
+    every judge when ``judge`` is None), and why."""
+
+    lang: str
+    language: str
+    family: str  # degradation | pairs:<set> | agentic
+    reason: str
+    judge: str | None = None
+
+
+def family(perturbation: str) -> str:
+    """The card family of an item, from its perturbation name."""
+    if perturbation.startswith("pairs:"):
+        return perturbation
+    if perturbation.startswith("agent:"):
+        return AGENTIC
+    return DEGRADATION
+
+
+def verdict(reliability: Interval, items: int, weak: bool = False) -> str | None:
+    if reliability.value is None:
+        return None
+    if weak:
+        return "segmentation weak"
+    if items < MIN_ITEMS:
+        return "too few items"
+    return "pass" if reliability.value >= DEPLOY_R else "fail"
+
+
+def below_chance(*accuracies: Interval | None) -> bool:
+    """Every given accuracy interval lies below 0.5 (False when any is missing or has none)."""
+    given = [a for a in accuracies if a is not None and a.value is not None]
+    return bool(given) and all(a.hi is not None and a.hi < CHANCE for a in given)
+
+
+def mark(verdict_text: str | None) -> str:
+    """The verdict as the renderers show it next to R."""
+    return {"pass": " ✓", "fail": " ✗", None: ""}.get(verdict_text, f" ({verdict_text})")
