@@ -16,19 +16,24 @@ from ..score import Card, Interval
 from .data import MODES, Example, ReportData
 from .plots import Plot
 from .safe import h
-from .summary import COMPARED, cbc_rows, leaderboard, mitigation_rows
+from .summary import BAND_COLOURS, COMPARED, Matrix, actions, band, cbc_rows, leaderboard, matrix, mitigation_rows
 from .summary import number as _num
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222;overflow-wrap:anywhere}
+section{max-width:100%;overflow-x:auto}
+.matrix td{padding:1px 5px;white-space:nowrap;font-variant-numeric:tabular-nums;text-align:right}.matrix td.l{text-align:left}
+.matrix th{font-size:12px;max-width:9em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.views>.view{display:none}.views>.view:target,.views>.view:last-child{display:block}.views>.view:target~.view:last-child{display:none}
+nav.toc ol{columns:2;margin:.3em 0}.sorts a{margin-right:.6em}
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(170px,1fr));gap:8px}
 .card{border:1px solid #ccc;border-radius:6px;padding:6px 8px;font-size:12px}
-.green{background:#d9f2d9}.yellow{background:#fff3c4}.red{background:#f8d7d7}.none{background:#eee}
+""" + "".join(f".{k}{{background:{v}}}" for k, v in BAND_COLOURS.items()) + """
 .card b{font-size:14px}.bar{position:relative;height:8px;background:#fff;border:1px solid #aaa;margin:4px 0}
 .fill{position:absolute;left:0;top:0;bottom:0;background:#555}.ci{position:absolute;top:3px;height:2px;background:#000}
 .mark{position:absolute;top:-3px;bottom:-3px;width:2px;background:#c00}
@@ -40,9 +45,7 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-weight
 
 
 def _band(value: float | None) -> str:
-    if value is None:
-        return "none"
-    return "green" if value >= 0.70 else "yellow" if value >= 0.60 else "red"
+    return band(value)
 
 
 def _table(header: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
@@ -57,12 +60,13 @@ def _header(data: ReportData, plots: list[Plot]) -> str:
     runs = "".join(f"<li>{h(r.name)}: <code>{h(r.run_dir)}</code> (babelrun {h(r.babelrun_version)})</li>"
                    for r in data.runs)
     conf = data.runs[0].cards.confidence if data.runs else 0.95
-    t = data.thresholds
+    t = data.thresholds.reliability
     return (f"<h1>babelrun report</h1><ul>{runs}</ul>"
             f"<p class=note>Intervals: {round(conf * 100)}% item-clustered bootstrap (Wilson for tie and "
-            f"invalid rates). Cards: <span class=green>green R ≥ 0.70</span>, <span class=yellow>yellow "
-            f"R ≥ 0.60</span>, <span class=red>red R &lt; 0.60</span>; the red mark on each bar is the "
-            f"{t.reliability} deployment threshold. Definitions: README, <i>Metrics</i>.</p>")
+            f"invalid rates). Colours, the same in every table, card and plot: <span class=good>R ≥ "
+            f"{t + 0.10:.2f}</span>, <span class=near>{t} ≤ R &lt; {t + 0.10:.2f}</span>, <span class=bad>R "
+            f"&lt; {t}</span> (the deployment threshold; the red mark on each bar), <span class=none>not "
+            "judged or undefined</span>. Definitions: README, <i>Metrics</i>.</p>")
 
 
 def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
@@ -81,6 +85,7 @@ def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
 
 
 def _recommendations(data: ReportData, plots: list[Plot]) -> str:
+    """One line per judge and action, listing the languages that call for it, worst first."""
     t = data.thresholds
     intro = (f"<p>Per judge × language, when its card calls for it: R &lt; {t.reliability} → route the "
              f"language elsewhere or ensemble; κ_ord &lt; {t.consistency} → score both orders and average; "
@@ -88,11 +93,57 @@ def _recommendations(data: ReportData, plots: list[Plot]) -> str:
              "(interval above 0.5) → length normalisation in the prompt.</p>")
     if not data.recommendations:
         return "<h2>Recommendations</h2>" + intro + "<p>None: every card is within the thresholds.</p>"
-    by: dict[tuple, list[str]] = defaultdict(list)
-    for r in data.recommendations:
-        by[(r.judge, r.lang, r.language)].append(h(r.advice))
-    rows = [[h(j), f"{h(lang)} ({h(name)})", "<br>".join(adv)] for (j, lang, name), adv in by.items()]
-    return "<h2>Recommendations</h2>" + intro + _table(["judge", "language", "advice"], rows)
+    rows = [[h(judge), h(a.text), str(len(a.langs)), ", ".join(f"{h(lang)}&nbsp;{v:.2f}" for lang, v in a.langs)]
+            for judge, _, acts in actions(data) for a in acts]
+    return "<h2>Recommendations</h2>" + intro + _table(["judge", "action", "languages", "which (value)"], rows, {2})
+
+
+MATRIX_VIEW_ROWS = 50  # a re-sorted view shows this many worst languages; the default view all
+
+
+def _cell(cell) -> str:
+    if cell is None:
+        return '<td class=none title="not planned in this judge\'s run">·</td>'
+    flags = "".join(f" {h(f)}" for f in cell.flags)
+    if cell.status == "not judged":
+        return f'<td class=none title="not judged: {h(cell.note or "")}">n/j{flags}</td>'
+    r = cell.reliability
+    tip = f"R {_num(r)} · {cell.items} items" + (f" · {'; '.join(cell.flags)}" if cell.flags else "")
+    mark = {"pass": "✓", "fail": "✗"}.get(cell.status, "")
+    value = "–" if r.value is None else f"{r.value:.2f}"
+    return f'<td class={band(r.value)} title="{h(tip)}">{value}{mark}{flags}</td>'
+
+
+def _matrix_table(m: Matrix, rows: list[int]) -> str:
+    head = "".join(f'<th title="{h(j.judge)} ({h(j.judge_id)}, {h(j.run)})">{h(j.judge)}</th>' for j in m.judges)
+    body = "".join(f'<tr><td class=l>{h(m.langs[i][0])} <small>{h(m.langs[i][1])}</small></td>'
+                   + "".join(_cell(c) for c in m.cells[i]) + "</tr>" for i in rows)
+    return f'<table class=matrix><thead><tr><th>language</th>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _matrix(data: ReportData, plots: list[Plot]) -> str:
+    """R per judge × language, first on the page. Sorting needs no script: each order is its
+    own view, and the link's fragment (CSS ``:target``) shows it in place of the default."""
+    m = matrix(data)
+    if not m.judges:
+        return "<h2>Judge × language</h2><p>No judge has counted records yet.</p>"
+    t = data.thresholds.reliability
+    k = MATRIX_VIEW_ROWS
+    views = [("worst", "worst language first (lowest R of any judge)", -1)]
+    views += [(f"j{j}", f"{judge.judge}: worst first", j) for j, judge in enumerate(m.judges)]
+    more = len(m.langs) > k
+    html = []
+    for anchor, title, by in views:
+        rows = m.sorted_rows(by)[:k]
+        cut = f" (the {k} worst of {len(m.langs)})" if more else ""
+        html.append(f'<div class=view id="m-{anchor}"><p class=note>Sorted by {h(title)}{cut}.</p>'
+                    f"{_matrix_table(m, rows)}</div>")
+    html.append(f'<div class=view id="m-lang"><p class=note>Sorted by language code.</p>'
+                f"{_matrix_table(m, m.sorted_rows(None))}</div>")
+    links = " ".join(f'<a href="#m-{a}">{h(title)}</a>' for a, title, _ in [("lang", "language", None), *views])
+    return (f"<h2>Judge × language: reliability R</h2><p>{len(m.judges)} judge(s) × {len(m.langs)} "
+            f"language(s). ✓ R ≥ {t}, ✗ below; n/j not judged; – undefined. Hover a cell for its "
+            f"interval and items.</p><p class=sorts>Sort: {links}</p><div class=views>{''.join(html)}</div>")
 
 
 def _bar(iv: Interval, threshold: float) -> str:
@@ -121,21 +172,48 @@ def _metric_row(label: str, card: Card) -> list[str]:
 _METRIC_HEAD = ["items", "R", "accuracy", "Δ (slot A)", "v (longer)", "κ_ord", "ties", "invalid"]
 
 
+CARD_GRID = 24  # language cards drawn per judge (worst R first); every language is in its table
+
+
+def _perturbation_matrix(jc) -> str:
+    """R per language × perturbation, one compact cell each (accuracy and items on hover):
+    a table of every card's metrics would be a row per cell, megabytes at 500 languages."""
+    perts = sorted({pc.perturbation for lc in jc.languages for pc in lc.perturbations})
+    head = "".join(f"<th>{h(p)}</th>" for p in perts)
+    rows = []
+    for lc in jc.languages:
+        cards = {pc.perturbation: pc.card for pc in lc.perturbations}
+        cells = []
+        for p in perts:
+            card = cards.get(p)
+            if card is None:
+                cells.append("<td class=none>·</td>")
+                continue
+            r = card.reliability.value
+            cells.append(f'<td class={band(r)} title="accuracy {_num(card.accuracy)} · {card.items} items">'
+                         f'{"–" if r is None else f"{r:.2f}"}</td>')
+        rows.append(f"<tr><td class=l>{h(lc.lang)}</td>{''.join(cells)}</tr>")
+    return (f"<table class=matrix><thead><tr><th>language</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def _language_cards(data: ReportData, plots: list[Plot]) -> str:
     t = data.thresholds.reliability
-    out = ["<h2>Reliability cards per language</h2>"]
+    out = ["<h2>Reliability cards per language</h2><p class=note>Worst R first "
+           f"(the {CARD_GRID} worst where a judge has more languages); every language is in the table "
+           "below each grid, by language code.</p>"]
     for _, jc in data.judges():
-        cards = "".join(_card(f"{h(lc.lang)} <small>{h(lc.language)}</small>", lc.card, t) for lc in jc.languages)
+        worst_first = sorted(jc.languages, key=lambda lc: (lc.card.reliability.value is None,
+                                                            lc.card.reliability.value or 0.0, lc.lang))
+        cards = "".join(_card(f"{h(lc.lang)} <small>{h(lc.language)}</small>", lc.card, t)
+                        for lc in worst_first[:CARD_GRID])
         rows = [_metric_row("all", jc.overall)] + [_metric_row(f"{h(lc.lang)} ({h(lc.language)})", lc.card)
                                                    for lc in jc.languages]
-        per = [_metric_row(f"{h(lc.lang)} / {h(pc.perturbation)}", pc.card) for lc in jc.languages
-               for pc in lc.perturbations]
         out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code></h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
-                "<details><summary>table</summary>" + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8})
-                + "</details>",
-                "<details><summary>by perturbation</summary>"
-                + _table(["language / perturbation", *_METRIC_HEAD], per, {1, 7, 8}) + "</details>"]
+                "<details><summary>table (every language)</summary>"
+                + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8}) + "</details>",
+                "<details><summary>R by perturbation</summary>" + _perturbation_matrix(jc) + "</details>"]
     return "".join(out)
 
 
@@ -307,12 +385,22 @@ def _examples(data: ReportData, plots: list[Plot]) -> str:
     return "".join(out)
 
 
-SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _mitigations, _agentic, _plots, _audit,
-            _analyses, _stats, _identities, _examples]
+# (anchor, title for the contents, section); the header and the matrix open the page.
+SECTIONS = [("leaderboard", "Leaderboard", _leaderboard), ("recommendations", "Recommendations", _recommendations),
+            ("cards", "Reliability cards per language", _language_cards),
+            ("mitigations", "Mitigations", _mitigations), ("agentic", "Agent trajectories", _agentic),
+            ("plots", "Plots", _plots), ("audit", "Perturbation audit", _audit), ("analyses", "Analyses", _analyses),
+            ("stats", "Run statistics", _stats), ("identities", "Judge identities", _identities),
+            ("examples", "Example failures", _examples)]
 
 
 def render(data: ReportData, plots: list[Plot]) -> str:
-    body = "\n".join(filter(None, (section(data, plots) for section in SECTIONS)))  # empty: nothing to show
+    shown = [(anchor, title, html) for anchor, title, section in SECTIONS if (html := section(data, plots))]
+    toc = "".join(f'<li><a href="#{a}">{h(title)}</a></li>' for a, title, _ in [("matrix", "Judge × language", ""),
+                                                                              *shown])
+    body = "\n".join([_header(data, plots), f'<section id="matrix">{_matrix(data, plots)}</section>',
+                      f'<nav class=toc><b>Contents</b><ol>{toc}</ol></nav>',
+                      *(f'<section id="{a}">{html}</section>' for a, _, html in shown)])
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f'<meta http-equiv="Content-Security-Policy" content="{h(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

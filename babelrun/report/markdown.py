@@ -196,20 +196,47 @@ def _leaderboard(data) -> list[str]:
 
 
 def _recommendations(data) -> list[str]:
+    from .summary import actions
+
     t = data.thresholds
     out = ["## Recommendations", "",
            f"Per judge × language, when its card calls for it: R < {t.reliability} → route the language "
            f"elsewhere or ensemble; κ_ord < {t.consistency} → score both orders and average; "
            f"|Δ| ≥ {t.position} (interval excluding 0) → position debiasing; v > {t.verbosity} "
-           "(interval above 0.5) → length normalisation in the prompt.", ""]
+           "(interval above 0.5) → length normalisation in the prompt. One line per judge and action; "
+           "languages worst first.", ""]
     if not data.recommendations:
         return out + ["None: every card is within the thresholds.", ""]
-    by: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-    for r in data.recommendations:  # the advice is babelrun's own text and numbers
-        by[(r.judge, r.lang, r.language)].append(r.advice)
-    out += ["| judge | language | advice |", "|---|---|---|"]
-    out += [f"| {md(judge)} | {_cell(lang)} ({_cell(name)}) | {'; '.join(advice).replace('|', chr(92) + '|')} |"
-            for (judge, lang, name), advice in by.items()]
+    out += ["| judge | action | languages | which (value) |", "|---|---|---:|---|"]
+    out += [f"| {md(judge)} | {md(a.text)} | {len(a.langs)} | "
+            + ", ".join(f"{_cell(lang)} {v:.2f}" for lang, v in a.langs) + " |"
+            for judge, _, acts in actions(data) for a in acts]
+    return out + [""]
+
+
+def _matrix(data) -> list[str]:
+    """R per judge × language, every planned pair: ✓/✗ against the threshold, n/j not judged."""
+    from .summary import matrix
+
+    m = matrix(data)
+    if not m.judges:
+        return []
+
+    def cell(c) -> str:
+        if c is None:
+            return "·"
+        if c.status == "not judged":
+            return "n/j" + "".join(f" {_cell(f)}" for f in c.flags)
+        value = "–" if c.reliability.value is None else f"{c.reliability.value:.2f}"
+        return value + {"pass": " ✓", "fail": " ✗"}.get(c.status, "") + "".join(f" {_cell(f)}" for f in c.flags)
+
+    out = ["## Judge × language: reliability R", "",
+           f"✓ R ≥ {data.thresholds.reliability}, ✗ below; n/j: planned but not judged; –: undefined. "
+           "Intervals: the cards below.", "",
+           "| language | " + " | ".join(md(j.judge) for j in m.judges) + " |",
+           "|---|" + "---:|" * len(m.judges)]
+    out += [f"| {_cell(m.langs[i][0])} | " + " | ".join(cell(c) for c in m.cells[i]) + " |"
+            for i in m.sorted_rows(None)]
     return out + [""]
 
 
@@ -312,7 +339,7 @@ def leaderboard(data) -> str:
     return "\n".join(_leaderboard(data))
 
 
-SECTIONS = [_leaderboard, _recommendations, _cards, _analyses, _stats, _identities, _examples]
+SECTIONS = [_matrix, _leaderboard, _recommendations, _cards, _analyses, _stats, _identities, _examples]
 
 
 def render_report(data) -> str:

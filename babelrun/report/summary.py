@@ -85,3 +85,111 @@ def cbc_rows(c) -> list[tuple[str, str, str]]:
     """(language, raw ranking, calibrated ranking) per language of a Calibration."""
     return [(lang, ranking(c.judges, c.ranks_raw, i), ranking(c.judges, c.ranks_calibrated, i))
             for i, lang in enumerate(c.langs)]
+
+
+# ---- the answer at a glance: R per judge × language, one colour scale everywhere ----------
+
+def band(value: float | None, threshold: float = THRESHOLDS.reliability) -> str:
+    """R's colour band, the same in the matrix, the cards, the leaderboard and the plots:
+    ``bad`` below the deployment threshold, ``near`` within 0.10 above it, ``good`` beyond,
+    ``none`` where R is undefined."""
+    if value is None:
+        return "none"
+    return "bad" if value < threshold else "near" if value < threshold + BAND_WIDTH else "good"
+
+
+BAND_WIDTH = 0.10
+BAND_COLOURS = {"good": "#cdebc5", "near": "#fff0b3", "bad": "#f5c6c6", "none": "#e8e8e8"}
+
+
+class MatrixCell(msgspec.Struct, frozen=True):
+    """One judge in one planned language. ``status``: ``pass`` (R at or above the threshold),
+    ``fail`` (below), ``undefined`` (records, but R could not be computed), or ``not judged``
+    (planned, no counted records; ``note`` says why). ``flags``: further marks for the cell
+    (another card family may add its own, e.g. a worse-than-chance warning)."""
+
+    status: str
+    reliability: Interval | None = None
+    items: int = 0
+    note: str | None = None
+    flags: list[str] = []
+
+
+class MatrixJudge(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    run: str
+
+
+class Matrix(msgspec.Struct, frozen=True):
+    """R for every judge (columns) in every planned language (rows). ``cells[i][j]``: language
+    i, judge j; None where judge j's run did not plan language i (several runs in one report)."""
+
+    judges: list[MatrixJudge]
+    langs: list[tuple[str, str]]  # (code, name)
+    cells: list[list[MatrixCell | None]]
+
+    def sorted_rows(self, by: int | None = None) -> list[int]:
+        """Row order: by language code (``by`` None), or lowest R first in judge ``by``'s column
+        (``by`` -1: lowest R of any judge). Cells without R go last, then by code."""
+        def low(row: list[MatrixCell | None]) -> float:
+            cells = row if by == -1 else [row[by]]
+            values = [c.reliability.value for c in cells
+                      if c is not None and c.reliability is not None and c.reliability.value is not None]
+            return min(values) if values else float("inf")
+
+        order = range(len(self.langs))
+        if by is None:
+            return sorted(order, key=lambda i: self.langs[i][0])
+        return sorted(order, key=lambda i: (low(self.cells[i]), self.langs[i][0]))
+
+
+def _planned_langs(run) -> dict[str, str]:
+    """Languages a run planned: those its plan emitted items for, and those it has cards for."""
+    from ..core import languages
+
+    out = {row.lang: languages.name(row.lang) for row in run.cards.perturbation_audit if row.emitted}
+    for jc in run.cards.judges:
+        out.update((lc.lang, lc.language) for lc in jc.languages)
+    return out
+
+
+def matrix(data) -> Matrix:
+    """The judge × language matrix of a ReportData: every planned (judge, language) has a cell."""
+    t = data.thresholds.reliability
+    judges = data.judges()
+    planned = {run.run_dir: _planned_langs(run) for run in data.runs}
+    langs = sorted({kv for p in planned.values() for kv in p.items()})
+    row_of = {code: i for i, (code, _) in enumerate(langs)}
+    cells: list[list[MatrixCell | None]] = [[None] * len(judges) for _ in langs]
+    for j, (run, jc) in enumerate(judges):
+        for code in planned[run.run_dir]:
+            cells[row_of[code]][j] = MatrixCell("not judged", note="no counted records")
+        for lc in jc.languages:
+            r = lc.card.reliability
+            status = "undefined" if r.value is None else "pass" if r.value >= t else "fail"
+            cells[row_of[lc.lang]][j] = MatrixCell(status, r, lc.card.items)
+    return Matrix([MatrixJudge(jc.judge, jc.judge_id, run.name) for run, jc in judges], langs, cells)
+
+
+class Action(msgspec.Struct, frozen=True):
+    """One mitigation for one judge and the languages that call for it (worst first)."""
+
+    rule: str
+    text: str
+    langs: list[tuple[str, float]]  # (code, the metric's value)
+
+
+def actions(data) -> list[tuple[str, str, list[Action]]]:
+    """The recommendations grouped: (judge, judge_id, one Action per rule), in report order."""
+    from .recommend import ACTIONS
+
+    t = data.thresholds
+    by: dict[tuple[str, str], dict[str, list[tuple[str, float]]]] = {}
+    for r in data.recommendations:
+        by.setdefault((r.judge, r.judge_id), {}).setdefault(r.rule, []).append((r.lang, r.value))
+    worst_first = {"reliability": 1, "consistency": 1, "position": -1, "verbosity": -1}
+    return [(judge, jid, [Action(rule, ACTIONS[rule].format(t=t),
+                                 sorted(langs, key=lambda lv, s=worst_first[rule]: (s * lv[1], lv[0])))
+                          for rule, langs in rules.items()])
+            for (judge, jid), rules in by.items()]
