@@ -16,7 +16,17 @@ from ..score import Card, Interval
 from .data import MODES, Example, ReportData
 from .plots import Plot
 from .safe import h
-from .summary import BAND_COLOURS, COMPARED, Matrix, actions, band, cbc_rows, leaderboard, matrix, mitigation_rows
+from .summary import (
+    BAND_COLOURS,
+    COMPARED,
+    Matrix,
+    actions,
+    band,
+    cbc_rows,
+    leaderboard,
+    matrix,
+    mitigation_rows,
+)
 from .summary import number as _num
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
