@@ -303,3 +303,16 @@ def text(agreement: Agreement) -> str:
             out.append(f"  {s.set}")
             out.extend(f"    {line(f)}" for f in s.figures)
     return "\n".join(out) + "\n"
+
+
+def below(agreement: Agreement, min_kappa: float) -> list[str]:
+    """The judges whose κ with the human labels (both orders, all sets) is below
+    ``min_kappa`` or undefined (``agree --min-kappa``), one line each."""
+    out = []
+    for judge in agreement.judges:
+        whole = next((s for s in judge.sets if s.set == ALL_SETS), judge.sets[-1] if judge.sets else None)
+        f = next((f for f in whole.figures if f.view == "both orders"), None) if whole else None
+        kappa = None if f is None else f.kappa
+        if kappa is None or kappa < min_kappa:
+            out.append(f"{judge.judge}: κ {'undefined' if kappa is None else f'{kappa:.3f}'} < {min_kappa}")
+    return out

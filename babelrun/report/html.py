@@ -21,6 +21,7 @@ from .summary import (
     COMPARED,
     Matrix,
     actions,
+    agreement_rows,
     band,
     cbc_rows,
     leaderboard,
@@ -277,6 +278,15 @@ def _analyses(data: ReportData, plots: list[Plot]) -> str:
         out += [f"<h2>Language-switch invariance against {h(inv.pivot)}</h2>",
                 _table(["judge", "language", "matched", "verdict flips", "correctness flips", "McNemar p"], rows,
                        {2, 5})]
+    for run in data.runs:
+        if run.agreement is None:
+            continue
+        a = run.agreement
+        rows = [[h(j), h(s), acc, h(kappa), str(n)] for j, s, acc, kappa, n in agreement_rows(a)]
+        out += [f"<h2>Agreement with human labels ({h(run.name)})</h2><p>From <code>babelrun agree</code>: "
+                f"{a.matched} of {a.labels_read} labels matched judged pairs; both orders (an item agrees "
+                f"when both its verdicts do), Wilson {a.confidence:.0%} intervals.</p>",
+                _table(["judge", "set", "accuracy", "Cohen's κ", "n"], rows, {4})]
     return "".join(out)
 
 
@@ -297,7 +307,8 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
     return ("<h2>Run statistics</h2><p>From the log: every record of every audit process.</p>"
             + _table(["run", "judge", "records", "ok", "errors", "calls", "retries", "p50 ms", "p95 ms", "p99 ms",
                       "tokens in", "tokens out"], logged, {2, 3, 5, 6, 7, 8, 9, 10, 11})
-            + "<p>The last audit process (<code>stats.json</code>):</p>"
+            + "<p>Every audit process together (<code>stats.json</code>: each process's entry and their "
+              "totals; latency percentiles are the busiest process's):</p>"
             + _table(["run", "judge", "calls", "retries", "429s", "failed by kind", "p50 ms", "p95 ms", "p99 ms",
                       "calls/s", "elapsed s", "stopped"], last, {2, 3, 4, 6, 7, 8, 9, 10}))
 

@@ -274,13 +274,25 @@ def _analyses(data) -> list[str]:
         out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_num(r.judgment_flip)} | "
                 f"{_num(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
         out.append("")
+    from .summary import agreement_rows
+
+    for run in data.runs:
+        if run.agreement is None:
+            continue
+        a = run.agreement
+        out += [f"## Agreement with human labels ({md(run.name)})", "",
+                f"From `babelrun agree`: {a.matched} of {a.labels_read} labels matched judged pairs; both "
+                f"orders, Wilson {a.confidence:.0%} intervals.", "",
+                "| judge | set | accuracy | Cohen's κ | n |", "|---|---|---|---|---:|"]
+        out += [f"| {md(j)} | {_cell(st)} | {acc} | {md(kappa)} | {n} |" for j, st, acc, kappa, n in agreement_rows(a)]
+        out.append("")
     return out
 
 
 def _stats(data) -> list[str]:
     out = ["## Run statistics", "",
            "From the log: every record of every audit process (a retried key counts each try). "
-           "429s and calls/s of the last audit process are in report.html and stats.json.", "",
+           "429s and calls/s of the audit processes are in report.html and stats.json.", "",
            "| run | judge | records | ok | errors | calls | retries | p50 ms | p95 ms | p99 ms | tokens in | tokens out |",
            "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run in data.runs:

@@ -193,3 +193,18 @@ def actions(data) -> list[tuple[str, str, list[Action]]]:
                                  sorted(langs, key=lambda lv, s=worst_first[rule]: (s * lv[1], lv[0])))
                           for rule, langs in rules.items()])
             for (judge, jid), rules in by.items()]
+
+
+def agreement_rows(agreement) -> list[tuple[str, str, str, str, int]]:
+    """(judge, labelled set, accuracy with interval, κ with its band, n) per judge and set, on
+    the both-orders view (an item agrees when both its verdicts do), from ``babelrun agree``."""
+    out = []
+    for judge in agreement.judges:
+        for s in judge.sets:
+            f = next((f for f in s.figures if f.view == "both orders"), None)
+            if f is None:
+                continue
+            acc = "–" if f.accuracy is None else f"{f.accuracy:.2f} [{f.lo:.2f}, {f.hi:.2f}]"
+            kappa = "–" if f.kappa is None else f"{f.kappa:.2f} ({f.band})"
+            out.append((judge.judge, s.set, acc, kappa, f.n))
+    return out
