@@ -166,6 +166,15 @@ class RateLimit(_Spec):
     tpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # tokens per minute (in + out)
 
 
+class Price(_Spec):
+    """What a judge's provider charges, per million tokens, for ``babelrun validate``'s cost
+    estimate. Never part of the judge's identity (it cannot change a verdict)."""
+
+    input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
+    output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    currency: str = "USD"
+
+
 class SimulatedKnobs(_Spec):
     """Explicit biases of the ``simulated`` judge: the numbers the metrics must recover.
 
@@ -231,6 +240,7 @@ class JudgeSpec(_Spec):
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
     calls: Literal["all", "escalations"] = "all"
+    price: Price | None = None  # per million tokens: validate estimates the audit's cost
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..corpus import labelled
-from ..errors import UserError
+from ..errors import NotApplicable
 from ..score import lookup
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.stats import cohen_kappa, landis_koch, wilson
@@ -112,7 +112,7 @@ def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:
     pairs = {}
     for source in sources:
         if not Path(source.path).exists():
-            raise UserError(f"the run's labelled pairs are gone from {source.path}: agree reads "
+            raise NotApplicable(f"the run's labelled pairs are gone from {source.path}: agree reads "
                             "their gold labels there")
         pairs.update(_llmbar(source.path))
     return pairs
@@ -126,7 +126,7 @@ def _llmbar(path: str) -> dict[str, tuple[str, str, int]]:
                 for set_name, file in labelled._sets(LabelledPairsSource(path=path))
                 for i, row in enumerate(labelled._decode(file))}
     except msgspec.DecodeError as e:
-        raise UserError(f"{path}: not LLMBar pairs ({e})") from None
+        raise NotApplicable(f"{path}: not LLMBar pairs ({e})") from None
 
 
 def _csv(path: Path) -> list[tuple[str, int]]:
@@ -134,11 +134,11 @@ def _csv(path: Path) -> list[tuple[str, int]]:
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         if not {"item", "label"} <= set(reader.fieldnames or ()):
-            raise UserError(f"{path}: a labels CSV needs the columns item,label")
+            raise NotApplicable(f"{path}: a labels CSV needs the columns item,label")
         rows = []
         for row in reader:
             if row["label"].strip() not in ("1", "2"):
-                raise UserError(f"{path}:{reader.line_num}: label {row['label']!r} is not 1 or 2")
+                raise NotApplicable(f"{path}:{reader.line_num}: label {row['label']!r} is not 1 or 2")
             rows.append((row["item"].strip(), int(row["label"])))
     return rows
 
@@ -154,7 +154,7 @@ def _human(labels_path: Path, data: dict) -> tuple[dict[str, int], list[str], li
         texts = _llmbar(str(labels_path))
         rows = [(pid, label) for pid, (_, _, label) in texts.items()]
     else:
-        raise UserError(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
+        raise NotApplicable(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
     human: dict[str, int] = {}
     unknown, mismatched = [], []
     for pid, label in rows:
@@ -168,7 +168,7 @@ def _human(labels_path: Path, data: dict) -> tuple[dict[str, int], list[str], li
                 continue
             label = label if theirs == ours else 3 - label
         if human.setdefault(pid, label) != label:
-            raise UserError(f"{labels_path}: item {pid} is labelled both 1 and 2")
+            raise NotApplicable(f"{labels_path}: item {pid} is labelled both 1 and 2")
     return human, unknown, mismatched, len(rows)
 
 
@@ -218,7 +218,7 @@ def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) 
     """Every judge's agreement with the human labels, per labelled set (and all sets)."""
     run_dir, labels_path = Path(run_dir), Path(labels_path)
     if not labels_path.exists():
-        raise UserError(f"labels not found: {labels_path}")
+        raise NotApplicable(f"labels not found: {labels_path}")
     data_pairs = _run_pairs(run_dir)
     human_of, unknown, mismatched, read = _human(labels_path, data_pairs)
     pair_ids = sorted(data_pairs)

@@ -64,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check a manifest without running anything",
                        description="Decode and check a manifest: fields, types, files, "
-                       "languages, perturbations, key variables. Prints the plan's size.")
+                       "languages, perturbations, key variables. Prints the plan's size and, per "
+                       "judge, the estimated tokens in and out, and the cost where the judge has a "
+                       "price: {input_per_mtok, output_per_mtok} in the manifest.")
     v.add_argument("manifest", type=Path)
 
     s = sub.add_parser("score", help="recompute cards and report from a run directory's log",
@@ -204,6 +206,9 @@ def _validate(args) -> int:
     print(f"{args.manifest}: ok — {len(m.judges)} judge(s){composites}, {len(p.languages)} "
           f"language(s), {p.n_items} items ({f'{agentic} agentic; ' if agentic else ''}"
           f"{skipped} no-op perturbations skipped), {calls}; output: {m.run_dir}")
+    from . import estimate
+
+    print(estimate.text(estimate.estimate(m, p)), end="")
     return 0
 
 

@@ -115,10 +115,10 @@ def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:
     processes = [] if previous is None else (
         previous.processes or [ProcessStats(previous.elapsed_s, previous.interrupted, previous.judges)])
     processes = [*processes, ProcessStats(this.elapsed_s, this.interrupted, this.judges)]
-    by_judge: dict[str, list[JudgeStats]] = {}
+    by_judge: dict[tuple[str, str], list[JudgeStats]] = {}
     for proc in processes:
-        for j in proc.judges:
-            by_judge.setdefault(j.judge_id, []).append(j)
+        for j in proc.judges:  # two names may share an id (the same settings): kept apart
+            by_judge.setdefault((j.judge, j.judge_id), []).append(j)
     judges = sorted((_total(v) for v in by_judge.values()), key=lambda j: (j.judge, j.judge_id))
     return RunStats(round(sum(p.elapsed_s for p in processes), 3), this.interrupted, judges, processes)
 
