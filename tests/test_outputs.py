@@ -112,7 +112,7 @@ def test_cards_to_pandas_and_polars(run_dir):
     pd = pytest.importorskip("pandas")
     assert isinstance(cards.to_pandas(), pd.DataFrame)
     polars = pytest.importorskip("polars")
-    assert cards.to_polars().height == table.num_rows
+    assert isinstance(cards.to_polars(), polars.DataFrame) and cards.to_polars().height == table.num_rows
 
 
 def test_load_run_takes_a_string(run_dir):
