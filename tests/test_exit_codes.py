@@ -3,8 +3,6 @@ by a real invocation of the CLI, and every command of the CLI has a row."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from babelrun.app.cli import _parser, main
