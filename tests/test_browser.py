@@ -5,8 +5,8 @@ installed."""
 from __future__ import annotations
 
 import pytest
-
 from browser import WIDTH, find, measure, shown_views
+
 from helpers import ROOT
 
 PAGES = sorted((ROOT / "results").glob("*/report.html"))
@@ -28,9 +28,9 @@ def test_report_fits_1280_pixels_and_draws_every_figure(page):
 def test_matrix_sort_links_show_one_view_without_script(tmp_path):
     """The sort links work by CSS :target alone (the page has no script): the default view
     by language until a link is followed, then only the chosen one."""
-    from babelrun.report import html
-
     from test_report_scale import synthetic
+
+    from babelrun.report import html
 
     page = tmp_path / "report.html"
     page.write_text(html.render(synthetic(3, 60), []))
