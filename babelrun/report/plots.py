@@ -38,6 +38,7 @@ HEATMAP_TEXT = 150   # judge × language cells up to which the heatmap prints it
 RADAR_LANGS = 16     # languages in the radar small multiples
 RADAR_JUDGES = 4     # above this many overlaid polygons a radar is a blur: not drawn
 SCATTER_LABELS = 3   # languages named per judge in the scatter (its lowest R)
+SCATTER_OVERLAID = 4  # judges drawn in one scatter; more: one panel each
 SCATTER_ERRORBARS = 200  # points up to which the scatter draws R's intervals
 
 
@@ -79,6 +80,17 @@ def _tight(fig, **kwargs) -> None:
         fig.tight_layout(**kwargs)
 
 
+def _suptitle(fig, text: str) -> None:
+    """A figure title wrapped to the figure's width, with room kept for it above the axes
+    (tight_layout ignores suptitles: unreserved, they clip and overlap the panels' titles)."""
+    import textwrap
+
+    width_in, height_in = fig.get_size_inches()
+    lines = textwrap.wrap(text, max(40, int(width_in * 12)))
+    fig.suptitle("\n".join(lines), fontsize=8)
+    _tight(fig, rect=(0, 0, 1, 1 - (0.16 * len(lines) + 0.1) / height_in))
+
+
 def _colors(n: int) -> list:
     cmap = _pyplot().get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]
@@ -110,45 +122,77 @@ def _worst(data: ReportData, k: int) -> tuple[list[str], str]:
     return sorted(langs, key=lambda x: (low.get(x, 2.0), x))[:k], f" — the {k} worst of {len(langs)} languages"
 
 
-def reliability_vs_accuracy(data: ReportData):
-    judges = _judges(data)
-    if not judges:
-        return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8.5, 5))
+def _scatter(ax, jc, color, errorbars: bool) -> None:
+    """One judge's languages on ``ax``: accuracy against R, its lowest-R languages named."""
+    pts = [(lc.lang, lc.card.accuracy.value, lc.card.reliability) for lc in jc.languages
+           if lc.card.accuracy.value is not None and lc.card.reliability.value is not None]
+    if not pts:
+        return
+    xs = [p[1] for p in pts]
+    ys = [p[2].value for p in pts]
+    if errorbars:
+        err = [[max(0.0, p[2].value - (p[2].lo if p[2].lo is not None else p[2].value)) for p in pts],
+               [max(0.0, (p[2].hi if p[2].hi is not None else p[2].value) - p[2].value) for p in pts]]
+        ax.errorbar(xs, ys, yerr=err, fmt="o", color=color, markersize=4, elinewidth=0.6, alpha=0.85,
+                    label=label(jc.judge))
+    else:
+        ax.scatter(xs, ys, s=6, color=color, alpha=0.6, label=label(jc.judge))
+    # Only the judge's lowest-R languages are named: every name collides beyond a few.
+    for lang, x, r in sorted(pts, key=lambda p: (p[2].value, p[0]))[:SCATTER_LABELS]:
+        ax.annotate(label(lang, 12), (x, r.value), xytext=(3, 2), textcoords="offset points", fontsize=6,
+                    color=color)
+
+
+def _scatter_frame(ax) -> None:
     for lo, hi, color in BANDS:
         ax.axhspan(lo, hi, color=color, zorder=0)
     ax.axhline(THRESHOLDS.reliability, color="#333", linestyle="--", linewidth=1,
                label=f"deployment threshold R = {THRESHOLDS.reliability}")
+    ax.set(xlim=(0, 1.02), ylim=(0, 1.02))
+
+
+def reliability_vs_accuracy(data: ReportData):
+    """One scatter for up to ``SCATTER_OVERLAID`` judges; small multiples (a panel a judge,
+    ``HEATMAP_COLS`` to a row) beyond, where overlaid colours stop being told apart."""
+    judges = _judges(data)
+    if not judges:
+        return None
+    plt = _pyplot()
     points = sum(len(jc.languages) for jc in judges)
-    for jc, color in zip(judges, _colors(len(judges)), strict=True):
-        pts = [(lc.lang, lc.card.accuracy.value, lc.card.reliability) for lc in jc.languages
-               if lc.card.accuracy.value is not None and lc.card.reliability.value is not None]
-        if not pts:
-            continue
-        xs = [p[1] for p in pts]
-        ys = [p[2].value for p in pts]
-        if points <= SCATTER_ERRORBARS:
-            err = [[max(0.0, p[2].value - (p[2].lo if p[2].lo is not None else p[2].value)) for p in pts],
-                   [max(0.0, (p[2].hi if p[2].hi is not None else p[2].value) - p[2].value) for p in pts]]
-            ax.errorbar(xs, ys, yerr=err, fmt="o", color=color, markersize=4, elinewidth=0.6, alpha=0.85,
-                        label=label(jc.judge))
-        else:
-            ax.scatter(xs, ys, s=6, color=color, alpha=0.6, label=label(jc.judge))
-        # Only each judge's lowest-R languages are named: every name collides beyond a few.
-        for lang, x, r in sorted(pts, key=lambda p: (p[2].value, p[0]))[:SCATTER_LABELS]:
-            ax.annotate(label(lang, 12), (x, r.value), xytext=(3, 2), textcoords="offset points",
-                        fontsize=6, color=color)
-    bars = "bars: R interval; " if points <= SCATTER_ERRORBARS else ""
-    ax.set(xlabel="accuracy", ylabel="reliability R", xlim=(0, 1.02), ylim=(0, 1.02),
-           title=f"Reliability vs accuracy per language ({bars}named: each judge's {SCATTER_LABELS} lowest R)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, borderaxespad=0)
+    errorbars = points <= SCATTER_ERRORBARS
+    bars = "bars: R interval; " if errorbars else ""
+    title = f"Reliability vs accuracy per language ({bars}named: each judge's {SCATTER_LABELS} lowest R)"
+    colors = _colors(len(judges))
+    if len(judges) <= SCATTER_OVERLAID:
+        fig, ax = plt.subplots(figsize=(8.5, 5))
+        _scatter_frame(ax)
+        for jc, color in zip(judges, colors, strict=True):
+            _scatter(ax, jc, color, errorbars)
+        ax.set(xlabel="accuracy", ylabel="reliability R", title=title)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, borderaxespad=0)
+    else:
+        cols = min(HEATMAP_COLS, len(judges))
+        rows = -(-len(judges) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 0.6, 2.3 * rows + 0.7), sharex=True,
+                                 sharey=True, squeeze=False)
+        for ax in axes.flat[len(judges):]:
+            ax.axis("off")
+        for ax, jc, color in zip(axes.flat, judges, colors, strict=False):
+            _scatter_frame(ax)
+            _scatter(ax, jc, color, errorbars)
+            ax.set_title(label(jc.judge, 28), fontsize=8)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("R")
+        for ax in axes[-1, :]:
+            ax.set_xlabel("accuracy")
+        _suptitle(fig, title + f"; dashed: R = {THRESHOLDS.reliability}")
+        return fig
     _tight(fig)
     return fig
 
 
 def _goodness(card: Card) -> list[float | None]:
-    """Each metric of the heatmap mapped to [0, 1], 1 best: colours mean the same everywhere."""
+    """Each radar axis's metric mapped to [0, 1], 1 best."""
     def v(iv):
         return iv.value
     acc, d, verb, k, r, inv = (v(card.accuracy), v(card.position_bias), v(card.verbosity),
@@ -188,8 +232,6 @@ def metric_heatmap(data: ReportData):
     langs, note = _worst(data, HEATMAP_LANGS)
     if not judges or not langs:
         return None
-    import textwrap
-
     import numpy as np
     from matplotlib.colors import to_rgb
 
@@ -219,8 +261,7 @@ def metric_heatmap(data: ReportData):
              f"(R, accuracy < {THRESHOLDS.reliability}; |Δ| ≥ {THRESHOLDS.position}; |v − 0.5| ≥ "
              f"{THRESHOLDS.verbosity - 0.5:.2f}; κ_ord < {THRESHOLDS.consistency}; invalid ≥ 5 %), yellow "
              "close to it, green clear of it")
-    fig.suptitle("\n".join(textwrap.wrap(title, 40 * cols + 30)), fontsize=8)
-    _tight(fig)
+    _suptitle(fig, title)
     return fig
 
 
@@ -292,7 +333,7 @@ def perturbation_accuracy(data: ReportData):
     if not perts:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(perts) * len(judges) + 3), 4.2))
+    fig, ax = plt.subplots(figsize=(min(14, max(6, 0.25 * len(perts) * len(judges) + 3)), 4.2))
     width = 0.8 / len(judges)
     for i, (jc, acc, color) in enumerate(zip(judges, per, _colors(len(judges)), strict=True)):
         xs = [k + (i - (len(judges) - 1) / 2) * width for k in range(len(perts))]
