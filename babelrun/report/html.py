@@ -392,7 +392,8 @@ def _example(e: Example) -> str:
 
 def _examples(data: ReportData, plots: list[Plot]) -> str:
     out = ["<h2>Example failures</h2><p>A few items per judge and failure mode (the first by item id), "
-           "with the judge's raw replies and the item's texts, regenerated from the run's manifest.</p>"]
+           "with the judge's raw replies and the item's texts, regenerated from the run's manifest. Any "
+           "item, with the messages each judge was sent: <code>babelrun show RUN ITEM_ID</code>.</p>"]
     for run in data.runs:
         if run.texts_note:
             out.append(f"<p class=note>{h(run.name)}: {h(run.texts_note)}</p>")

@@ -328,7 +328,8 @@ def _examples(data) -> list[str]:
 
     out = ["## Example failures", "",
            "A few items per judge and failure mode (the first by item id), with the judge's raw "
-           "replies; texts are in report.html.", ""]
+           "replies; texts are in report.html, and any item with the messages each judge was sent: "
+           "`babelrun show RUN ITEM_ID`.", ""]
     any_example = False
     for run in data.runs:
         if run.texts_note:
