@@ -1,7 +1,9 @@
 """The report as one self-contained HTML page: no script, no outside request.
 
-The page is a list of section functions ``(ReportData, plots) -> str`` (``SECTIONS``); a new
-card family adds a function. Every piece of judge, corpus or manifest text goes through
+The page opens with the answer: the judge × language matrix of R (``_matrix``; its sort
+orders are views picked by the link's fragment through CSS ``:target``, no script), then a
+table of contents, then the sections, a list of functions ``(ReportData, plots) -> str`` with
+their anchors (``SECTIONS``); a new card family adds a function. Every piece of judge, corpus or manifest text goes through
 ``safe.h`` (HTML-escaped with quotes, bidi controls made visible); plots are inlined as SVG
 drawn with glyph paths (``plots.py``). A Content-Security-Policy forbids scripts and every
 outside fetch, as a second line of defence.
