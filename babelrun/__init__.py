@@ -5,8 +5,14 @@ The public surface is small::
     import babelrun
     manifest = babelrun.load_manifest("manifest.yaml")
     result = babelrun.audit(manifest)            # resumable; returns an AuditResult
+    result = await babelrun.audit_async(manifest)  # the same, inside a running event loop (Jupyter)
     cards = babelrun.score_run("runs/my-audit")  # recompute cards from the log alone
+    cards.to_pandas()                            # the cards as one long table (or to_polars, to_arrow)
     table = babelrun.load_run("runs/my-audit")   # the counted records, as an Arrow table
+    babelrun.export_run("runs/my-audit", fmt="csv")  # cards.csv, presentations.csv under runs/my-audit/export
+    item = babelrun.show_item("runs/my-audit", "1a2b3c")  # an item as the judges saw it
+
+Paths may be ``str`` or ``pathlib.Path`` everywhere.
 
 These names are imported lazily (PEP 562): ``import babelrun`` loads nothing else, so a
 module deep inside (``babelrun.judges.prompt``) can be imported on its own, cheaply.
@@ -50,15 +56,21 @@ _LAZY = {
     "Manifest": ("babelrun.spec", "Manifest"),
     "load_manifest": ("babelrun.manifest", "load"),
     "audit": ("babelrun.app.audit", "audit"),
+    "audit_async": ("babelrun.app.audit", "audit_async"),
     "score_run": ("babelrun.app.audit", "score_run"),
-    "load_run": ("babelrun.store.compact", "load"),
+    "load_run": ("babelrun.app.audit", "load_run"),
+    "export_run": ("babelrun.app.export", "export"),
+    "show_item": ("babelrun.app.show", "show"),
+    "Cards": ("babelrun.score", "Cards"),
 }
 
 if TYPE_CHECKING:
-    from .app.audit import audit, score_run
+    from .app.audit import audit, audit_async, load_run, score_run
+    from .app.export import export as export_run
+    from .app.show import show as show_item
     from .manifest import load as load_manifest
+    from .score import Cards
     from .spec import Manifest
-    from .store.compact import load as load_run
 
 
 def __getattr__(name: str):
@@ -77,4 +89,5 @@ def __dir__() -> list[str]:
 
 
 # ``babelrun.score`` is the scoring subpackage (metrics, bootstrap); ``score_run`` is the verb.
-__all__ = ["Manifest", "__version__", "audit", "load_manifest", "load_run", "score_run"]
+__all__ = ["Cards", "Manifest", "__version__", "audit", "audit_async", "export_run", "load_manifest", "load_run",
+           "score_run", "show_item"]

@@ -4,6 +4,7 @@
     ├── UserError            something the user can fix; the CLI prints one line, exit_code
     │   ├── ManifestError    a manifest field is wrong (exit 2; ``path`` names the field)
     │   ├── UsageError       a command-line argument is wrong (exit 2)
+    │   ├── NotApplicable    the input holds nothing the command can work on (exit 2)
     │   └── RunDirBusy       another process holds the run directory's lock (exit 1)
     └── JudgeError           one call to a judge failed; ``kind`` is an ErrorKind value
         ├── RetryableError   worth trying again (429, 5xx, timeout, reset, garbled body)
@@ -51,6 +52,14 @@ class ManifestError(UserError):
 
 class UsageError(UserError):
     """A command-line argument is wrong (nothing was run or written)."""
+
+    exit_code = 2
+
+
+class NotApplicable(UserError):
+    """The input is readable but this command finds nothing to work on in it: a folder that is
+    no run directory, one judge where judges are compared, no label matching a judged pair.
+    Bad input, as the CLI's exit codes count it: nothing was written."""
 
     exit_code = 2
 

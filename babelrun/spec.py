@@ -170,6 +170,15 @@ class RateLimit(_Spec, frozen=True):
     tpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # tokens per minute (in + out)
 
 
+class Price(_Spec, frozen=True):
+    """What a judge's provider charges, per million tokens, for ``babelrun validate``'s cost
+    estimate. Never part of the judge's identity (it cannot change a verdict)."""
+
+    input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
+    output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    currency: str = "USD"
+
+
 class SimulatedKnobs(_Spec, frozen=True):
     """Explicit biases of the ``simulated`` judge: the numbers the metrics must recover.
 
@@ -269,6 +278,7 @@ class JudgeSpec(_Spec, frozen=True):
     # backend: rule — a deterministic scorer (length ratio, regex, exact match, JSON
     # validity, a registered Python function) instead of a model: a cascade's cheap stage.
     rule: RuleSpec | None = None
+    price: Price | None = None  # per million tokens: validate estimates the audit's cost
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------

@@ -40,5 +40,5 @@ def test_diff_and_calibrate(tmp_path, capsys):
     assert main(["calibrate", str(b), str(other), "--replicates", "20"]) == 0
     out = capsys.readouterr().out
     assert "Interaction" in out and "| sw" in out or " sw " in out
-    assert main(["calibrate", str(b)]) == 1  # one judge: nothing to calibrate against
+    assert main(["calibrate", str(b)]) == 2  # one judge: nothing to calibrate against (bad input)
     assert "judge" in capsys.readouterr().err

@@ -8,7 +8,8 @@ from importlib import metadata
 
 import babelrun
 
-PUBLIC = {"Manifest", "__version__", "audit", "load_manifest", "load_run", "score_run"}
+PUBLIC = {"Cards", "Manifest", "__version__", "audit", "audit_async", "export_run", "load_manifest", "load_run",
+          "score_run", "show_item"}
 
 
 def test_all_is_the_public_surface():
@@ -17,13 +18,16 @@ def test_all_is_the_public_surface():
 
 
 def test_every_export_resolves_to_its_implementation():
-    from babelrun.app.audit import audit, score_run
+    from babelrun.app.audit import audit, audit_async, load_run, score_run
+    from babelrun.app.export import export
+    from babelrun.app.show import show
     from babelrun.manifest import load
+    from babelrun.score import Cards
     from babelrun.spec import Manifest
-    from babelrun.store.compact import load as load_run
 
-    assert (babelrun.audit, babelrun.score_run, babelrun.load_manifest, babelrun.Manifest, babelrun.load_run) == (
-        audit, score_run, load, Manifest, load_run)
+    assert (babelrun.audit, babelrun.audit_async, babelrun.score_run, babelrun.load_manifest, babelrun.Manifest,
+            babelrun.load_run, babelrun.export_run, babelrun.show_item, babelrun.Cards) == (
+        audit, audit_async, score_run, load, Manifest, load_run, export, show, Cards)
 
 
 def test_unknown_attribute_is_an_attribute_error():

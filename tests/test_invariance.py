@@ -49,8 +49,9 @@ def test_no_parallel_units_is_said(tmp_path, capsys):
     path = write_manifest(tmp_path, [simulated()], corpus={"languages": ["en", "hi"], "references_per_language": 2},
                           scoring={"bootstrap": 20})
     run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
-    assert main(["invariance", str(tmp_path / "run")]) == 0
-    assert "is the corpus parallel" in capsys.readouterr().out
+    assert main(["invariance", str(tmp_path / "run")]) == 2  # nothing to compare: bad input, nothing written
+    assert "is the corpus parallel" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "invariance.json").exists()
 
 
 @needs_udhr

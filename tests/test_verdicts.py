@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import msgspec
 
@@ -51,8 +52,9 @@ def test_a_judge_that_prefers_the_degraded_answer_is_flagged_below_chance(tmp_pa
     assert "below chance" in row
     assert "below chance" not in next(line for line in board.splitlines() if "| fair |" in line)
     advice = report.split("## Recommendations")[1].split("\n## ")[0]
-    flagged = [line for line in advice.splitlines() if "prefers the degraded answer; do not deploy" in line]
-    assert len(flagged) == 2 and all(line.startswith("| contrarian | degradation |") for line in flagged)
+    flagged = [line for line in advice.splitlines() if line.startswith("| ") and "prefers the degraded answer" in line]
+    assert len(flagged) == 1 and flagged[0].startswith("| contrarian | do not use it here")  # one line per action
+    assert flagged[0].count(" 0.") == 2  # its two languages, each with its accuracy
     assert "(consistently wrong)" in report.split("## Judge `contrarian`")[1]
     html = (tmp_path / "run" / "report.html").read_text()
     assert "below chance" in html and "prefers the degraded answer" in html
@@ -159,7 +161,7 @@ def test_an_agentic_only_run_reports_its_cards(tmp_path):
     assert "| 1 | agentic | sim |" in board
     advice = report.split("## Recommendations")[1].split("\n## ")[0]
     assert "every card is within the thresholds" not in advice
-    assert "| sim | agentic | en (English) | " in advice and "route this language" in advice
+    assert re.search(r"\| sim \| route to another judge.*en \(agentic\) 0\.\d\d", advice)
     html = (tmp_path / "run" / "report.html").read_text()
     assert "No judge has counted records yet" not in html and "<td>agentic</td>" in html
     assert msgspec.json.decode((tmp_path / "run" / "cards.json").read_bytes())["not_judged"] == []

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..corpus import labelled
-from ..errors import UserError
+from ..errors import NotApplicable
 from ..score import lookup
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.stats import cohen_kappa, landis_koch, wilson
@@ -113,7 +113,7 @@ def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:
     for source in sources:
         path = labelled.path_of(source)  # no path: the pairs bundled with babelrun
         if not path.exists():
-            raise UserError(f"the run's labelled pairs are gone from {path}: agree reads "
+            raise NotApplicable(f"the run's labelled pairs are gone from {path}: agree reads "
                             "their gold labels there")
         for pair_id, pair in _llmbar(str(path)).items():
             # the first source wins an id: another language condition of a pair shares its
@@ -129,7 +129,7 @@ def _llmbar(path: str) -> dict[str, tuple[str, str, int]]:
         return {pair_id: (row.output_1, row.output_2, row.label)
                 for pair_id, _, row in labelled.rows(LabelledPairsSource(path=path))}
     except msgspec.DecodeError as e:
-        raise UserError(f"{path}: not LLMBar pairs ({e})") from None
+        raise NotApplicable(f"{path}: not LLMBar pairs ({e})") from None
 
 
 def _csv(path: Path) -> list[tuple[str, int]]:
@@ -137,11 +137,11 @@ def _csv(path: Path) -> list[tuple[str, int]]:
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         if not {"item", "label"} <= set(reader.fieldnames or ()):
-            raise UserError(f"{path}: a labels CSV needs the columns item,label")
+            raise NotApplicable(f"{path}: a labels CSV needs the columns item,label")
         rows = []
         for row in reader:
             if row["label"].strip() not in ("1", "2"):
-                raise UserError(f"{path}:{reader.line_num}: label {row['label']!r} is not 1 or 2")
+                raise NotApplicable(f"{path}:{reader.line_num}: label {row['label']!r} is not 1 or 2")
             rows.append((row["item"].strip(), int(row["label"])))
     return rows
 
@@ -157,7 +157,7 @@ def _human(labels_path: Path, data: dict) -> tuple[dict[str, int], list[str], li
         texts = _llmbar(str(labels_path))
         rows = [(pid, label) for pid, (_, _, label) in texts.items()]
     else:
-        raise UserError(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
+        raise NotApplicable(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
     human: dict[str, int] = {}
     unknown, mismatched = [], []
     for pid, label in rows:
@@ -171,7 +171,7 @@ def _human(labels_path: Path, data: dict) -> tuple[dict[str, int], list[str], li
                 continue
             label = label if theirs == ours else 3 - label
         if human.setdefault(pid, label) != label:
-            raise UserError(f"{labels_path}: item {pid} is labelled both 1 and 2")
+            raise NotApplicable(f"{labels_path}: item {pid} is labelled both 1 and 2")
     return human, unknown, mismatched, len(rows)
 
 
@@ -221,7 +221,7 @@ def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) 
     """Every judge's agreement with the human labels, per labelled set (and all sets)."""
     run_dir, labels_path = Path(run_dir), Path(labels_path)
     if not labels_path.exists():
-        raise UserError(f"labels not found: {labels_path}")
+        raise NotApplicable(f"labels not found: {labels_path}")
     data_pairs = _run_pairs(run_dir)
     human_of, unknown, mismatched, read = _human(labels_path, data_pairs)
     pair_ids = sorted(data_pairs)
@@ -306,3 +306,16 @@ def text(agreement: Agreement) -> str:
             out.append(f"  {s.set}")
             out.extend(f"    {line(f)}" for f in s.figures)
     return "\n".join(out) + "\n"
+
+
+def below(agreement: Agreement, min_kappa: float) -> list[str]:
+    """The judges whose κ with the human labels (both orders, all sets) is below
+    ``min_kappa`` or undefined (``agree --min-kappa``), one line each."""
+    out = []
+    for judge in agreement.judges:
+        whole = next((s for s in judge.sets if s.set == ALL_SETS), judge.sets[-1] if judge.sets else None)
+        f = next((f for f in whole.figures if f.view == "both orders"), None) if whole else None
+        kappa = None if f is None else f.kappa
+        if kappa is None or kappa < min_kappa:
+            out.append(f"{judge.judge}: κ {'undefined' if kappa is None else f'{kappa:.3f}'} < {min_kappa}")
+    return out

@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import UserError
+from ..errors import NotApplicable, UserError
 from ..score import codes
 from ..score.stats import rounded
 from ..store import compact
@@ -471,7 +471,7 @@ def cell_means(table: pa.Table) -> Cells:
 
 def _load(run_dir: Path) -> pa.Table:
     if not (run_dir / "run.yaml").exists():
-        raise UserError(f"{run_dir} is not a babelrun run directory (no run.yaml)")
+        raise NotApplicable(f"{run_dir} is not a babelrun run directory (no run.yaml)")
     data = compact.load(run_dir, COLUMNS)
     return pa.table({name: _plain(data[name]) for name in COLUMNS})
 
@@ -494,12 +494,12 @@ def run(run_dirs: Sequence[Path], replicates: int = 200, seed: int = 0,
         raise UserError("calibrate needs at least one run directory")
     data = merge([_load(Path(d)) for d in run_dirs])
     if data.num_rows == 0:
-        raise UserError("no counted records in " + ", ".join(str(d) for d in run_dirs))
+        raise NotApplicable("no counted records in " + ", ".join(str(d) for d in run_dirs))
     cells = cell_means(data)
     if len(cells.judges) < 2:
-        raise UserError(f"calibration compares judges: found only {', '.join(cells.judges)}")
+        raise NotApplicable(f"calibration compares judges: found only {', '.join(cells.judges)}")
     if len(cells.langs) < 2:
-        raise UserError(f"calibration needs two languages where every judge has records; found "
+        raise NotApplicable(f"calibration needs two languages where every judge has records; found "
                         f"{', '.join(cells.langs) or 'none'} ({len(cells.dropped)} language × task "
                         "cells dropped)")
     ids = {label: jid for jid, label in judge_labels(data).items()}

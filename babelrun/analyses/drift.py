@@ -101,3 +101,22 @@ def text(drift: Drift) -> str:
         for d in ([j.overall] if j.overall else []) + j.languages:
             out.extend(_block(d))
     return "\n".join(out) + "\n"
+
+
+def worse(drift: Drift, alpha: float = 0.05) -> list[str]:
+    """Why B is worse than A, one line per judge pair that is (``diff --fail-if-worse``): over
+    all matched presentations, B is right less often with McNemar p below ``alpha``, or R's
+    paired change has its whole interval below 0. Per-language changes are not tested (many
+    languages, many tests: the overall comparison is the gate)."""
+    out = []
+    for j in drift.judges:
+        d = j.overall
+        if d is None:
+            continue
+        m = d.mcnemar
+        if m.c < m.b and m.p < alpha:
+            out.append(f"{j.judge_b}: correct in A only {m.b}, in B only {m.c} (McNemar p {m.p:.3g} < {alpha})")
+        r = next((c for c in d.changes if c.metric == "reliability"), None)
+        if r is not None and r.hi is not None and r.hi < 0:
+            out.append(f"{j.judge_b}: R changed {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]")
+    return out

@@ -14,6 +14,7 @@ unifies them. ``executor: ray`` hands the shards to Ray workers (``cluster.py``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -40,13 +41,24 @@ from .phases import (
     write_stats,
 )
 
-__all__ = ["AuditResult", "MergeResult", "audit", "compact_run", "merge_run", "score_run"]
+__all__ = ["AuditResult", "MergeResult", "audit", "audit_async", "compact_run", "load_run", "merge_run",
+           "score_run"]
 
 
-def audit(manifest: Manifest, *, progress: Progress | None = None,
-          handle_signals: bool = True, shard: log.Shard | None = None) -> AuditResult:
+def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
+          handle_signals: bool = True, shard: log.Shard | None = None,
+          judges: Sequence[str] | None = None, limit: int | None = None) -> AuditResult:
     """Run (or resume) the audit; with ``shard``, only that shard's keys, and no cards (the
-    last shard to finish does not know it is the last: ``merge`` scores the union)."""
+    last shard to finish does not know it is the last: ``merge`` scores the union).
+    ``manifest``: a Manifest or the path of its YAML file. ``judges``: call only the judges of
+    these names (the others keep their records); ``limit``: judge at most this many new
+    presentations per judge (a trial run; the next run continues).
+
+    Blocking: it runs its own event loop. Inside a running loop (Jupyter, an async app) it
+    raises and names ``await babelrun.audit_async(...)``, which runs it in a worker thread."""
+    _no_running_loop()
+    manifest = _manifest(manifest)
+    only = _only(manifest, judges, limit)
     if manifest.executor == "ray" and shard is None:
         from . import cluster
 
@@ -64,7 +76,8 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
         write_run_files(manifest, plan)
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
-        outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals)
+        outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
+                            only=only, limit=limit)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         write_stats(run_dir, result.stats, STATS_JSON if shard is None else f"stats.{shard.tag}.json")
@@ -75,6 +88,66 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
             _return_freed_memory()
             report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result
+
+
+async def audit_async(manifest: Manifest | str | Path, *, progress: Progress | None = None,
+                      judges: Sequence[str] | None = None, limit: int | None = None) -> AuditResult:
+    """``audit`` for code that already runs an event loop (Jupyter, an async app): the audit
+    runs in a worker thread with its own loop, and this awaits it. Ctrl-C handling is left
+    to the host (no signal handlers outside the main thread); cancelling the await leaves
+    the thread to finish its in-flight calls, and the log resumable."""
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(
+        lambda: audit(manifest, progress=progress, handle_signals=False, judges=judges, limit=limit),
+        abandon_on_cancel=True)
+
+
+def _no_running_loop() -> None:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UserError("babelrun.audit() blocks and cannot run inside a running event loop (Jupyter, an "
+                    "async app): use `await babelrun.audit_async(manifest)` there")
+
+
+def _manifest(manifest: Manifest | str | Path) -> Manifest:
+    if isinstance(manifest, Manifest):
+        return manifest
+    from ..manifest import load
+
+    return load(Path(manifest))
+
+
+def _only(manifest: Manifest, judges: Sequence[str] | None, limit: int | None) -> frozenset[str] | None:
+    """The judge names ``audit`` is restricted to (None: all), after checking the arguments."""
+    from ..errors import UsageError
+
+    if limit is not None and limit < 1:
+        raise UsageError("--limit must be at least 1")
+    names = {j.name for j in manifest.judges}
+    if judges:
+        unknown = sorted(set(judges) - names)
+        if unknown:
+            raise UsageError(f"no judge named {', '.join(map(repr, unknown))} in the manifest "
+                             f"(judges: {', '.join(sorted(names))})")
+    only = frozenset(judges) if judges else None
+    if (only is not None or limit is not None) and manifest.executor == "ray":
+        raise UsageError("--judge and --limit run here: use them without the Ray executor")
+    if limit is not None and any(j.batch for j in manifest.judges if only is None or j.name in only):
+        raise UsageError("--limit does not apply to provider batches (batch: true): pick the other judges with --judge")
+    return only
+
+
+def load_run(run_dir: str | Path, columns: list[str] | None = None):
+    """A run's counted records (one per judge, item and order) as an Arrow table; ``columns``
+    to read only some. ``.to_pandas()`` or ``polars.from_arrow`` for a DataFrame."""
+    run_dir = Path(run_dir)
+    read_run_info(run_dir)
+    return compact.load(run_dir, columns)
 
 
 class MergeResult(msgspec.Struct, frozen=True):

@@ -10,8 +10,15 @@ from pathlib import Path
 from .. import __version__
 
 EPILOG = """\
-exit codes: 0 done; 1 incomplete (a judge stopped or calls failed after retries: run the
-same command again to retry them); 2 bad input (nothing written); 130 interrupted (resumable).
+exit codes (every command; the README's table gives them command by command):
+  0    done
+  1    incomplete (a judge stopped or calls failed after retries: run the same command
+       again to retry them; merge: planned keys missing), or a gate tripped (diff
+       --fail-if-worse, agree --min-kappa), or the run directory is busy
+  2    bad input: a wrong manifest field or argument, a folder that is no run directory,
+       nothing the command can work on (one judge for calibrate, no matched units for
+       invariance, no labelled pair for agree, an unknown item for show); nothing written
+  130  interrupted (resumable)
 """
 
 
@@ -49,10 +56,17 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--address", metavar="ADDR",
                    help="the Ray cluster to join (implies --executor ray; default: start one here)")
     a.add_argument("--workers", type=int, metavar="N", help="Ray workers, one shard each (default: ray.workers, 2)")
+    a.add_argument("--judge", action="append", metavar="NAME",
+                   help="audit only this judge (repeatable); the others keep their records, untouched")
+    a.add_argument("--limit", type=int, metavar="N",
+                   help="judge at most N new presentations per judge in this process (a trial run; "
+                   "the same command without --limit continues where it stopped)")
 
     v = sub.add_parser("validate", help="check a manifest without running anything",
                        description="Decode and check a manifest: fields, types, files, "
-                       "languages, perturbations, key variables. Prints the plan's size.")
+                       "languages, perturbations, key variables. Prints the plan's size and, per "
+                       "judge, the estimated tokens in and out, and the cost where the judge has a "
+                       "price: {input_per_mtok, output_per_mtok} in the manifest.")
     v.add_argument("manifest", type=Path)
 
     s = sub.add_parser("score", help="recompute cards and report from a run directory's log",
@@ -102,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     inv.add_argument("run_dir", type=Path)
     inv.add_argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, "
                      "else en)")
+    inv.add_argument("--json", action="store_true", help="print the result as JSON (as invariance.json)")
     inv.add_argument("--audit-min-length-ratio", type=float, metavar="R",
                      help="transformation audit: flag a variant whose text is shorter than R times the "
                      "pivot's, in characters (default 0.15)")
@@ -130,14 +145,19 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     cal.add_argument("--replicates", type=int, default=200, help="task-bootstrap replicates (default 200)")
     cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("--json", action="store_true", help="print the result as JSON (as calibration.json)")
 
     ag = sub.add_parser("agree", help="agreement of a run's verdicts with human labels",
                         description="Compare the judges' verdicts on a run's labelled pairs with "
                         "human labels (an LLMBar/MT-Bench-format folder or dataset.json, or a CSV "
                         "of item,label with label 1 or 2): accuracy with a Wilson interval, Cohen's "
-                        "kappa with its Landis-Koch band, and n, per order and both orders.")
+                        "kappa with its Landis-Koch band, and n, per order and both orders. Also "
+                        "written to RUN_DIR/agreement.json, which babelrun report shows.")
     ag.add_argument("run_dir", type=Path)
     ag.add_argument("labels", type=Path)
+    ag.add_argument("--json", action="store_true", help="print the result as JSON (as agreement.json)")
+    ag.add_argument("--min-kappa", type=float, metavar="K",
+                    help="exit 1 when a judge's kappa (both orders, all sets) is below K or undefined")
 
     df = sub.add_parser("diff", help="drift between two runs over the same items",
                         description="The same items judged in two runs (a judge before and after "
@@ -146,6 +166,32 @@ def _parser() -> argparse.ArgumentParser:
                         "a flag when the provider-reported model or fingerprint changed.")
     df.add_argument("run_a", type=Path)
     df.add_argument("run_b", type=Path)
+    df.add_argument("--json", action="store_true", help="print the result as JSON")
+    df.add_argument("--fail-if-worse", action="store_true",
+                    help="exit 1 when a judge is worse in RUN_B over all matched presentations: right less "
+                    "often with McNemar p < --alpha, or R's paired change interval wholly below 0")
+    df.add_argument("--alpha", type=float, default=0.05, help="McNemar level for --fail-if-worse (default 0.05)")
+
+    sh = sub.add_parser("show", help="one item as the judges saw it, and their replies",
+                        description="The item's question and both answers, regenerated from the run's "
+                        "manifest and corpus, and for every presentation (judge, order): the chat "
+                        "messages the judge was sent, its raw reply, the verdict, latency and attempts. "
+                        "ITEM_ID: from report.html's examples or judgements.parquet; a unique prefix is "
+                        "enough.")
+    sh.add_argument("run_dir", type=Path)
+    sh.add_argument("item_id")
+    sh.add_argument("--judge", metavar="NAME", help="only this judge's presentations")
+    sh.add_argument("--json", action="store_true", help="print as JSON")
+
+    ex = sub.add_parser("export", help="a run's cards and presentations as flat tables",
+                        description="Write cards.FMT (one row per judge, family, language, perturbation "
+                        "and metric: run, judge, judge_id, family, lang, perturbation, metric, value, lo, "
+                        "hi, n) and presentations.FMT (one row per counted record, with a correct column "
+                        "and ts as a UTC timestamp) for pandas, polars, DuckDB or a spreadsheet.")
+    ex.add_argument("run_dir", type=Path)
+    ex.add_argument("--format", choices=("parquet", "csv", "json"), default="parquet",
+                    help="parquet (default), csv, or json (JSON Lines, .jsonl)")
+    ex.add_argument("--out", type=Path, metavar="DIR", help="where to write (default RUN_DIR/export)")
 
     pn = sub.add_parser("pin", help="write a lock file that pins each judge of a run",
                         description="Per judge of RUN_DIR: judge_id, model, endpoint, prompt template and "
@@ -210,6 +256,9 @@ def _validate(args) -> int:
           f"output: {m.run_dir}")
     for line in _unjudged(p):
         print(f"  {line}")
+    from . import estimate
+
+    print(estimate.text(estimate.estimate(m, p)), end="")
     return 0
 
 
@@ -233,7 +282,8 @@ def _audit(args) -> int:
 
     m = _executor(manifest.load(args.manifest), args)
     shard = _shard(args, m)
-    result = run.audit(m, progress=Progress(interval=args.progress_every), shard=shard)
+    result = run.audit(m, progress=Progress(interval=args.progress_every), shard=shard, judges=args.judge,
+                       limit=args.limit)
     what = f"shard {shard.index}/{shard.count}: " if shard is not None else ""
     print(f"{result.run_dir}: {what}{result.new_records} new records; "
           f"{result.already_done} of {result.planned_calls} planned calls were already done")
@@ -246,6 +296,10 @@ def _audit(args) -> int:
         print(f"incomplete: {result.failed_calls} call(s) have no verdict yet; run "
               f"`babelrun audit {args.manifest}` again to retry them", file=sys.stderr)
     print(stats_table(result.stats))
+    left = sum(j.planned - j.done_before - j.ok for j in result.stats.judges)
+    if args.limit is not None and left and not result.interrupted:
+        print(f"limited to {args.limit} per judge: {left} presentation(s) left; run without --limit to "
+              "judge them")
     if shard is not None and not result.interrupted:
         print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
               f"{result.run_dir}`) writes the cards")
@@ -397,11 +451,21 @@ def _languages(args) -> int:
     return 0
 
 
+def _print(result, text: str, as_json: bool) -> None:
+    import msgspec
+
+    if as_json:
+        print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
+    else:
+        print(text, end="")
+
+
 def _invariance(args) -> int:
     import msgspec
 
     from ..analyses import invariance
-    from ..store.rundir import read_run_info
+    from ..errors import NotApplicable
+    from ..store.rundir import INVARIANCE_JSON, read_run_info
 
     info = read_run_info(args.run_dir)
     parallel = info.manifest.corpus.parallel
@@ -412,8 +476,13 @@ def _invariance(args) -> int:
     if args.audit_max_number_change is not None:
         rules = msgspec.structs.replace(rules, max_number_change=args.audit_max_number_change)
     result = invariance.run(args.run_dir, pivot, rules=rules)
-    _save(result, [args.run_dir], "invariance.json")
-    print(invariance.text(result), end="")
+    if not any(r.matched for r in result.rows) and not result.code_switched and not result.tie_probes \
+            and result.labelled is None:
+        raise NotApplicable(f"{args.run_dir}: no unit was judged both in {pivot} and in another language "
+                            "(is the corpus parallel, UDHR or FLORES, or labelled pairs in several conditions, "
+                            "with the pivot among them?)")
+    _save(result, [args.run_dir], INVARIANCE_JSON)
+    _print(result, invariance.text(result), args.json)
     return 0
 
 
@@ -466,10 +535,11 @@ def _check(args) -> int:
 
 def _calibrate(args) -> int:
     from ..analyses import calibrate
+    from ..store.rundir import CALIBRATION_JSON
 
     result = calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)
-    _save(result, args.run_dirs, "calibration.json")
-    print(calibrate.text(result), end="")
+    _save(result, args.run_dirs, CALIBRATION_JSON)
+    _print(result, calibrate.text(result), args.json)
     return 0
 
 
@@ -484,17 +554,48 @@ def _save(result, run_dirs: list[Path], name: str) -> None:
         write_atomic(Path(run_dir) / name, body)
 
 
+def _gate(reasons: list[str], what: str) -> int:
+    """Exit 1 with one line per reason when a CI gate tripped, else 0."""
+    for reason in reasons:
+        print(f"{what}: {reason}", file=sys.stderr)
+    return 1 if reasons else 0
+
+
 def _agree(args) -> int:
     from ..analyses import agree
+    from ..errors import NotApplicable
+    from ..store.rundir import AGREEMENT_JSON
 
-    print(agree.text(agree.run(args.run_dir, args.labels)), end="")
-    return 0
+    result = agree.run(args.run_dir, args.labels)
+    if result.matched == 0:
+        raise NotApplicable(f"no label in {args.labels} matches a pair judged in {args.run_dir} "
+                            f"({result.labels_read} read, {result.unknown.count} unknown ids)")
+    _save(result, [args.run_dir], AGREEMENT_JSON)
+    _print(result, agree.text(result), args.json)
+    return _gate(agree.below(result, args.min_kappa), "below --min-kappa") if args.min_kappa is not None else 0
 
 
 def _diff(args) -> int:
     from ..analyses import drift
 
-    print(drift.text(drift.run(args.run_a, args.run_b)), end="")
+    result = drift.run(args.run_a, args.run_b)
+    _print(result, drift.text(result), args.json)
+    return _gate(drift.worse(result, args.alpha), "worse in B") if args.fail_if_worse else 0
+
+
+def _show(args) -> int:
+    from . import show
+
+    result = show.show(args.run_dir, args.item_id, args.judge)
+    _print(result, show.text(result), args.json)
+    return 0
+
+
+def _export(args) -> int:
+    from .export import export
+
+    for path in export(args.run_dir, args.out, args.format):
+        print(path)
     return 0
 
 
@@ -529,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
                "bench-judge": _bench_judge, "languages": _languages,
                "invariance": _invariance, "calibrate": _calibrate, "agree": _agree,
                "self-preference": _self_preference, "pin": _pin, "check": _check,
-               "diff": _diff}[args.command]
+               "diff": _diff, "show": _show, "export": _export}[args.command]
     try:
         return handler(args)
     except UserError as e:

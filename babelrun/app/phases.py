@@ -89,22 +89,25 @@ PHASES = ("all", "escalations")
 def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budget] | None = None,
               progress: Progress | None = None, handle_signals: bool = True,
               build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
-              phases: tuple[str, ...] = PHASES, wanted: log.DoneSet | None = None) -> engine.EngineResult:
+              phases: tuple[str, ...] = PHASES, wanted: log.DoneSet | None = None,
+              only: frozenset[str] | None = None, limit: int | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
     matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
-    for local models); ``wanted``: the escalated keys, when the caller has them."""
+    for local models); ``wanted``: the escalated keys, when the caller has them; ``only``: the
+    names of the judges to call (``audit --judge``; None: all); ``limit``: new presentations per
+    judge (``audit --limit``)."""
     run_dir, shard = manifest.run_dir, plan.shard
     log.repair(run_dir, shard)
     done = log.DoneSet.from_log(run_dir)
-    called = [spec for spec in manifest.judges if spec.calls in phases]
+    called = [spec for spec in manifest.judges if spec.calls in phases and (only is None or spec.name in only)]
     backends = [build(spec, manifest.seed) for spec in called]
     cfg = manifest.log
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
     try:
         return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
-                      handle_signals=handle_signals, accounts=accounts)
+                      handle_signals=handle_signals, accounts=accounts, limit=limit)
     finally:
         writer.close()
 
@@ -139,12 +142,20 @@ def result_of(run_dir: Path, states: list[engine.JudgeState], *, written: int, i
         run_dir=str(run_dir), planned_calls=sum(s.planned for s in states),
         already_done=sum(s.done_before for s in states), new_records=written,
         interrupted=interrupted, stop_reasons=[s.stopped for s in states if s.stopped],
-        failed_calls=sum(s.remaining for s in states), stats=stats,
+        failed_calls=sum(s.unfinished for s in states), stats=stats,
     )
 
 
 def write_stats(run_dir: Path, stats: RunStats, name: str = STATS_JSON) -> None:
-    write_atomic(run_dir / name, msgspec.json.format(msgspec.json.encode(stats), indent=2))
+    """Add this process's stats to the file's (a rerun never wipes an earlier run's calls)."""
+    from ..store.rundir import accumulate
+
+    path = run_dir / name
+    try:
+        previous = msgspec.json.decode(path.read_bytes(), type=RunStats)
+    except (FileNotFoundError, msgspec.DecodeError):  # absent, or of an unknown shape: start afresh
+        previous = None
+    write_atomic(path, msgspec.json.format(msgspec.json.encode(accumulate(previous, stats)), indent=2))
 
 
 def _return_freed_memory() -> None:

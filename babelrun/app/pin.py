@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from .. import __version__, corpus, judges
 from ..core.items import Item
 from ..engine import FixedConcurrency, JudgeRunner, JudgeState, limits
-from ..errors import UsageError, UserError
+from ..errors import NotApplicable, UsageError
 from ..judges import ORDERS, JudgeRequest
 from ..judges.prompt import TEMPLATES
 from ..plan.lookup import lookup
@@ -98,6 +98,8 @@ class LockFile(msgspec.Struct):
     judges: list[LockedJudge]
     tolerance: float = 0.05  # the verdict-flip rate a re-ask may show without drift
     checks: list[CheckResult] = []
+    # The run's seed: a judge that draws from it (the simulated one) must draw the same again.
+    seed: int = 0
 
 
 def _now() -> str:
@@ -138,7 +140,7 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
     manifest = info.manifest
     data = compact.load(Path(run_dir), _COLUMNS)
     if not data.num_rows:
-        raise UserError(f"{run_dir}: no successful records to pin")
+        raise NotApplicable(f"{run_dir}: no successful records to pin")
     chosen = corpus.select(manifest)
     agreement = {}
     if labels is not None:
@@ -164,8 +166,8 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
             _most_common(mine["fingerprint"].to_pylist()), _labelled_accuracy(mine),
             agreement.get(spec.name, []), canaries))
     if not locked:
-        raise UserError(f"{run_dir}: no judge with records to pin")
-    return LockFile(__version__, _now(), str(Path(run_dir).resolve()), alpha, locked, tolerance)
+        raise NotApplicable(f"{run_dir}: no judge with records to pin")
+    return LockFile(__version__, _now(), str(Path(run_dir).resolve()), alpha, locked, tolerance, seed=manifest.seed)
 
 
 def write(lock: LockFile, path: Path) -> None:
@@ -238,9 +240,10 @@ def check_judge(locked: LockedJudge, records: list, alpha: float, tolerance: flo
                        not drift and not changed and failed == 0)
 
 
-def check(lock: LockFile, only: str | None = None, alpha: float | None = None, seed: int = 0,
+def check(lock: LockFile, only: str | None = None, alpha: float | None = None, seed: int | None = None,
           tolerance: float | None = None) -> list[CheckResult]:
     alpha = lock.alpha if alpha is None else alpha
+    seed = lock.seed if seed is None else seed
     tolerance = lock.tolerance if tolerance is None else tolerance
     chosen = [j for j in lock.judges if only is None or j.name == only]
     if not chosen:

@@ -184,9 +184,12 @@ class JudgeRunner:
         jid = self.judge.judge_id
         check = len(done) > 0
         sharded = plan.shard is not None
+        left = self.state.limit  # None: no limit
         async with send:
             for item in plan.items():
                 for order in ORDERS:
+                    if left is not None and left <= 0:
+                        return
                     if sharded and not plan.wants(jid, item.item_id, order):
                         continue
                     if check and done.contains(jid, item.item_id, order):
@@ -194,6 +197,8 @@ class JudgeRunner:
                     if wanted is not None and not wanted.contains(jid, item.item_id, order):
                         continue
                     await _put(send, JudgeRequest.of(item, order, template, localized))
+                    if left is not None:
+                        left -= 1
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
                   producers: list[anyio.CancelScope], wanted: DoneSet | None = None) -> None:
@@ -257,21 +262,23 @@ def runner(judge: Judge, account: limits.Budget, state: JudgeState, calls: limit
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter, *,
               progress: Progress | None = None, handle_signals: bool = True,
               wanted: DoneSet | None = None,
-              accounts: dict[str, limits.Budget] | None = None) -> EngineResult:
+              accounts: dict[str, limits.Budget] | None = None, limit: int | None = None) -> EngineResult:
     """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
     shard, when it is one) — and, when ``wanted`` is given, is in it (a cascade's escalations
     to its strong judge). ``accounts``: each judge's budget by judge name, when it is held
     elsewhere (the Ray executor's shared budget); by default one ``limits.Account`` per
-    provider account, in this process."""
+    provider account, in this process. ``limit``: at most this many new presentations per judge
+    (a trial run); the rest stay planned for the next run."""
     accounts = accounts or limits.accounts([j.spec for j in judges])
 
     def state(j: Judge) -> JudgeState:
         if wanted is None:
-            return JudgeState(j.spec.name, j.judge_id, plan.calls_for(j.judge_id), plan.done_count(j.judge_id, done))
+            return JudgeState(j.spec.name, j.judge_id, plan.calls_for(j.judge_id), plan.done_count(j.judge_id, done),
+                              limit=limit)
         keys = wanted.keys(j.judge_id)
         if plan.shard is not None:
             keys = keys[plan.shard.mask(j.judge_id, keys)]
-        return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys))
+        return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys), limit=limit)
 
     runs = [runner(j, accounts[j.spec.name], state(j), limits.CallLimits.of(j.spec, plan.shard)) for j in judges]
     result = EngineResult([r.state for r in runs])

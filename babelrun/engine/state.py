@@ -34,10 +34,18 @@ class JudgeState:
     stopped: str | None = None
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
+    limit: int | None = None  # new presentations this process may judge (``audit --limit``)
 
     @property
     def remaining(self) -> int:
         return self.planned - self.done_before - self.ok
+
+    @property
+    def unfinished(self) -> int:
+        """Presentations this process set out to judge and has no verdict for: all the
+        remaining ones, or under a limit those of the first ``limit`` that failed."""
+        todo = self.planned - self.done_before
+        return (todo if self.limit is None else min(todo, self.limit)) - self.ok
 
     @property
     def elapsed(self) -> float:

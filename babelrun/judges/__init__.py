@@ -35,7 +35,7 @@ from .presets import PRESETS
 COMMON_OPTIONS = frozenset({
     "name", "backend", "model", "prompt", "prompt_language", "temperature", "max_tokens", "soft",
     "concurrency", "adaptive_concurrency", "rate_limit", "timeout_s", "retries", "max_consecutive_failures",
-    "calls", "family",
+    "calls", "family", "price",
 })
 HTTP_OPTIONS = frozenset({"endpoint", "api_key_env"})
 BATCH_API_OPTIONS = frozenset({"batch", "batch_poll_s"})

@@ -3,7 +3,7 @@
 ``gather`` reads each run directory's cards (given, or rebuilt from the log by
 ``run.score_run``), ``run.yaml`` (judge identities), ``stats.json``, the counted records
 (served models, fingerprints, example failures with the judge's raw reply), the analyses'
-results where they were run (``calibration.json``, ``invariance.json``), and regenerates the
+results where they were run (``calibration.json``, ``invariance.json``, ``agreement.json``), and regenerates the
 handful of items the examples need from the run's resolved manifest (records hold no texts).
 Renderers (``markdown``, ``html``, ``plots``) only read a ``ReportData``; nothing here
 formats text.
@@ -18,6 +18,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..analyses.agree import Agreement
 from ..analyses.calibrate import Calibration
 from ..analyses.invariance import Invariance
 from ..score import Cards, JudgeCards
@@ -75,7 +76,7 @@ class Example(msgspec.Struct, frozen=True):
 class LogStats(msgspec.Struct, frozen=True):
     """One judge's calls as the log records them (every process that wrote the run): the
     same numbers however often the report is rebuilt. 429s and calls/s are not in records;
-    they come from stats.json, which describes the last audit process only."""
+    they come from stats.json, which sums every audit process (and keeps each one's entry)."""
 
     judge: str
     judge_id: str
@@ -103,6 +104,7 @@ class RunReport(msgspec.Struct, frozen=True):
     calibration: Calibration | None = None
     invariance: Invariance | None = None
     stale: list[str] = []  # analysis files older than the log's newest segment
+    agreement: Agreement | None = None
 
 
 class ReportData(msgspec.Struct, frozen=True):
@@ -345,7 +347,13 @@ def _log_stats(run_dir: Path) -> list[LogStats]:
 def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
     """One run directory's part of the report; cards are rebuilt from the log when not given."""
     from ..score.run import cards_of_run
-    from ..store.rundir import RunStats, read_run_info
+    from ..store.rundir import (
+        AGREEMENT_JSON,
+        CALIBRATION_JSON,
+        INVARIANCE_JSON,
+        RunStats,
+        read_run_info,
+    )
 
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
@@ -358,16 +366,17 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     stats = _optional(run_dir / "stats.json", RunStats)
     return RunReport(
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
-        _optional(run_dir / "calibration.json", Calibration), _optional(run_dir / "invariance.json", Invariance),
-        _stale(run_dir))
+        _optional(run_dir / CALIBRATION_JSON, Calibration), _optional(run_dir / INVARIANCE_JSON, Invariance),
+        _stale(run_dir), _optional(run_dir / AGREEMENT_JSON, Agreement))
 
 
 def _stale(run_dir: Path) -> list[str]:
     """The analysis files written before the log last grew: their numbers miss records."""
     from ..store import log
+    from ..store.rundir import ANALYSES
 
     newest = max((seg.stat().st_mtime for seg in log.segments(run_dir)), default=0.0)
-    return [name for name in ("calibration.json", "invariance.json")
+    return [name for name in ANALYSES
             if (run_dir / name).exists() and (run_dir / name).stat().st_mtime < newest]
 
 

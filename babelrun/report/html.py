@@ -1,7 +1,9 @@
 """The report as one self-contained HTML page: no script, no outside request.
 
-The page is a list of section functions ``(ReportData, plots) -> str`` (``SECTIONS``); a new
-card family adds a function. Every piece of judge, corpus or manifest text goes through
+The page opens with the answer: the judge × language matrix of R (``_matrix``; its sort
+orders are views picked by the link's fragment through CSS ``:target``, no script), then a
+table of contents, then the sections, a list of functions ``(ReportData, plots) -> str`` with
+their anchors (``SECTIONS``); a new card family adds a function. Every piece of judge, corpus or manifest text goes through
 ``safe.h`` (HTML-escaped with quotes, bidi controls made visible); plots are inlined as SVG
 drawn with glyph paths (``plots.py``). A Content-Security-Policy forbids scripts and every
 outside fetch, as a second line of defence.
@@ -18,19 +20,37 @@ from .data import MODES, Example, ReportData
 from .markdown import VERDICTS
 from .plots import Plot
 from .safe import h
-from .summary import COMPARED, audit_cell, audit_cells, cbc_rows, leaderboard, mitigation_rows
+from .summary import (
+    BAND_COLOURS,
+    COMPARED,
+    Matrix,
+    actions,
+    agreement_rows,
+    audit_cell,
+    audit_cells,
+    band,
+    cbc_rows,
+    leaderboard,
+    matrix,
+    mitigation_rows,
+)
 from .summary import number as _num
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222;overflow-wrap:anywhere}
+section{max-width:100%;overflow-x:auto}
+.matrix td{padding:1px 5px;white-space:nowrap;font-variant-numeric:tabular-nums;text-align:right}.matrix td.l{text-align:left}
+.matrix th{font-size:12px;max-width:9em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.views>.view{display:none}.views>.view:target,.views>.view:last-child{display:block}.views>.view:target~.view:last-child{display:none}
+nav.toc ol{columns:2;margin:.3em 0}.sorts a{margin-right:.6em}
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(170px,1fr));gap:8px}
 .card{border:1px solid #ccc;border-radius:6px;padding:6px 8px;font-size:12px}
-.green{background:#d9f2d9}.yellow{background:#fff3c4}.red{background:#f8d7d7}.none{background:#eee}
+""" + "".join(f".{k}{{background:{v}}}" for k, v in BAND_COLOURS.items()) + """
 .card b{font-size:14px}.bar{position:relative;height:8px;background:#fff;border:1px solid #aaa;margin:4px 0}
 .fill{position:absolute;left:0;top:0;bottom:0;background:#555}.ci{position:absolute;top:3px;height:2px;background:#000}
 .mark{position:absolute;top:-3px;bottom:-3px;width:2px;background:#c00}
@@ -42,9 +62,7 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-weight
 
 
 def _band(value: float | None) -> str:
-    if value is None:
-        return "none"
-    return "green" if value >= 0.70 else "yellow" if value >= 0.60 else "red"
+    return band(value)
 
 
 def _table(header: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
@@ -59,12 +77,13 @@ def _header(data: ReportData, plots: list[Plot]) -> str:
     runs = "".join(f"<li>{h(r.name)}: <code>{h(r.run_dir)}</code> (babelrun {h(r.babelrun_version)})</li>"
                    for r in data.runs)
     conf = data.runs[0].cards.confidence if data.runs else 0.95
-    t = data.thresholds
+    t = data.thresholds.reliability
     return (f"<h1>babelrun report</h1><ul>{runs}</ul>"
             f"<p class=note>Intervals: {round(conf * 100)}% item-clustered bootstrap (Wilson for tie and "
-            f"invalid rates). Cards: <span class=green>green R ≥ 0.70</span>, <span class=yellow>yellow "
-            f"R ≥ 0.60</span>, <span class=red>red R &lt; 0.60</span>; the red mark on each bar is the "
-            f"{t.reliability} deployment threshold. Definitions: README, <i>Metrics</i>.</p>")
+            f"invalid rates). Colours, the same in every table, card and plot: <span class=good>R ≥ "
+            f"{t + 0.10:.2f}</span>, <span class=near>{t} ≤ R &lt; {t + 0.10:.2f}</span>, <span class=bad>R "
+            f"&lt; {t}</span> (the deployment threshold; the red mark on each bar), <span class=none>not "
+            "judged or undefined</span>. Definitions: README, <i>Metrics</i>.</p>")
 
 
 def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
@@ -87,6 +106,7 @@ _CHANCE = ' <b class=red title="the judge prefers the degraded answer">below cha
 
 
 def _recommendations(data: ReportData, plots: list[Plot]) -> str:
+    """One line per judge and action, listing the languages that call for it, worst first."""
     t = data.thresholds
     intro = (f"<p>Per judge × language, when its card calls for it: R &lt; {t.reliability} → route the "
              f"language elsewhere or ensemble; κ_ord &lt; {t.consistency} → score both orders and average; "
@@ -95,11 +115,57 @@ def _recommendations(data: ReportData, plots: list[Plot]) -> str:
     if not data.recommendations:
         none = "every card is within the thresholds" if data.families() else "no judge has counted records yet"
         return "<h2>Recommendations</h2>" + intro + f"<p>None: {none}.</p>"
-    by: dict[tuple, list[str]] = defaultdict(list)
-    for r in data.recommendations:
-        by[(r.judge, r.family, r.lang, r.language)].append(h(r.advice))
-    rows = [[h(j), h(fam), f"{h(lang)} ({h(name)})", "<br>".join(adv)] for (j, fam, lang, name), adv in by.items()]
-    return "<h2>Recommendations</h2>" + intro + _table(["judge", "family", "language", "advice"], rows)
+    rows = [[h(judge), h(a.text), str(len(a.langs)), ", ".join(f"{h(lang)}&nbsp;{v:.2f}" for lang, v in a.langs)]
+            for judge, _, acts in actions(data) for a in acts]
+    return "<h2>Recommendations</h2>" + intro + _table(["judge", "action", "languages", "which (value)"], rows, {2})
+
+
+MATRIX_VIEW_ROWS = 50  # a re-sorted view shows this many worst languages; the default view all
+
+
+def _cell(cell) -> str:
+    if cell is None:
+        return '<td class=none title="not planned in this judge\'s run">·</td>'
+    flags = "".join(f" {h(f)}" for f in cell.flags)
+    if cell.status == "not judged":
+        return f'<td class=none title="not judged: {h(cell.note or "")}">n/j{flags}</td>'
+    r = cell.reliability
+    tip = f"R {_num(r)} · {cell.items} items" + (f" · {'; '.join(cell.flags)}" if cell.flags else "")
+    mark = {"pass": "✓", "fail": "✗"}.get(cell.status, "")
+    value = "–" if r.value is None else f"{r.value:.2f}"
+    return f'<td class={band(r.value)} title="{h(tip)}">{value}{mark}{flags}</td>'
+
+
+def _matrix_table(m: Matrix, rows: list[int]) -> str:
+    head = "".join(f'<th title="{h(j.judge)} ({h(j.judge_id)}, {h(j.run)})">{h(j.judge)}</th>' for j in m.judges)
+    body = "".join(f'<tr><td class=l>{h(m.langs[i][0])} <small>{h(m.langs[i][1])}</small></td>'
+                   + "".join(_cell(c) for c in m.cells[i]) + "</tr>" for i in rows)
+    return f'<table class=matrix><thead><tr><th>language</th>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _matrix(data: ReportData, plots: list[Plot]) -> str:
+    """R per judge × language, first on the page. Sorting needs no script: each order is its
+    own view, and the link's fragment (CSS ``:target``) shows it in place of the default."""
+    m = matrix(data)
+    if not m.judges:
+        return "<h2>Judge × language</h2><p>No judge has counted records yet.</p>"
+    t = data.thresholds.reliability
+    k = MATRIX_VIEW_ROWS
+    views = [("worst", "worst language first (lowest R of any judge)", -1)]
+    views += [(f"j{j}", f"{judge.judge}: worst first", j) for j, judge in enumerate(m.judges)]
+    more = len(m.langs) > k
+    html = []
+    for anchor, title, by in views:
+        rows = m.sorted_rows(by)[:k]
+        cut = f" (the {k} worst of {len(m.langs)})" if more else ""
+        html.append(f'<div class=view id="m-{anchor}"><p class=note>Sorted by {h(title)}{cut}.</p>'
+                    f"{_matrix_table(m, rows)}</div>")
+    html.append(f'<div class=view id="m-lang"><p class=note>Sorted by language code.</p>'
+                f"{_matrix_table(m, m.sorted_rows(None))}</div>")
+    links = " ".join(f'<a href="#m-{a}">{h(title)}</a>' for a, title, _ in [("lang", "language", None), *views])
+    return (f"<h2>Judge × language: reliability R</h2><p>{len(m.judges)} judge(s) × {len(m.langs)} "
+            f"language(s). ✓ R ≥ {t}, ✗ below; n/j not judged; – undefined. Hover a cell for its "
+            f"interval and items.</p><p class=sorts>Sort: {links}</p><div class=views>{''.join(html)}</div>")
 
 
 def _bar(iv: Interval, threshold: float) -> str:
@@ -130,27 +196,53 @@ def _metric_row(label: str, card: Card) -> list[str]:
 _METRIC_HEAD = ["items", "R", "accuracy", "Δ (slot A)", "v (longer)", "κ_ord", "ties", "invalid"]
 
 
+CARD_GRID = 24  # language cards drawn per judge (worst R first); every language is in its table
+
+
+def _perturbation_matrix(jc) -> str:
+    """R per language × perturbation, one compact cell each (accuracy and items on hover):
+    a table of every card's metrics would be a row per cell, megabytes at 500 languages."""
+    perts = sorted({pc.perturbation for lc in jc.languages for pc in lc.perturbations})
+    head = "".join(f"<th>{h(p)}</th>" for p in perts)
+    rows = []
+    for lc in jc.languages:
+        cards = {pc.perturbation: pc.card for pc in lc.perturbations}
+        cells = []
+        for p in perts:
+            card = cards.get(p)
+            if card is None:
+                cells.append("<td class=none>·</td>")
+                continue
+            r = card.reliability.value
+            cells.append(f'<td class={band(r)} title="accuracy {_num(card.accuracy)} · {card.items} items">'
+                         f'{"–" if r is None else f"{r:.2f}"}</td>')
+        rows.append(f"<tr><td class=l>{h(lc.lang)}</td>{''.join(cells)}</tr>")
+    return (f"<table class=matrix><thead><tr><th>language</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def _language_cards(data: ReportData, plots: list[Plot]) -> str:
     t = data.thresholds.reliability
     out = ["<h2>Reliability cards per language</h2><p class=note>"
-           f"{h(VERDICTS.replace('**', ''))}</p>"]
+           f"{h(VERDICTS.replace('**', ''))} Worst R first (the {CARD_GRID} worst where a judge has more "
+           "languages); every language is in the table below each grid, by language code.</p>"]
     for run, family, jc in data.families():
         if family == "agentic":
             continue  # the agent-trajectory section
-        cards = "".join(_card(f"{h(lc.lang)} <small>{h(lc.language)}</small>", lc.card, t) for lc in jc.languages)
+        worst_first = sorted(jc.languages, key=lambda lc: (lc.card.reliability.value is None,
+                                                            lc.card.reliability.value or 0.0, lc.lang))
+        cards = "".join(_card(f"{h(lc.lang)} <small>{h(lc.language)}</small>", lc.card, t)
+                        for lc in worst_first[:CARD_GRID])
         cards += "".join(f'<div class="card none"><b>{h(n.lang)} <small>{h(n.language)}</small></b><br>'
                          f"not judged: {h(n.reason)}</div>" for n in _unjudged(run, family, jc.judge))
         rows = [_metric_row("all", jc.overall)] + [_metric_row(f"{h(lc.lang)} ({h(lc.language)})", lc.card)
                                                    for lc in jc.languages]
-        per = [_metric_row(f"{h(lc.lang)} / {h(pc.perturbation)}", pc.card) for lc in jc.languages
-               for pc in lc.perturbations]
         what = "" if family == "degradation" else f" — labelled pairs <code>{h(family.removeprefix('pairs:'))}</code>"
         out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code>{what}</h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
-                "<details><summary>table</summary>" + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8})
-                + "</details>",
-                "<details><summary>by perturbation</summary>"
-                + _table(["language / perturbation", *_METRIC_HEAD], per, {1, 7, 8}) + "</details>"]
+                "<details><summary>table (every language)</summary>"
+                + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8}) + "</details>",
+                "<details><summary>R by perturbation</summary>" + _perturbation_matrix(jc) + "</details>"]
     return "".join(out)
 
 
@@ -223,6 +315,15 @@ def _analyses(data: ReportData, plots: list[Plot]) -> str:
                     f"{len(lab.flagged)} of {lab.all_pairs.pairs} pairs.</p>",
                     _table(["pairs", "judge", "condition", "accuracy", "tie-half accuracy", "position inconsistency",
                             "correctness flips", "McNemar p"], pairs, {7})]
+    for run in data.runs:
+        if run.agreement is None:
+            continue
+        a = run.agreement
+        rows = [[h(j), h(s), acc, h(kappa), str(n)] for j, s, acc, kappa, n in agreement_rows(a)]
+        out += [f"<h2>Agreement with human labels ({h(run.name)})</h2><p>From <code>babelrun agree</code>: "
+                f"{a.matched} of {a.labels_read} labels matched judged pairs; both orders (an item agrees "
+                f"when both its verdicts do), Wilson {a.confidence:.0%} intervals.</p>",
+                _table(["judge", "set", "accuracy", "Cohen's κ", "n"], rows, {4})]
     return "".join(out)
 
 
@@ -243,7 +344,8 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
     return ("<h2>Run statistics</h2><p>From the log: every record of every audit process.</p>"
             + _table(["run", "judge", "records", "ok", "errors", "calls", "retries", "p50 ms", "p95 ms", "p99 ms",
                       "tokens in", "tokens out"], logged, {2, 3, 5, 6, 7, 8, 9, 10, 11})
-            + "<p>The last audit process (<code>stats.json</code>):</p>"
+            + "<p>Every audit process together (<code>stats.json</code>: each process's entry and their "
+              "totals; latency percentiles are the busiest process's):</p>"
             + _table(["run", "judge", "calls", "retries", "429s", "failed by kind", "p50 ms", "p95 ms", "p99 ms",
                       "calls/s", "elapsed s", "stopped"], last, {2, 3, 4, 6, 7, 8, 9, 10}))
 
@@ -330,7 +432,8 @@ def _example(e: Example) -> str:
 
 def _examples(data: ReportData, plots: list[Plot]) -> str:
     out = ["<h2>Example failures</h2><p>A few items per judge and failure mode (the first by item id), "
-           "with the judge's raw replies and the item's texts, regenerated from the run's manifest.</p>"]
+           "with the judge's raw replies and the item's texts, regenerated from the run's manifest. Any "
+           "item, with the messages each judge was sent: <code>babelrun show RUN ITEM_ID</code>.</p>"]
     for run in data.runs:
         if run.texts_note:
             out.append(f"<p class=note>{h(run.name)}: {h(run.texts_note)}</p>")
@@ -344,12 +447,22 @@ def _examples(data: ReportData, plots: list[Plot]) -> str:
     return "".join(out)
 
 
-SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _mitigations, _agentic, _plots, _audit,
-            _analyses, _stats, _identities, _examples]
+# (anchor, title for the contents, section); the header and the matrix open the page.
+SECTIONS = [("leaderboard", "Leaderboard", _leaderboard), ("recommendations", "Recommendations", _recommendations),
+            ("cards", "Reliability cards per language", _language_cards),
+            ("mitigations", "Mitigations", _mitigations), ("agentic", "Agent trajectories", _agentic),
+            ("plots", "Plots", _plots), ("audit", "Perturbation audit", _audit), ("analyses", "Analyses", _analyses),
+            ("stats", "Run statistics", _stats), ("identities", "Judge identities", _identities),
+            ("examples", "Example failures", _examples)]
 
 
 def render(data: ReportData, plots: list[Plot]) -> str:
-    body = "\n".join(filter(None, (section(data, plots) for section in SECTIONS)))  # empty: nothing to show
+    shown = [(anchor, title, html) for anchor, title, section in SECTIONS if (html := section(data, plots))]
+    toc = "".join(f'<li><a href="#{a}">{h(title)}</a></li>' for a, title, _ in [("matrix", "Judge × language", ""),
+                                                                              *shown])
+    body = "\n".join([_header(data, plots), f'<section id="matrix">{_matrix(data, plots)}</section>',
+                      f'<nav class=toc><b>Contents</b><ol>{toc}</ol></nav>',
+                      *(f'<section id="{a}">{html}</section>' for a, _, html in shown)])
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f'<meta http-equiv="Content-Security-Policy" content="{h(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -6,7 +6,6 @@ every character Markdown could read as syntax; codes go through ``_cell``."""
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 
 from ..plan import WEAK_SENTENCES
 from ..score import Card, Cards
@@ -227,24 +226,50 @@ def _leaderboard(data) -> list[str]:
 
 
 def _recommendations(data) -> list[str]:
+    from .summary import actions
+
     t = data.thresholds
     out = ["## Recommendations", "",
            f"Per judge × language, when its card calls for it: R < {t.reliability} → route the language "
            f"elsewhere or ensemble; κ_ord < {t.consistency} → score both orders and average; "
            f"|Δ| ≥ {t.position} (interval excluding 0) → position debiasing; v > {t.verbosity} "
            "(interval above 0.5) → length normalisation in the prompt; accuracy interval below 0.5 → "
-           "the judge prefers the degraded answer. Every item family is checked.", ""]
+           "the judge prefers the degraded answer. One line per judge and action, languages worst first; "
+           "every item family is checked.", ""]
     if not data.recommendations:
         if not data.families():
             return out + ["None: no judge has counted records yet.", ""]
         return out + ["None: every card is within the thresholds.", ""]
-    by: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
-    for r in data.recommendations:  # the advice is babelrun's own text and numbers
-        by[(r.judge, r.family, r.lang, r.language)].append(r.advice)
-    out += ["| judge | family | language | advice |", "|---|---|---|---|"]
-    out += [f"| {md(judge)} | {_cell(family)} | {_cell(lang)} ({_cell(name)}) | "
-            f"{'; '.join(advice).replace('|', chr(92) + '|')} |"
-            for (judge, family, lang, name), advice in by.items()]
+    out += ["| judge | action | languages | which (value) |", "|---|---|---:|---|"]
+    out += [f"| {md(judge)} | {md(a.text)} | {len(a.langs)} | "
+            + ", ".join(f"{_cell(lang)} {v:.2f}" for lang, v in a.langs) + " |"
+            for judge, _, acts in actions(data) for a in acts]
+    return out + [""]
+
+
+def _matrix(data) -> list[str]:
+    """R per judge × language, every planned pair: ✓/✗ against the threshold, n/j not judged."""
+    from .summary import matrix
+
+    m = matrix(data)
+    if not m.judges:
+        return []
+
+    def cell(c) -> str:
+        if c is None:
+            return "·"
+        if c.status == "not judged":
+            return "n/j" + "".join(f" {_cell(f)}" for f in c.flags)
+        value = "–" if c.reliability.value is None else f"{c.reliability.value:.2f}"
+        return value + {"pass": " ✓", "fail": " ✗"}.get(c.status, "") + "".join(f" {_cell(f)}" for f in c.flags)
+
+    out = ["## Judge × language: reliability R", "",
+           f"✓ R ≥ {data.thresholds.reliability}, ✗ below; n/j: planned but not judged; –: undefined. "
+           "Intervals: the cards below.", "",
+           "| language | " + " | ".join(md(j.judge) for j in m.judges) + " |",
+           "|---|" + "---:|" * len(m.judges)]
+    out += [f"| {_cell(m.langs[i][0])} | " + " | ".join(cell(c) for c in m.cells[i]) + " |"
+            for i in m.sorted_rows(None)]
     return out + [""]
 
 
@@ -285,6 +310,18 @@ def _analyses(data) -> list[str]:
             out.append("")
         if inv.labelled is not None:
             out += _judge_ls(inv.labelled)
+    from .summary import agreement_rows
+
+    for run in data.runs:
+        if run.agreement is None:
+            continue
+        a = run.agreement
+        out += [f"## Agreement with human labels ({md(run.name)})", "",
+                f"From `babelrun agree`: {a.matched} of {a.labels_read} labels matched judged pairs; both "
+                f"orders, Wilson {a.confidence:.0%} intervals.", "",
+                "| judge | set | accuracy | Cohen's κ | n |", "|---|---|---|---|---:|"]
+        out += [f"| {md(j)} | {_cell(st)} | {acc} | {md(kappa)} | {n} |" for j, st, acc, kappa, n in agreement_rows(a)]
+        out.append("")
     return out
 
 
@@ -304,7 +341,7 @@ def _judge_ls(lab) -> list[str]:
 def _stats(data) -> list[str]:
     out = ["## Run statistics", "",
            "From the log: every record of every audit process (a retried key counts each try). "
-           "429s and calls/s of the last audit process are in report.html and stats.json.", "",
+           "429s and calls/s of the audit processes are in report.html and stats.json.", "",
            "| run | judge | records | ok | errors | calls | retries | p50 ms | p95 ms | p99 ms | tokens in | tokens out |",
            "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run in data.runs:
@@ -340,7 +377,8 @@ def _examples(data) -> list[str]:
 
     out = ["## Example failures", "",
            "A few items per judge and failure mode (the first by item id), with the judge's raw "
-           "replies; texts are in report.html.", ""]
+           "replies; texts are in report.html, and any item with the messages each judge was sent: "
+           "`babelrun show RUN ITEM_ID`.", ""]
     any_example = False
     for run in data.runs:
         if run.texts_note:
@@ -363,7 +401,7 @@ def leaderboard(data) -> str:
     return "\n".join(_leaderboard(data))
 
 
-SECTIONS = [_leaderboard, _recommendations, _cards, _analyses, _stats, _identities, _examples]
+SECTIONS = [_matrix, _leaderboard, _recommendations, _cards, _analyses, _stats, _identities, _examples]
 
 
 def render_report(data) -> str:

@@ -21,10 +21,25 @@ from ..score import Card
 from .data import ReportData
 from .recommend import THRESHOLDS
 from .safe import label
+from .summary import BAND_COLOURS, BAND_WIDTH, band
 
 METRICS = ("accuracy", "|Δ|", "v", "κ_ord", "R", "invalid")
 RADAR_AXES = ("accuracy", "κ_ord", "1 − |Δ|", "1 − |2v − 1|", "valid replies")
-BANDS = ((0.70, 1.0, "#d9f2d9"), (0.60, 0.70, "#fff3c4"), (0.0, 0.60, "#f8d7d7"))  # green/yellow/red
+# R's colour bands, the report's one scale (summary.band): the same in the cards and the matrix.
+_T = THRESHOLDS.reliability
+BANDS = ((_T + BAND_WIDTH, 1.0, BAND_COLOURS["good"]), (_T, _T + BAND_WIDTH, BAND_COLOURS["near"]),
+         (0.0, _T, BAND_COLOURS["bad"]))
+# Scale limits, chosen by drawing the synthetic 10 judges × 200 languages report
+# (tests/test_report_scale.py): beyond them a figure's labels overlap and its SVG grows past
+# megabytes, so a figure shows the worst languages (lowest R of any judge) instead of all.
+HEATMAP_LANGS = 30   # languages in the metric heatmap
+HEATMAP_COLS = 5     # judge panels per row of the heatmap
+HEATMAP_TEXT = 150   # judge × language cells up to which the heatmap prints its numbers
+RADAR_LANGS = 16     # languages in the radar small multiples
+RADAR_JUDGES = 4     # above this many overlaid polygons a radar is a blur: not drawn
+SCATTER_LABELS = 3   # languages named per judge in the scatter (its lowest R)
+SCATTER_OVERLAID = 4  # judges drawn in one scatter; more: one panel each
+SCATTER_ERRORBARS = 200  # points up to which the scatter draws R's intervals
 
 
 class Plot(msgspec.Struct, frozen=True):
@@ -65,6 +80,17 @@ def _tight(fig, **kwargs) -> None:
         fig.tight_layout(**kwargs)
 
 
+def _suptitle(fig, text: str) -> None:
+    """A figure title wrapped to the figure's width, with room kept for it above the axes
+    (tight_layout ignores suptitles: unreserved, they clip and overlap the panels' titles)."""
+    import textwrap
+
+    width_in, height_in = fig.get_size_inches()
+    lines = textwrap.wrap(text, max(40, int(width_in * 12)))
+    fig.suptitle("\n".join(lines), fontsize=8)
+    _tight(fig, rect=(0, 0, 1, 1 - (0.16 * len(lines) + 0.1) / height_in))
+
+
 def _colors(n: int) -> list:
     cmap = _pyplot().get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]
@@ -82,38 +108,91 @@ def _by_lang(jc) -> dict[str, Card]:
     return {lc.lang: lc.card for lc in jc.languages}
 
 
-def reliability_vs_accuracy(data: ReportData):
-    judges = _judges(data)
-    if not judges:
-        return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for lo, hi, color in BANDS:
-        ax.axhspan(lo, hi, color=color, zorder=0)
-    ax.axhline(THRESHOLDS.reliability, color="#333", linestyle="--", linewidth=1,
-               label=f"deployment threshold R = {THRESHOLDS.reliability}")
-    for jc, color in zip(judges, _colors(len(judges)), strict=True):
-        pts = [(lc.lang, lc.card.accuracy.value, lc.card.reliability) for lc in jc.languages
-               if lc.card.accuracy.value is not None and lc.card.reliability.value is not None]
-        if not pts:
-            continue
-        xs = [p[1] for p in pts]
-        ys = [p[2].value for p in pts]
+def _worst(data: ReportData, k: int) -> tuple[list[str], str]:
+    """Every language, or the ``k`` with the lowest R of any judge (worst first) when there
+    are more; and a note saying which for the figure's title."""
+    langs = _languages(data)
+    if len(langs) <= k:
+        return langs, ""
+    low: dict[str, float] = {}
+    for jc in _judges(data):
+        for lc in jc.languages:
+            r = lc.card.reliability.value
+            low[lc.lang] = min(low.get(lc.lang, 2.0), 2.0 if r is None else r)
+    return sorted(langs, key=lambda x: (low.get(x, 2.0), x))[:k], f" — the {k} worst of {len(langs)} languages"
+
+
+def _scatter(ax, jc, color, errorbars: bool) -> None:
+    """One judge's languages on ``ax``: accuracy against R, its lowest-R languages named."""
+    pts = [(lc.lang, lc.card.accuracy.value, lc.card.reliability) for lc in jc.languages
+           if lc.card.accuracy.value is not None and lc.card.reliability.value is not None]
+    if not pts:
+        return
+    xs = [p[1] for p in pts]
+    ys = [p[2].value for p in pts]
+    if errorbars:
         err = [[max(0.0, p[2].value - (p[2].lo if p[2].lo is not None else p[2].value)) for p in pts],
                [max(0.0, (p[2].hi if p[2].hi is not None else p[2].value) - p[2].value) for p in pts]]
         ax.errorbar(xs, ys, yerr=err, fmt="o", color=color, markersize=4, elinewidth=0.6, alpha=0.85,
                     label=label(jc.judge))
-        for lang, x, r in pts:
-            ax.annotate(label(lang, 12), (x, r.value), xytext=(3, 2), textcoords="offset points",
-                        fontsize=6, color=color)
-    ax.set(xlabel="accuracy", ylabel="reliability R", xlim=(0, 1.02), ylim=(0, 1.02),
-           title="Reliability vs accuracy per language (bars: R interval)")
-    ax.legend(loc="upper left", fontsize=7)
+    else:
+        ax.scatter(xs, ys, s=6, color=color, alpha=0.6, label=label(jc.judge))
+    # Only the judge's lowest-R languages are named: every name collides beyond a few.
+    for lang, x, r in sorted(pts, key=lambda p: (p[2].value, p[0]))[:SCATTER_LABELS]:
+        ax.annotate(label(lang, 12), (x, r.value), xytext=(3, 2), textcoords="offset points", fontsize=6,
+                    color=color)
+
+
+def _scatter_frame(ax) -> None:
+    for lo, hi, color in BANDS:
+        ax.axhspan(lo, hi, color=color, zorder=0)
+    ax.axhline(THRESHOLDS.reliability, color="#333", linestyle="--", linewidth=1,
+               label=f"deployment threshold R = {THRESHOLDS.reliability}")
+    ax.set(xlim=(0, 1.02), ylim=(0, 1.02))
+
+
+def reliability_vs_accuracy(data: ReportData):
+    """One scatter for up to ``SCATTER_OVERLAID`` judges; small multiples (a panel a judge,
+    ``HEATMAP_COLS`` to a row) beyond, where overlaid colours stop being told apart."""
+    judges = _judges(data)
+    if not judges:
+        return None
+    plt = _pyplot()
+    points = sum(len(jc.languages) for jc in judges)
+    errorbars = points <= SCATTER_ERRORBARS
+    bars = "bars: R interval; " if errorbars else ""
+    title = f"Reliability vs accuracy per language ({bars}named: each judge's {SCATTER_LABELS} lowest R)"
+    colors = _colors(len(judges))
+    if len(judges) <= SCATTER_OVERLAID:
+        fig, ax = plt.subplots(figsize=(8.5, 5))
+        _scatter_frame(ax)
+        for jc, color in zip(judges, colors, strict=True):
+            _scatter(ax, jc, color, errorbars)
+        ax.set(xlabel="accuracy", ylabel="reliability R", title=title)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, borderaxespad=0)
+    else:
+        cols = min(HEATMAP_COLS, len(judges))
+        rows = -(-len(judges) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 0.6, 2.3 * rows + 0.7), sharex=True,
+                                 sharey=True, squeeze=False)
+        for ax in axes.flat[len(judges):]:
+            ax.axis("off")
+        for ax, jc, color in zip(axes.flat, judges, colors, strict=False):
+            _scatter_frame(ax)
+            _scatter(ax, jc, color, errorbars)
+            ax.set_title(label(jc.judge, 28), fontsize=8)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("R")
+        for ax in axes[-1, :]:
+            ax.set_xlabel("accuracy")
+        _suptitle(fig, title + f"; dashed: R = {THRESHOLDS.reliability}")
+        return fig
+    _tight(fig)
     return fig
 
 
 def _goodness(card: Card) -> list[float | None]:
-    """Each metric of the heatmap mapped to [0, 1], 1 best: colours mean the same everywhere."""
+    """Each radar axis's metric mapped to [0, 1], 1 best."""
     def v(iv):
         return iv.value
     acc, d, verb, k, r, inv = (v(card.accuracy), v(card.position_bias), v(card.verbosity),
@@ -122,16 +201,22 @@ def _goodness(card: Card) -> list[float | None]:
             k, r, None if inv is None else 1 - inv]
 
 
-def _heat(card: Card) -> list[float | None]:
-    """The heatmap's colour of each metric, 1 green to 0 red: accuracy, κ_ord and R as they
-    are; the biases scaled so that the recommendation thresholds sit at yellow (0.5):
-    |Δ| 0.10 of 0.20, |2v − 1| 0.20 of 0.40, invalid replies 5 % of 10 %."""
-    def scaled(x, full):
-        return None if x is None else max(0.0, 1 - x / full)
-    d, v = card.position_bias.value, card.verbosity.value
-    return [card.accuracy.value, scaled(None if d is None else abs(d), 2 * THRESHOLDS.position),
-            scaled(None if v is None else abs(2 * v - 1), 4 * (THRESHOLDS.verbosity - 0.5)),
-            card.order_consistency.value, card.reliability.value, scaled(card.invalid_rate.value, 0.10)]
+def _heat_bands(card: Card) -> list[str]:
+    """Each heatmap metric's colour band, on the report's one scale (summary.band): R and
+    accuracy as R; κ_ord, |Δ|, v and invalid replies ``bad`` where their recommendation rule
+    trips, ``near`` within half that margin of it, ``good`` beyond."""
+    t = THRESHOLDS
+    d, v, k, inv = (card.position_bias.value, card.verbosity.value, card.order_consistency.value,
+                    card.invalid_rate.value)
+
+    def worse_above(x, limit, margin):  # larger is worse: bad at the limit, near within margin
+        return "none" if x is None else "bad" if x >= limit else "near" if x >= limit - margin else "good"
+
+    return [band(card.accuracy.value),
+            worse_above(None if d is None else abs(d), t.position, t.position / 2),
+            worse_above(None if v is None else abs(v - 0.5), t.verbosity - 0.5, (t.verbosity - 0.5) / 2),
+            "none" if k is None else "bad" if k < t.consistency else "near" if k < t.consistency + 0.05 else "good",
+            band(card.reliability.value), worse_above(inv, 0.05, 0.025)]
 
 
 def _shown(card: Card) -> list[float | None]:
@@ -141,37 +226,51 @@ def _shown(card: Card) -> list[float | None]:
 
 
 def metric_heatmap(data: ReportData):
-    judges, langs = _judges(data), _languages(data)
-    if not judges:
+    """Small multiples, one panel per judge (``HEATMAP_COLS`` to a row), over the worst
+    ``HEATMAP_LANGS`` languages; numbers printed while they fit."""
+    judges = _judges(data)
+    langs, note = _worst(data, HEATMAP_LANGS)
+    if not judges or not langs:
         return None
     import numpy as np
+    from matplotlib.colors import to_rgb
 
     plt = _pyplot()
-    height = 1.2 + 0.2 * len(langs)
-    fig, axes = plt.subplots(1, len(judges), figsize=(3.2 * len(judges) + 1, height), squeeze=False)
-    for ax, jc in zip(axes[0], judges, strict=True):
+    cols = min(HEATMAP_COLS, len(judges))
+    rows = -(-len(judges) // cols)
+    numbers = len(judges) * len(langs) <= HEATMAP_TEXT
+    fig, axes = plt.subplots(rows, cols, figsize=(2.3 * cols + 1.2, rows * (0.9 + 0.17 * len(langs)) + 0.6),
+                             squeeze=False)
+    rgb = {name: to_rgb(c) for name, c in BAND_COLOURS.items()}
+    for ax in axes.flat[len(judges):]:
+        ax.axis("off")
+    for ax, jc in zip(axes.flat, judges, strict=False):
         cards = _by_lang(jc)
-        good = np.array([[np.nan if x is None else x for x in _heat(cards[lang])] if lang in cards
-                         else [np.nan] * len(METRICS) for lang in langs], dtype=float)
-        ax.imshow(good, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
-        for i, lang in enumerate(langs):
-            for j, value in enumerate(_shown(cards[lang]) if lang in cards else [None] * len(METRICS)):
-                ax.text(j, i, "–" if value is None else f"{value:.2f}", ha="center", va="center", fontsize=6)
-        ax.set_xticks(range(len(METRICS)), METRICS)
-        ax.set_yticks(range(len(langs)), [label(x, 12) for x in langs])
+        image = np.array([[rgb[b] for b in (_heat_bands(cards[lang]) if lang in cards else ["none"] * len(METRICS))]
+                          for lang in langs])
+        ax.imshow(image, aspect="auto", interpolation="nearest")
+        if numbers:
+            for i, lang in enumerate(langs):
+                for j, value in enumerate(_shown(cards[lang]) if lang in cards else [None] * len(METRICS)):
+                    ax.text(j, i, "–" if value is None else f"{value:.2f}", ha="center", va="center", fontsize=6)
+        ax.set_xticks(range(len(METRICS)), METRICS, fontsize=7)
+        ax.set_yticks(range(len(langs)), [label(x, 12) for x in langs], fontsize=6)
         ax.tick_params(axis="x", top=True, labeltop=True, bottom=False, labelbottom=False)
-        ax.set_title(label(jc.judge))
-    fig.suptitle("Metrics per language. Colour: green good, red bad; yellow at the recommendation "
-                 "thresholds for |Δ| (0.10), v (0.60) and invalid (5 %)", fontsize=8)
-    _tight(fig)
+        ax.set_title(label(jc.judge, 28), fontsize=8)
+    title = (f"Metrics per language{note}. Colours as the cards: red where the recommendation rule trips "
+             f"(R, accuracy < {THRESHOLDS.reliability}; |Δ| ≥ {THRESHOLDS.position}; |v − 0.5| ≥ "
+             f"{THRESHOLDS.verbosity - 0.5:.2f}; κ_ord < {THRESHOLDS.consistency}; invalid ≥ 5 %), yellow "
+             "close to it, green clear of it")
+    _suptitle(fig, title)
     return fig
 
 
 def radar(data: ReportData):
     """Small multiples: one radar per language, drawn as polygons on one plain axes (45
     polar axes take seconds to lay out and draw; this takes a fraction of one)."""
-    judges, langs = _judges(data), _languages(data)
-    if not judges or not langs:
+    judges = _judges(data)
+    langs, note = _worst(data, RADAR_LANGS)
+    if not judges or not langs or len(judges) > RADAR_JUDGES:  # overlaid polygons blur: the heatmap shows them
         return None
     import numpy as np
     from matplotlib.collections import LineCollection, PolyCollection
@@ -208,7 +307,7 @@ def radar(data: ReportData):
     ax.axis("off")
     handles = [plt.Line2D([], [], color=c, label=label(jc.judge)) for jc, c in zip(judges, colors, strict=True)]
     ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1, 1), fontsize=7, ncol=min(4, len(judges)))
-    ax.set_title("Per language, clockwise from the top: " + ", ".join(RADAR_AXES) + ";\nrings at 0.5 and 1 "
+    ax.set_title(f"Per language{note}, clockwise from the top: " + ", ".join(RADAR_AXES) + ";\nrings at 0.5 and 1 "
                  "(outer is better; an undefined metric is drawn at the centre)", fontsize=8, loc="left", pad=14)
     _tight(fig)
     return fig
@@ -234,15 +333,15 @@ def perturbation_accuracy(data: ReportData):
     if not perts:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(perts) + 2), 3.8))
+    fig, ax = plt.subplots(figsize=(min(14, max(6, 0.25 * len(perts) * len(judges) + 3)), 4.2))
     width = 0.8 / len(judges)
     for i, (jc, acc, color) in enumerate(zip(judges, per, _colors(len(judges)), strict=True)):
         xs = [k + (i - (len(judges) - 1) / 2) * width for k in range(len(perts))]
         ax.bar(xs, [acc.get(p, 0.0) for p in perts], width, color=color, label=label(jc.judge))
-    ax.set_xticks(range(len(perts)), [label(p, 20) for p in perts], rotation=20, ha="right")
+    ax.set_xticks(range(len(perts)), [label(p, 28) for p in perts], rotation=20, ha="right")
     ax.set(ylim=(0, 1), ylabel="accuracy (all languages)", title="Accuracy per perturbation")
     ax.axhline(0.5, color="#999", linewidth=0.8, linestyle=":")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # never over the bars
     _tight(fig)
     return fig
 

@@ -58,6 +58,16 @@ ADVICE = {
 }
 
 
+# The same rules as actions, for the report's grouped view (one line per judge and action).
+ACTIONS = {
+    "chance": "do not use it here: it prefers the degraded answer (accuracy interval below 0.5)",
+    "reliability": "route to another judge, or ensemble (R < {t.reliability})",
+    "consistency": "score both slot orders and average (κ_ord < {t.consistency})",
+    "position": "position debiasing: both orders, or calibrate the slot prior (|Δ| ≥ {t.position})",
+    "verbosity": "length normalisation in the prompt (v > {t.verbosity})",
+}
+
+
 def _excludes(iv: Interval, neutral: float) -> bool:
     """The interval lies entirely on one side of ``neutral`` (True when there is no interval:
     a card without bootstrap gives only the point value)."""

@@ -52,6 +52,11 @@ def md(text: object, limit: int | None = None) -> str:
 
 def label(text: object, limit: int = 40) -> str:
     """Text for a plot label: neutralised and shortened (matplotlib draws it as glyph paths
-    and math parsing is off, so nothing in it is read as markup or TeX)."""
+    and math parsing is off, so nothing in it is read as markup or TeX). Shortened in the
+    middle: names that share a long prefix (``pairs:LLMBar_Adversarial_GPTInst``,
+    ``…_GPTOut``) stay distinct by their ends."""
     text = neutralise(str(text)).replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]

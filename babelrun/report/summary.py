@@ -122,3 +122,154 @@ def cbc_rows(c) -> list[tuple[str, str, str]]:
     """(language, raw ranking, calibrated ranking) per language of a Calibration."""
     return [(lang, ranking(c.judges, c.ranks_raw, i), ranking(c.judges, c.ranks_calibrated, i))
             for i, lang in enumerate(c.langs)]
+
+
+# ---- the answer at a glance: R per judge × language, one colour scale everywhere ----------
+
+def band(value: float | None, threshold: float = THRESHOLDS.reliability) -> str:
+    """R's colour band, the same in the matrix, the cards, the leaderboard and the plots:
+    ``bad`` below the deployment threshold, ``near`` within 0.10 above it, ``good`` beyond,
+    ``none`` where R is undefined."""
+    if value is None:
+        return "none"
+    return "bad" if value < threshold else "near" if value < threshold + BAND_WIDTH else "good"
+
+
+BAND_WIDTH = 0.10
+BAND_COLOURS = {"good": "#cdebc5", "near": "#fff0b3", "bad": "#f5c6c6", "none": "#e8e8e8"}
+
+
+class MatrixCell(msgspec.Struct, frozen=True):
+    """One judge in one planned language. ``status``: ``pass`` (R at or above the threshold),
+    ``fail`` (below), ``undefined`` (records, but R could not be computed), or ``not judged``
+    (planned, no counted records; ``note`` says why). ``flags``: further marks for the cell
+    (another card family may add its own, e.g. a worse-than-chance warning)."""
+
+    status: str
+    reliability: Interval | None = None
+    items: int = 0
+    note: str | None = None
+    flags: list[str] = []
+
+
+class MatrixJudge(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    run: str
+
+
+class Matrix(msgspec.Struct, frozen=True):
+    """R for every judge (columns) in every planned language (rows). ``cells[i][j]``: language
+    i, judge j; None where judge j's run did not plan language i (several runs in one report)."""
+
+    judges: list[MatrixJudge]
+    langs: list[tuple[str, str]]  # (code, name)
+    cells: list[list[MatrixCell | None]]
+
+    def sorted_rows(self, by: int | None = None) -> list[int]:
+        """Row order: by language code (``by`` None), or lowest R first in judge ``by``'s column
+        (``by`` -1: lowest R of any judge). Cells without R go last, then by code."""
+        def low(row: list[MatrixCell | None]) -> float:
+            cells = row if by == -1 else [row[by]]
+            values = [c.reliability.value for c in cells
+                      if c is not None and c.reliability is not None and c.reliability.value is not None]
+            return min(values) if values else float("inf")
+
+        order = range(len(self.langs))
+        if by is None:
+            return sorted(order, key=lambda i: self.langs[i][0])
+        return sorted(order, key=lambda i: (low(self.cells[i]), self.langs[i][0]))
+
+
+def _planned_langs(run) -> dict[str, str]:
+    """Languages a run planned: those its plan emitted items for, and those it has cards for."""
+    from ..core import languages
+
+    out = {row.lang: languages.name(row.lang) for row in run.cards.perturbation_audit if row.emitted}
+    for jc in run.cards.judges:
+        out.update((lc.lang, lc.language) for lc in jc.languages)
+    return out
+
+
+def _matrix_cell(card, t: float) -> MatrixCell:
+    """A card's cell: its verdict where the card has one (too few items and weak segmentation
+    give none: the number shows, unmarked), and its flags (below chance)."""
+    r = card.reliability
+    if r.value is None:
+        status = "undefined"
+    elif card.verdict in ("pass", "fail"):
+        status = card.verdict
+    elif card.verdict is None:
+        status = "pass" if r.value >= t else "fail"
+    else:
+        status = "undefined"
+    flags = (["below chance"] if card.below_chance else []) + (
+        [card.verdict] if card.verdict not in (None, "pass", "fail") else [])
+    return MatrixCell(status, r, card.items, flags=flags)
+
+
+def matrix(data) -> Matrix:
+    """The judge × language matrix of a ReportData: every planned (judge, language) has a cell.
+    A column is one judge in one item family (degradation, a labelled-pair set, agent
+    trajectories): families are never pooled, so a judge audited on several has a column each."""
+    t = data.thresholds.reliability
+    columns = data.families()
+    planned = {run.run_dir: _planned_langs(run) for run in data.runs}
+    names = {kv for p in planned.values() for kv in p.items()}
+    names |= {(lc.lang, lc.language) for _, _, jc in columns for lc in jc.languages}
+    names |= {(n.lang, n.language) for run in data.runs for n in run.cards.not_judged}
+    langs = sorted(names)
+    row_of = {code: i for i, (code, _) in enumerate(langs)}
+    cells: list[list[MatrixCell | None]] = [[None] * len(columns) for _ in langs]
+    for j, (run, family, jc) in enumerate(columns):
+        if family == "degradation":
+            for code in planned[run.run_dir]:
+                cells[row_of[code]][j] = MatrixCell("not judged", note="no counted records")
+        for n in run.cards.not_judged:
+            if n.family == family and n.judge in (None, jc.judge):
+                cells[row_of[n.lang]][j] = MatrixCell("not judged", note=n.reason)
+        for lc in jc.languages:
+            cells[row_of[lc.lang]][j] = _matrix_cell(lc.card, t)
+    heads = [MatrixJudge(jc.judge if family == "degradation" else f"{jc.judge} · {family}", jc.judge_id, run.name)
+             for run, family, jc in columns]
+    return Matrix(heads, langs, cells)
+
+
+class Action(msgspec.Struct, frozen=True):
+    """One mitigation for one judge and the languages that call for it (worst first)."""
+
+    rule: str
+    text: str
+    langs: list[tuple[str, float]]  # (code, the metric's value)
+
+
+def actions(data) -> list[tuple[str, str, list[Action]]]:
+    """The recommendations grouped: (judge, judge_id, one Action per rule), in report order."""
+    from .recommend import ACTIONS
+
+    t = data.thresholds
+    by: dict[tuple[str, str], dict[str, list[tuple[str, float]]]] = {}
+    for r in data.recommendations:
+        # another item family's language is named with it: pairs and agents never pool
+        lang = r.lang if r.family == "degradation" else f"{r.lang} ({r.family})"
+        by.setdefault((r.judge, r.judge_id), {}).setdefault(r.rule, []).append((lang, r.value))
+    worst_first = {"chance": 1, "reliability": 1, "consistency": 1, "position": -1, "verbosity": -1}
+    return [(judge, jid, [Action(rule, ACTIONS[rule].format(t=t),
+                                 sorted(langs, key=lambda lv, s=worst_first[rule]: (s * lv[1], lv[0])))
+                          for rule, langs in rules.items()])
+            for (judge, jid), rules in by.items()]
+
+
+def agreement_rows(agreement) -> list[tuple[str, str, str, str, int]]:
+    """(judge, labelled set, accuracy with interval, κ with its band, n) per judge and set, on
+    the both-orders view (an item agrees when both its verdicts do), from ``babelrun agree``."""
+    out = []
+    for judge in agreement.judges:
+        for s in judge.sets:
+            f = next((f for f in s.figures if f.view == "both orders"), None)
+            if f is None:
+                continue
+            acc = "–" if f.accuracy is None else f"{f.accuracy:.2f} [{f.lo:.2f}, {f.hi:.2f}]"
+            kappa = "–" if f.kappa is None else f"{f.kappa:.2f} ({f.band})"
+            out.append((judge.judge, s.set, acc, kappa, f.n))
+    return out

@@ -128,6 +128,37 @@ class Cards(msgspec.Struct, frozen=True):
     not_judged: list[verdict.NotJudged] = []
     segmentation: list[Segmentation] = []
 
+    def to_arrow(self, run: str = "") -> pa.Table:
+        """One long table, a row per (judge, language, perturbation, metric): score/tidy.py."""
+        from . import tidy
+
+        return tidy.table(self, run)
+
+    def to_pandas(self, run: str = ""):
+        """``to_arrow`` as a pandas DataFrame (pandas must be installed)."""
+        return self.to_arrow(run).to_pandas()
+
+    def to_polars(self, run: str = ""):
+        """``to_arrow`` as a polars DataFrame (polars must be installed)."""
+        import polars
+
+        return polars.from_arrow(self.to_arrow(run))
+
+
+# cards.json's layout: bump when a field is renamed or removed (additions keep the version).
+SCHEMA_VERSION = 1
+
+
+class RunMeta(msgspec.Struct, frozen=True):
+    """Which run a cards.json describes. No paths or clocks: the same log gives the same bytes
+    wherever it is scored."""
+
+    name: str
+    babelrun_version: str  # the version that planned the run (run.yaml)
+    seed: int
+    judges: dict[str, str]  # name -> judge_id
+    planned_items: int
+
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
@@ -367,5 +398,13 @@ def _runs(codes: np.ndarray, start: int = 0, stop: int | None = None):
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def encode(cards: Cards) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(cards), indent=2) + b"\n"
+def encode(cards: Cards, run: RunMeta | None = None) -> bytes:
+    """cards.json: ``schema_version`` and the run's metadata first, then the cards."""
+    head = {"schema_version": SCHEMA_VERSION, "run": run} if run is not None else {"schema_version": SCHEMA_VERSION}
+    doc = {**head, **msgspec.to_builtins(cards)}
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
+
+
+def decode(data: bytes) -> Cards:
+    """A cards.json (any schema version up to ours) back into Cards."""
+    return msgspec.json.decode(data, type=Cards)

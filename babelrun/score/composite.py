@@ -225,7 +225,7 @@ def calibrated(spec: CalibratedSpec, j: _Judged, lang: np.ndarray, langs: list[s
     p = p / p.sum(axis=1, keepdims=True)
     verdict = _from_slots(p, (j.key[scored] & np.uint64(1)) == 0)
     return Derived(spec, "", j.rows[scored], verdict, p, 1.0, 0,
-                   slot_bias={k: round(v, 4) for k, v in sorted(bias.items())},
+                   slot_bias={k: rounded(v) for k, v in sorted(bias.items())},
                    calibration_items=len(np.unique(item[held_out])))
 
 

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import CARDS_JSON, read_plan_summary, read_run_info
-from . import SCORING_COLUMNS, Cards, composite, encode, score
+from . import SCORING_COLUMNS, Cards, RunMeta, composite, encode, score
 
 
 def cards_of_run(run_dir: Path) -> Cards:
@@ -38,5 +38,6 @@ def cards_of_run(run_dir: Path) -> Cards:
                        for d, t in zip(derived, tables, strict=True)]
     cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
                                     composites=composite_cards)
-    write_atomic(run_dir / CARDS_JSON, encode(cards))
+    meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
+    write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
     return cards

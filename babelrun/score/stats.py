@@ -24,8 +24,9 @@ ROUND = 4  # decimals of every number in cards and analyses
 
 
 def rounded(x: float | None) -> float | None:
-    """``x`` to ``ROUND`` decimals; None for a missing or non-finite value."""
-    return None if x is None or not np.isfinite(x) else round(float(x), ROUND)
+    """``x`` to ``ROUND`` decimals; None for a missing or non-finite value. Never -0.0 (a
+    rounded tiny negative): ``+ 0.0`` turns it into 0.0, which readers compare and print as 0."""
+    return None if x is None or not np.isfinite(x) else round(float(x), ROUND) + 0.0
 
 
 class Interval(msgspec.Struct, frozen=True):

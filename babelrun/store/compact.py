@@ -87,7 +87,8 @@ def _segment_stamp(run_dir: Path) -> bytes:
     return msgspec.json.encode([[p.name, p.stat().st_size] for p in log.segments(run_dir)])
 
 
-def is_current(run_dir: Path) -> bool:
+def is_current(run_dir: str | Path) -> bool:
+    run_dir = Path(run_dir)
     path = run_dir / PARQUET
     if not path.exists():
         return False
@@ -111,8 +112,9 @@ def write_parquet(run_dir: Path) -> Path:
     return path
 
 
-def load(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
+def load(run_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
     """The counted records of a run (``columns`` only, if given), from a current Parquet."""
+    run_dir = Path(run_dir)
     if not is_current(run_dir):
         write_parquet(run_dir)
     wanted = PARQUET_SCHEMA.names if columns is None else columns

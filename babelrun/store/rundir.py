@@ -9,8 +9,8 @@
       lock, locks/        the run lock and per-shard locks (store/log.py)
       batches/            pending provider batches (engine/batches.py)
       judgements.parquet  the log compacted (store/compact.py), a cache
-      stats.json          RunStats of the last audit (stats.<shard>.json per shard)
-      cards.json  report.md  report.html  plots/  calibration.json  invariance.json
+      stats.json          RunStats: every audit process's, and their totals (stats.<shard>.json per shard)
+      cards.json  report.md  report.html  plots/  calibration.json  invariance.json  agreement.json
       self_preference.json (babelrun self-preference)
 
 Every module names these files through the constants here.
@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 
 from ..core.items import PerturbationAudit, Removed, Segmentation
-from ..errors import UserError
+from ..errors import NotApplicable
 from ..spec import Manifest
 
 RUN_YAML = "run.yaml"
@@ -35,8 +35,9 @@ REPORT_HTML = "report.html"
 PLOTS = "plots"
 CALIBRATION_JSON = "calibration.json"
 INVARIANCE_JSON = "invariance.json"
+AGREEMENT_JSON = "agreement.json"
 SELF_PREFERENCE_JSON = "self_preference.json"
-ANALYSES = (CALIBRATION_JSON, INVARIANCE_JSON)  # written by analyses of a finished run
+ANALYSES = (CALIBRATION_JSON, INVARIANCE_JSON, AGREEMENT_JSON)  # written by analyses of a finished run
 
 
 class RunInfo(msgspec.Struct, frozen=True):
@@ -74,10 +75,55 @@ class JudgeStats(msgspec.Struct, frozen=True):
 
 
 
-class RunStats(msgspec.Struct, frozen=True):
+class ProcessStats(msgspec.Struct, frozen=True):
+    """What one audit process did (one entry of ``RunStats.processes``)."""
+
     elapsed_s: float
     interrupted: bool
     judges: list[JudgeStats]
+
+
+class RunStats(msgspec.Struct, frozen=True):
+    """``stats.json``: the totals over every audit process that wrote the run (``judges``,
+    ``elapsed_s``; ``interrupted``: the last one was), and each process's own entry, oldest
+    first. A process adds its entry; it never replaces another's (``accumulate``)."""
+
+    elapsed_s: float
+    interrupted: bool
+    judges: list[JudgeStats]
+    processes: list[ProcessStats] = []
+
+
+def _total(entries: list[JudgeStats]) -> JudgeStats:
+    """One judge's entries (oldest first) summed. Latency percentiles do not add up: the
+    total shows those of the process that judged the most; planned and stopped are the last
+    process's, done_before the first's."""
+    first, last = entries[0], entries[-1]
+    errors: dict[str, int] = {}
+    for e in entries:
+        for kind, n in e.errors.items():
+            errors[kind] = errors.get(kind, 0) + n
+    ok, elapsed = sum(e.ok for e in entries), sum(e.elapsed_s for e in entries)
+    busiest = max(entries, key=lambda e: e.ok)
+    return JudgeStats(last.judge, last.judge_id, last.planned, first.done_before, ok, sum(e.failed for e in entries),
+                      sum(e.calls for e in entries), sum(e.retries for e in entries),
+                      sum(e.rate_limited for e in entries), dict(sorted(errors.items())), busiest.latency_ms,
+                      sum(e.tokens_in for e in entries), sum(e.tokens_out for e in entries),
+                      round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped)
+
+
+def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:
+    """``previous`` (what stats.json held; None when absent) with this process's entry added
+    and the totals recomputed. A file written before entries existed counts as one process."""
+    processes = [] if previous is None else (
+        previous.processes or [ProcessStats(previous.elapsed_s, previous.interrupted, previous.judges)])
+    processes = [*processes, ProcessStats(this.elapsed_s, this.interrupted, this.judges)]
+    by_judge: dict[tuple[str, str], list[JudgeStats]] = {}
+    for proc in processes:
+        for j in proc.judges:  # two names may share an id (the same settings): kept apart
+            by_judge.setdefault((j.judge, j.judge_id), []).append(j)
+    judges = sorted((_total(v) for v in by_judge.values()), key=lambda j: (j.judge, j.judge_id))
+    return RunStats(round(sum(p.elapsed_s for p in processes), 3), this.interrupted, judges, processes)
 
 
 def read_run_info(run_dir: Path) -> RunInfo:
@@ -85,7 +131,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
     try:
         return msgspec.yaml.decode((Path(run_dir) / RUN_YAML).read_bytes(), type=RunInfo)
     except FileNotFoundError:
-        raise UserError(f"{run_dir} is not a babelrun run directory (no run.yaml)") from None
+        raise NotApplicable(f"{run_dir} is not a babelrun run directory (no run.yaml)") from None
 
 
 def read_plan_summary(run_dir: Path) -> PlanSummary:

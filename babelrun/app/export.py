@@ -1,0 +1,93 @@
+"""``babelrun export RUN``: a run as two flat tables for pandas, polars, DuckDB or a spreadsheet.
+
+- ``cards``: one row per (judge, language, perturbation, metric) — ``score.tidy`` — with the
+  run's name: ``run, judge, judge_id, family, lang, perturbation, metric, value, lo, hi, n``.
+- ``presentations``: one row per counted record (one per judge, item and order) with a
+  ``correct`` column (the judge chose the reference; null where an item has no gold label,
+  e.g. translation tie probes), ``ts`` as a UTC timestamp and ``attempts`` always set.
+  judgements.parquet's ``item_key`` (an integer form of ``item_id`` for grouping) is left out.
+
+Formats: ``parquet``, ``csv``, or ``json`` (JSON Lines: one object per row).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import UsageError
+from ..score import Cards, decode
+from ..store import compact
+from ..store.files import write_atomic
+from ..store.rundir import CARDS_JSON, read_run_info
+
+FORMATS = ("parquet", "csv", "json")
+UNGRADED_KINDS = ("tie_probe",)  # no better answer: no ``correct``
+
+
+def cards_of(run_dir: Path) -> Cards:
+    """The run's cards: cards.json where the log has not grown since, else scored afresh."""
+    from ..score.run import cards_of_run
+
+    path = run_dir / CARDS_JSON
+    parquet = run_dir / compact.PARQUET
+    if path.exists() and compact.is_current(run_dir) and path.stat().st_mtime >= parquet.stat().st_mtime:
+        return decode(path.read_bytes())
+    return cards_of_run(run_dir)
+
+
+def presentations(run_dir: Path) -> pa.Table:
+    data = compact.load(run_dir)
+    data = data.drop_columns([c for c in ("item_key",) if c in data.column_names])
+    plain = {name: (col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col)
+             for name, col in zip(data.column_names, data.columns, strict=True)}
+    plain["attempts"] = pc.fill_null(plain["attempts"], 1)
+    plain["ts"] = pc.cast(pc.multiply(plain["ts"], 1e6).cast(pa.int64()), pa.timestamp("us", tz="UTC"))
+    graded = pc.invert(pc.is_in(plain["kind"], pa.array(UNGRADED_KINDS)))
+    correct = pc.if_else(graded, pc.equal(plain["verdict"], "reference"), pa.scalar(None, pa.bool_()))
+    table = pa.table(plain)
+    return table.add_column(table.schema.get_field_index("verdict") + 1, "correct", correct)
+
+
+def _write(table: pa.Table, path: Path, fmt: str) -> None:
+    import io
+
+    buf = io.BytesIO()
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, buf)
+    elif fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(table, buf)
+    else:
+        import msgspec
+
+        rows = table.to_pylist()
+        for row in rows:
+            for k, v in row.items():
+                if hasattr(v, "isoformat"):
+                    row[k] = v.isoformat()
+        buf.write(b"".join(msgspec.json.encode(r) + b"\n" for r in rows))
+    write_atomic(path, buf.getvalue())
+
+
+def export(run_dir: str | Path, out_dir: str | Path | None = None, fmt: str = "parquet") -> list[Path]:
+    """Write ``cards.FMT`` and ``presentations.FMT`` under ``out_dir`` (default RUN/export)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir / "export"
+    out.mkdir(parents=True, exist_ok=True)
+    ext = "jsonl" if fmt == "json" else fmt
+    written = []
+    for name, table in (("cards", cards_of(run_dir).to_arrow(info.manifest.name)),
+                        ("presentations", presentations(run_dir))):
+        path = out / f"{name}.{ext}"
+        _write(table, path, fmt)
+        written.append(path)
+    return written

@@ -1,0 +1,56 @@
+"""Cards as one long table: a row per (judge, language, perturbation, metric), for notebooks and
+``babelrun export`` (pandas, polars, DuckDB read it as it is; no nesting to unpick).
+
+Columns: run, judge, judge_id, family (``text`` cards or ``agentic`` ones), lang (``all``:
+the judge's overall card), perturbation (``all``: the language's card), metric, value, lo,
+hi, n. ``items`` and ``presentations`` are metrics too (value = the count, n = the count).
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pyarrow as pa
+
+from .stats import Interval
+
+ALL = "all"
+SCHEMA = pa.schema([("run", pa.string()), ("judge", pa.string()), ("judge_id", pa.string()),
+                    ("family", pa.string()), ("lang", pa.string()), ("perturbation", pa.string()),
+                    ("metric", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
+                    ("hi", pa.float64()), ("n", pa.int64())])
+
+
+def _metrics(card) -> list[tuple[str, Interval]]:
+    """A card's intervals by field name (its counts as intervals without bounds)."""
+    out = [("items", Interval(card.items, None, None, card.items)),
+           ("presentations", Interval(card.presentations, None, None, card.presentations))]
+    for field in msgspec.structs.fields(card):
+        value = getattr(card, field.name)
+        if isinstance(value, Interval):
+            out.append((field.name, value))
+    return out
+
+
+def rows(cards, run: str = "") -> list[tuple]:
+    out = []
+
+    def add(judge, family: str, lang: str, pert: str, card) -> None:
+        out.extend((run, judge.judge, judge.judge_id, family, lang, pert, name, iv.value, iv.lo, iv.hi, iv.n)
+                   for name, iv in _metrics(card))
+
+    for jc in cards.judges:
+        add(jc, "text", ALL, ALL, jc.overall)
+        for lc in jc.languages:
+            add(jc, "text", lc.lang, ALL, lc.card)
+            for pc in lc.perturbations:
+                add(jc, "text", lc.lang, pc.perturbation, pc.card)
+    for jc in cards.agentic:
+        add(jc, "agentic", ALL, ALL, jc.overall)
+        for lc in jc.languages:
+            add(jc, "agentic", lc.lang, ALL, lc.card)
+    return out
+
+
+def table(cards, run: str = "") -> pa.Table:
+    columns = list(zip(*rows(cards, run), strict=True)) or [[] for _ in SCHEMA]
+    return pa.table([pa.array(list(c), f.type) for c, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)
