@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import judges
 from ..engine import FixedConcurrency, JudgeRunner, JudgeState, limits
-from ..judges import ORDERS, JudgeRequest
-from ..judges.prompt import TEMPLATES
+from ..judges import JudgeRequest, judge_id
+from ..judges.protocol import judging
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 
@@ -59,12 +59,11 @@ def knee(results: list[Level], gain: float = 0.10) -> int:
 
 
 def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
-    template = TEMPLATES[spec.prompt]
-    localized = spec.prompt_language == "item"
+    how = judging(spec, judge_id(spec))
     out: list[JudgeRequest] = []
     for item in plan.items():
-        for order in ORDERS:
-            out.append(JudgeRequest.of(item, order, template, localized))
+        for order in how.keys:
+            out.append(how.request(item, order))
             if len(out) == n:
                 return out
     return out

@@ -1,8 +1,9 @@
 """A JSON Lines, CSV or Parquet file of references, with a column map for files that use
 other names.
 
-Fields: ``prompt``, ``reference``, ``language`` and ``id`` (optional; the row number is used
-when absent). ``columns: {prompt: question, reference: answer}`` maps them to the file's
+Fields: ``prompt``, ``reference``, ``language``, ``id`` (optional; the row number is used
+when absent) and ``reference_answer`` (optional: a separate reference answer for
+reference-guided judge templates, ``{reference}``; never the answer under judgement). ``columns: {prompt: question, reference: answer}`` maps them to the file's
 columns; ``language: sw`` names the language of a file that has no language column. Language
 values may be BCP-47 or ISO 639-3 codes.
 """
@@ -18,7 +19,7 @@ import msgspec
 from ..core import languages
 from ..errors import ManifestError
 
-_FIELDS = ("prompt", "reference", "language", "id")
+_FIELDS = ("prompt", "reference", "language", "id", "reference_answer")
 
 
 def _column(spec, field: str) -> str:
@@ -94,5 +95,14 @@ def read(spec) -> Iterator:
     for number, row in rows(Path(spec.path), _kind(spec)):
         lang = languages.normalize(spec.language or row[_column(spec, "language")])
         ref_id = row.get(_column(spec, "id"))
+        guide = row.get(_column(spec, "reference_answer"))
         yield Reference(lang=lang, ref_id=str(number if ref_id in (None, "") else ref_id),
-                        prompt=row[_column(spec, "prompt")], response=row[_column(spec, "reference")])
+                        prompt=row[_column(spec, "prompt")], response=row[_column(spec, "reference")],
+                        reference_answer=guide if isinstance(guide, str) else "")
+
+
+def has_reference_answers(spec) -> bool:
+    """Whether every row of the file has a text ``reference_answer`` (mapped) column."""
+    column = _column(spec, "reference_answer")
+    return all(isinstance(row.get(column), str) and row[column].strip()
+               for _, row in rows(Path(spec.path), _kind(spec)))

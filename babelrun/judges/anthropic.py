@@ -30,6 +30,7 @@ import msgspec
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
+from .protocol import max_tokens
 
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -83,7 +84,7 @@ class AnthropicJudge(HttpJudge):
                     for m in request.messages if m["role"] != "system"]
         body: dict = {
             "model": self.spec.model,
-            "max_tokens": self.spec.max_tokens,
+            "max_tokens": max_tokens(self.spec),
             "temperature": self.spec.temperature,
         }
         if system:

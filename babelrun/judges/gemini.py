@@ -31,6 +31,7 @@ import msgspec
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
+from .protocol import max_tokens
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 _FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
@@ -96,7 +97,7 @@ class GeminiJudge(HttpJudge):
         body["contents"] = contents
         body["generationConfig"] = {
             "temperature": self.spec.temperature,
-            "maxOutputTokens": self.spec.max_tokens,
+            "maxOutputTokens": max_tokens(self.spec),
             "candidateCount": 1,
         }
         return msgspec.json.encode(body)
