@@ -15,6 +15,7 @@ from .. import __version__
 from ..score import Card, Interval
 from .data import MODES, Example, ReportData
 from .plots import Plot
+from . import summary
 from .safe import h
 from .summary import COMPARED, cbc_rows, leaderboard, mitigation_rows
 from .summary import number as _num
@@ -226,6 +227,23 @@ def _identities(data: ReportData, plots: list[Plot]) -> str:
                       "served model", "fingerprint"], rows))
 
 
+def _pointwise(data: ReportData, plots: list[Plot]) -> str:
+    """Pointwise judges' cards, and beside the pairwise ones language by language."""
+    out = ""
+    for run in data.runs:
+        rows = summary.pointwise_rows(run.cards)
+        if rows:
+            out += ("<h2>Pointwise judges</h2><p class=note>Each answer scored alone; the gold is "
+                    "“the reference scores higher”. Scale offset: the language's mean reference score − "
+                    "the pooled mean (README, <i>Pointwise metrics</i>).</p>"
+                    + _table(summary.POINTWISE_HEADER, [[h(c) for c in r] for r in rows], {2}))
+        both = summary.side_by_side_rows(run.cards)
+        if both:
+            out += ("<h3>Pairwise and pointwise, side by side</h3>"
+                    + _table(summary.SIDE_BY_SIDE_HEADER, [[h(c) for c in r] for r in both]))
+    return out
+
+
 def _agentic(data: ReportData, plots: list[Plot]) -> str:
     """Agent-trajectory cards: the agentic families and R_agent, per judge and language."""
     rows = []
@@ -307,7 +325,7 @@ def _examples(data: ReportData, plots: list[Plot]) -> str:
     return "".join(out)
 
 
-SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _mitigations, _agentic, _plots, _audit,
+SECTIONS = [_header, _leaderboard, _recommendations, _language_cards, _pointwise, _mitigations, _agentic, _plots, _audit,
             _analyses, _stats, _identities, _examples]
 
 

@@ -12,6 +12,7 @@ from ..score import Card, Cards
 from ..score.agentic import AgenticCard
 from .safe import md, neutralise
 from .summary import COMPARED, mitigation_rows
+from . import summary
 from .summary import number as _num
 
 THRESHOLD = 0.65  # the research's deployment threshold for R
@@ -65,6 +66,7 @@ def render(cards: Cards) -> str:
         for lc in judge.languages:
             out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
         out.append("")
+    out += _pointwise(cards)
     out += _agentic(cards)
     out += _mitigations(cards)
     out += _audit(cards)
@@ -85,6 +87,27 @@ def _agentic_row(label: str, card: AgenticCard) -> str:
             f"{_num(card.argument_accuracy)} | {_num(card.hallucination_detection)} | {_num(card.length_bias)} | "
             f"{_num(card.position_bias, signed=True)} | {_num(card.order_consistency)} | "
             f"{_cell(', '.join(card.not_measured)) or '–'} |")
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)]
+
+
+def _pointwise(cards: Cards) -> list[str]:
+    rows = summary.pointwise_rows(cards)
+    if not rows:
+        return []
+    out = ["## Pointwise judges", "",
+           "Each answer scored alone; the gold is \"the reference scores higher\". Margin and pad gain "
+           "in scale units; scale offset: the language's mean reference score − the pooled mean. "
+           "Definitions: README, *Pointwise metrics*.", "", *_md_table(summary.POINTWISE_HEADER, rows), ""]
+    both = summary.side_by_side_rows(cards)
+    if both:
+        out += ["### Pairwise and pointwise, side by side", "",
+                "Position bias (pairwise Δ) against scale drift (pointwise offset), language by language.", "",
+                *_md_table(summary.SIDE_BY_SIDE_HEADER, both), ""]
+    return out
 
 
 def _agentic(cards: Cards) -> list[str]:

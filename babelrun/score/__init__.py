@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import PerturbationAudit, Removed
-from . import agentic, metrics, stats
+from . import agentic, metrics, pointwise, stats
 from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import ROUND, Interval, rounded  # noqa: F401 (ROUND: re-exported)
 
@@ -110,11 +110,13 @@ class Cards(msgspec.Struct, frozen=True):
     composites: list[CompositeCard] = []
     # Agent-trajectory items are scored apart from the text cards (score/agentic.py).
     agentic: list[agentic.AgenticJudgeCards] = []
+    # Pointwise judges (score/pointwise.py); absent from cards.json when the run has none.
+    pointwise: list[pointwise.PointwiseJudgeCards] | msgspec.UnsetType = msgspec.UNSET
 
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
-                   "ref_len", "pert_len", "kind", "p_a", "p_b"]
+                   "ref_len", "pert_len", "kind", "p_a", "p_b", "score", "ref_id"]
 UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
@@ -179,6 +181,12 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     of one item table, and its sums a difference of two cumulative rows.
     Agentic records are left out of these cards and scored into ``Cards.agentic``.
     """
+    scored_alone = None
+    if "score" in data.column_names and data.num_rows:
+        alone = pointwise.is_pointwise(data)
+        if pc.any(alone).as_py():
+            scored_alone = data.filter(alone)
+            data = data.filter(pc.invert(alone))
     separate = None
     if "kind" in data.column_names:
         kind = data["kind"].cast(pa.string())
@@ -189,6 +197,9 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         cards = msgspec.structs.replace(cards, agentic=agentic.cards(
             separate, lambda t: cells(t, [], replicates=replicates, confidence=confidence, seed=seed),
             replicates, confidence, seed))
+    if scored_alone is not None:
+        cards = msgspec.structs.replace(cards, pointwise=pointwise.cards(
+            scored_alone, replicates=replicates, confidence=confidence, seed=seed))
     return cards
 
 
