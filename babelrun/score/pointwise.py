@@ -280,3 +280,119 @@ def cards(data: pa.Table, *, replicates: int = 1000, confidence: float = 0.95,
         out.append(PointwiseJudgeCards(name, jid, _card(overall_sums, replicates, confidence, jid, seed),
                                        by_lang, by_pert))
     return sorted(out, key=lambda c: (c.judge, c.judge_id))
+
+
+# ---- two runs of pointwise judges (babelrun diff) -------------------------------------------
+
+
+class ScaleDrift(msgspec.Struct, frozen=True):
+    """B − A on the keys both runs scored validly: the references alone (the same answers
+    scored again: pure scale drift) and every answer; and each run's discrimination there."""
+
+    lang: str
+    language: str
+    references: Interval
+    answers: Interval
+    discrimination_a: float | None
+    discrimination_b: float | None
+
+
+class PointwiseDrift(msgspec.Struct, frozen=True):
+    judge_a: str
+    judge_id_a: str
+    judge_b: str
+    judge_id_b: str
+    matched: int  # keys scored (validly) in both runs
+    overall: ScaleDrift
+    languages: list[ScaleDrift]
+
+
+def _by_judge(data: pa.Table) -> dict[str, list[tuple[str, pa.Table]]]:
+    out: dict[str, list[tuple[str, pa.Table]]] = {}
+    if data.num_rows == 0:
+        return out
+    ids = data["judge_id"].cast(pa.string())
+    for jid in sorted(set(pc.unique(ids).to_pylist())):
+        mine = data.filter(pc.equal(ids, jid))
+        out.setdefault(mine["judge"].cast(pa.string())[0].as_py(), []).append((jid, mine))
+    return out
+
+
+def _keyed(t: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    second = (lookup(t["order"], ANSWERS) == 1).astype(np.uint64)
+    key = (t["item_key"].to_numpy() << np.uint64(1)) | second
+    lang, langs = codes(t["lang"])
+    return key, t["score"].to_numpy(zero_copy_only=False).astype(float), second == 0, lang, np.array(langs)
+
+
+def _mean_diff(d: np.ndarray, item: np.ndarray, replicates: int, confidence: float, key: str,
+               seed: int) -> Interval:
+    if not len(d):
+        return Interval(None, None, None, 0)
+    _, cluster = np.unique(item, return_inverse=True)
+    k = int(cluster.max()) + 1
+    sums = np.column_stack([np.bincount(cluster, weights=d, minlength=k), np.bincount(cluster, minlength=k)])
+    value = float(d.mean())
+    if not replicates:
+        return Interval(rounded(value), None, None, len(d))
+    boot = _replicates(sums, replicates, key, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        draws = boot[:, 0] / boot[:, 1]
+    draws = draws[np.isfinite(draws)]
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(draws, [tail, 100 - tail])
+    return Interval(rounded(value), rounded(lo), rounded(hi), len(d))
+
+
+def _discrimination(key: np.ndarray, score: np.ndarray) -> float | None:
+    """Share of items (both answers present) whose reference scored higher."""
+    order = np.argsort(key)
+    key, score = key[order], score[order]
+    item = key >> np.uint64(1)
+    pair = np.flatnonzero((item[1:] == item[:-1]))
+    if not len(pair):
+        return None
+    ref, deg = score[pair], score[pair + 1]  # sorted: the reference key (bit 0) first
+    return rounded(float(np.mean(np.nan_to_num(ref, nan=-np.inf) > np.nan_to_num(deg, nan=np.inf))))
+
+
+def _scale_drift(lang: str, a, b, ia: np.ndarray, ib: np.ndarray, replicates: int, confidence: float,
+                 key: str, seed: int) -> ScaleDrift:
+    (ka, sa, ra), (kb, sb) = (a[0][ia], a[1][ia], a[2][ia]), (b[0][ib], b[1][ib])
+    valid = ~np.isnan(sa) & ~np.isnan(sb)
+    d, item = (sb - sa)[valid], (ka >> np.uint64(1))[valid]
+    refs = ra[valid]
+    name = "all languages" if lang == "all" else languages.name(lang)
+    return ScaleDrift(lang, name, _mean_diff(d[refs], item[refs], replicates, confidence, f"{key}/ref", seed),
+                      _mean_diff(d, item, replicates, confidence, f"{key}/all", seed),
+                      _discrimination(ka, sa), _discrimination(kb, sb))
+
+
+def drift(data_a: pa.Table, data_b: pa.Table, *, replicates: int = 1000, confidence: float = 0.95,
+          seed: int = 0) -> tuple[list[PointwiseDrift], list[str]]:
+    """B − A for the pointwise judges of two runs, paired like the pairwise ones (the only
+    judge of each, or the same name), matched by (item, answer)."""
+    a, b = _by_judge(data_a), _by_judge(data_b)
+    if len(a) == 1 and len(b) == 1 and len(next(iter(a.values()))) == 1 and len(next(iter(b.values()))) == 1:
+        pairs = [(next(iter(a.values()))[0], next(iter(b.values()))[0])]
+        notes = []
+    else:
+        pairs, notes = [], []
+        for name in sorted(set(a) | set(b)):
+            if len(a.get(name, [])) == 1 and len(b.get(name, [])) == 1:
+                pairs.append((a[name][0], b[name][0]))
+            else:
+                notes.append(f"pointwise judge '{name}': not one judge id in each run: not compared")
+    out = []
+    for (ida, ta), (idb, tb) in pairs:
+        ka, kb = _keyed(ta), _keyed(tb)
+        _, ia, ib = np.intersect1d(ka[0], kb[0], assume_unique=True, return_indices=True)
+        seed_key = f"{ida}/{idb}"
+        langs = ka[4][ka[3][ia]]
+        per_lang = [_scale_drift(code, ka, kb, ia[langs == code], ib[langs == code], replicates, confidence,
+                                 f"{seed_key}/{code}", seed) for code in sorted(set(langs.tolist()))]
+        overall = _scale_drift("all", ka, kb, ia, ib, replicates, confidence, seed_key, seed)
+        out.append(PointwiseDrift(ta["judge"].cast(pa.string())[0].as_py(), ida,
+                                  tb["judge"].cast(pa.string())[0].as_py(), idb,
+                                  int(overall.answers.n), overall, per_lang))
+    return out, notes
