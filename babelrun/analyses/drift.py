@@ -38,7 +38,6 @@ from ..score.paired import (
     ALL,
     COLUMNS,
     Drift,
-    Matched,
     compare,
     of_table,
     pair_judges,

@@ -97,6 +97,11 @@ def check_template(template: Template, protocol: str) -> set[str]:
             used.update(fields_of(part))
         except ValueError as e:
             raise TemplateError("prompt", f"not a valid template: {e}") from None
+    other = "pointwise" if protocol == "pairwise" else "pairwise"
+    if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
+        raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
+                                      f"a {protocol} template needs {{{'}, {'.join(REQUIRED[protocol])}}}"
+                                      + (" (built-in: prompt: pointwise)" if protocol == "pointwise" else ""))
     unknown = sorted(used - FIELDS[protocol])
     if unknown:
         raise TemplateError("prompt", f"unknown field {{{unknown[0]}}} in a {protocol} template "
@@ -302,7 +307,8 @@ def max_tokens(spec: JudgeSpec) -> int:
     templates under the strict parser, room to reason everywhere else."""
     if spec.max_tokens is not None:
         return spec.max_tokens
-    one_word = builtin(spec) and spec.protocol == "pairwise" and spec.verdict is None
+    one_word = (builtin(spec) and spec.protocol == "pairwise" and spec.verdict is None
+                and not (spec.reasoning or spec.reasoning_effort))  # hidden reasoning needs room
     return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
 
 

@@ -13,9 +13,9 @@ from collections import defaultdict
 
 from .. import __version__
 from ..score import Card, Interval
+from . import summary
 from .data import MODES, Example, ReportData
 from .plots import Plot
-from . import summary
 from .safe import h
 from .summary import COMPARED, cbc_rows, leaderboard, mitigation_rows
 from .summary import number as _num

@@ -10,9 +10,9 @@ from collections import defaultdict
 
 from ..score import Card, Cards
 from ..score.agentic import AgenticCard
+from . import summary
 from .safe import md, neutralise
 from .summary import COMPARED, mitigation_rows
-from . import summary
 from .summary import number as _num
 
 THRESHOLD = 0.65  # the research's deployment threshold for R

@@ -349,7 +349,7 @@ def _discrimination(key: np.ndarray, score: np.ndarray) -> float | None:
     order = np.argsort(key)
     key, score = key[order], score[order]
     item = key >> np.uint64(1)
-    pair = np.flatnonzero((item[1:] == item[:-1]))
+    pair = np.flatnonzero(item[1:] == item[:-1])
     if not len(pair):
         return None
     ref, deg = score[pair], score[pair + 1]  # sorted: the reference key (bit 0) first
