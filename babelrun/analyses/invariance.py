@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..score import Interval, stats
+from ..score.pointwise import pairwise_only
 from ..store import compact
 
 _COLUMNS = ["judge_id", "judge", "kind", "lang", "ref_id", "perturbation", "severity", "order", "verdict"]
@@ -126,7 +127,7 @@ def compare(data: pa.Table, pivot: str, confidence: float = 0.95) -> Invariance:
 
 
 def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95) -> Invariance:
-    return compare(compact.load(Path(run_dir), _COLUMNS), pivot, confidence)
+    return compare(pairwise_only(compact.load(Path(run_dir), _COLUMNS)), pivot, confidence)
 
 
 def _fmt(r: Interval) -> str:

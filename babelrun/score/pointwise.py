@@ -396,3 +396,12 @@ def drift(data_a: pa.Table, data_b: pa.Table, *, replicates: int = 1000, confide
                                   tb["judge"].cast(pa.string())[0].as_py(), idb,
                                   int(overall.answers.n), overall, per_lang))
     return out, notes
+
+
+def pairwise_only(data: pa.Table) -> pa.Table:
+    """``data`` without its pointwise records: for the analyses defined on slot verdicts
+    (calibration, agreement with human labels, invariance), which pointwise judges skip."""
+    if data.num_rows == 0:
+        return data
+    alone = is_pointwise(data)
+    return data.filter(pc.invert(alone)) if pc.any(alone).as_py() else data
