@@ -218,7 +218,8 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
 def _identities(data: ReportData, plots: list[Plot]) -> str:
     rows = [[h(j.judge), f"<code>{h(j.judge_id)}</code>", h(j.backend or "not in run.yaml"), h(j.model or "–"),
              h(j.endpoint or "–"),
-             "–" if j.prompt is None else f"{h(j.prompt)} v{h(j.prompt_version)} ({h(j.prompt_language)})",
+             "–" if j.prompt is None else (f"{h(j.prompt)}" + ("" if j.prompt_version is None else f" v{h(j.prompt_version)}")
+                                           + f" ({h(j.prompt_language)})"),
              h(", ".join(j.served_models) or "–"), h(", ".join(j.fingerprints) or "–")]
             for run in data.runs for j in run.identities]
     return ("<h2>Judge identities</h2><p>From <code>run.yaml</code>; served model and fingerprint as the "

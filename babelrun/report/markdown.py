@@ -295,7 +295,8 @@ def _identities(data) -> list[str]:
            "|---|---|---|---|---|---|---|---|"]
     for run in data.runs:
         for j in run.identities:
-            prompt = "–" if j.prompt is None else f"{j.prompt} v{j.prompt_version} ({j.prompt_language})"
+            version = "" if j.prompt_version is None else f" v{j.prompt_version}"
+            prompt = "–" if j.prompt is None else f"{j.prompt}{version} ({j.prompt_language})"
             out.append(f"| {md(j.judge)} | {j.judge_id} | {md(j.backend or 'not in run.yaml')} | "
                        f"{md(j.model or '–')} | {md(j.endpoint or '–')} | {md(prompt)} | "
                        f"{md(', '.join(j.served_models) or '–')} | {md(', '.join(j.fingerprints) or '–')} |")
