@@ -222,7 +222,7 @@ class VerdictSpec(_Spec):
     ``match`` picks the first or the last match (default last: explanations come first).
     Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``; exact,
     case-sensitive, after trimming spaces). Pointwise: the group is a number inside
-    ``scale: [lo, hi]``. No match, an unmapped label or an out-of-scale number: invalid.
+    ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an unmapped label or an out-of-scale number: invalid.
     ``reply``: how the simulated judge writes a verdict (``Rating: [[{label}]]``); derived
     from a simple ``pattern`` when unset."""
 
@@ -230,6 +230,7 @@ class VerdictSpec(_Spec):
     match: Literal["first", "last"] = "last"
     labels: dict[str, Literal["A", "B", "tie"]] = {}
     scale: tuple[float, float] | None = None
+    values: dict[str, float] = {}  # pointwise labels and their scores ({C: 1, P: 0.5, I: 0})
     reply: str | None = None
 
 

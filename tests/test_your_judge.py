@@ -438,3 +438,25 @@ def test_openai_environment_defaults_headers_reasoning_and_azure(tmp_path, small
         assert server.last_headers["api-key"] == key and "Authorization" not in server.last_headers
     assert _cards(tmp_path / "run")["judges"][0]["overall"]["presentations"] > 0
     assert key.encode() not in files_bytes(tmp_path / "run")
+
+
+def test_graded_labels_and_other_tools_field_names(tmp_path, small_corpus):
+    """inspect_ai's model_graded_qa (GRADE: C/P/I, {criterion}) and alpaca_eval's names
+    ({instruction}, {output_1}, {output_2}; m/M) work unchanged."""
+    read = score_reader(VerdictSpec(pattern=r"GRADE: ([CPI])", scale=(0, 1), values={"C": 1, "P": 0.5, "I": 0}))
+    assert (read("... GRADE: C"), read("GRADE: P"), read("GRADE: X")) == (1.0, 0.5, None)
+    alpaca = Judging.of(JudgeSpec(name="a", backend="simulated", prompt=manifest.PromptSpec(
+        user="{instruction}\n(a) {output_1}\n(b) {output_2}"),
+        verdict=VerdictSpec(pattern=r"^\s*([mM])\b", match="first", labels={"m": "A", "M": "B"})))
+    assert alpaca.request(_item(), "ref_first").messages[-1]["content"] == "Q?\n(a) REF\n(b) PERT"
+    m = write_manifest(tmp_path, [{
+        "name": "graded", "backend": "simulated", "protocol": "pointwise",
+        "prompt": {"user": "[Question] {question}\n[Submission] {answer}\nEnd with GRADE: C, P or I."},
+        "verdict": {"pattern": "GRADE: ([CPI])", "scale": [0, 1], "values": {"C": 1, "P": 0.5, "I": 0}},
+        "simulated": {"score_reference": 1.0, "score_drop": 0.6, "score_noise": 0.2}}], corpus=small_corpus)
+    card = quiet_audit(m).cards.pointwise[0].overall
+    assert card.invalid_rate.value == 0 and card.discrimination.value > 0.7
+    with pytest.raises(ManifestError, match="outside scale"):
+        manifest.load(write_manifest(tmp_path, [{
+            "name": "g", "backend": "simulated", "protocol": "pointwise", "prompt": "pointwise",
+            "verdict": {"pattern": "([CI])", "scale": [0, 1], "values": {"C": 2}}}]))

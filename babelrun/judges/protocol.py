@@ -9,7 +9,8 @@ Templates are Python ``str.format`` text. Pairwise fields: ``{question}``, ``{an
 ``{answer_b}``; pointwise: ``{question}``, ``{answer}``; both: ``{reference}`` (the corpus's
 separate ``reference_answer``, never the answer under judgement) and ``{language}`` (the
 item's language name). Aliases: ``{prompt}`` (the built-in templates' name for the question)
-and MT-Bench's ``{ref_answer_1}``. Corpus text is substituted as data: ``str.format`` does
+MT-Bench's ``{ref_answer_1}``, alpaca_eval's ``{instruction}``/``{output_1}``/``{output_2}``
+(pointwise ``{output}``) and inspect_ai's ``{criterion}`` (the reference answer). Corpus text is substituted as data: ``str.format`` does
 not re-read substituted values, and field names must be plain names (no ``{a.b}`` or
 ``{a[0]}``), so a template cannot reach into objects.
 
@@ -40,7 +41,11 @@ FIELDS = {
     "pointwise": frozenset({"question", "answer", "reference", "language"}),
 }
 REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
-ALIASES = {"prompt": "question", "ref_answer_1": "reference"}
+# Other tools' names for our fields, so their templates work unchanged: MT-Bench
+# (ref_answer_1), alpaca_eval (instruction, output_1, output_2), inspect_ai's
+# model_graded_qa (criterion), and the built-in templates' own {prompt}.
+ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "question", "output_1": "answer_a",
+           "output_2": "answer_b", "output": "answer", "criterion": "reference"}
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
 REASONING_TOKENS = 1024
@@ -136,10 +141,15 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern:
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise TemplateError("verdict.scale", "needs two finite numbers, lo < hi")
         if verdict.labels:
-            raise TemplateError("verdict.labels", "a pointwise verdict reads a number; labels are for pairwise")
+            raise TemplateError("verdict.labels", "a pointwise verdict reads a number (or a label through "
+                                                  "values:); labels are for pairwise")
+        for label, value in verdict.values.items():
+            if not lo <= value <= hi:
+                raise TemplateError(f"verdict.values.{label}", f"{value:g} is outside scale [{lo:g}, {hi:g}]")
     else:
-        if verdict.scale is not None:
-            raise TemplateError("verdict.scale", "scale is for protocol: pointwise")
+        if verdict.scale is not None or verdict.values:
+            raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
+                                "scale and values are for protocol: pointwise")
         labels = verdict.labels or _IDENTITY
         if not {"A", "B"} <= set(labels.values()):
             raise TemplateError("verdict.labels", "must map some label to A and some to B")
@@ -183,10 +193,12 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
 
 def score_reader(verdict: VerdictSpec) -> Callable[[str], float | None]:
     """reply -> a score inside the scale, or None (invalid)."""
-    pattern, (lo, hi), match = re.compile(verdict.pattern), verdict.scale, verdict.match
+    pattern, (lo, hi), match, named = re.compile(verdict.pattern), verdict.scale, verdict.match, verdict.values
 
     def read(raw: str) -> float | None:
         label = _captured(pattern, match, raw)
+        if named:  # graded labels (inspect_ai's C / P / I): their declared values, nothing else
+            return named.get(label) if label is not None else None
         try:
             value = float(label) if label is not None and len(label) <= 32 else math.nan
         except ValueError:
@@ -261,12 +273,12 @@ class Judging:
     def render(self, item: Item, key: str) -> list[dict[str, str]]:
         from ..core import languages
 
-        values = {"question": item.prompt, "prompt": item.prompt}
+        values = {"question": item.prompt}
         if "reference" in self.fields:
             if not item.reference_answer:
                 raise TemplateError("prompt", f"the template uses {{reference}} but item {item.item_id} "
                                               "has no reference_answer")
-            values["reference"] = values["ref_answer_1"] = item.reference_answer
+            values["reference"] = item.reference_answer
         if "language" in self.fields:
             values["language"] = languages.name(item.lang)
         if self.protocol == "pointwise":
@@ -274,6 +286,7 @@ class Judging:
         else:
             request = JudgeRequest(item, key, [])
             values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
+        values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
         system, user = self.template.texts(item.lang if self.localized else None)
         messages = [{"role": "system", "content": system.format_map(values)}] if system else []
         messages.append({"role": "user", "content": user.format_map(values)})

@@ -29,7 +29,8 @@ Pointwise (``protocol: pointwise``), per answer shown::
 
     score = round(s_ref − drop·[degraded] + g·log2(len answer / len reference) + o[lang] + ε)
 
-clipped to the verdict's scale, ε ~ N(0, ``score_noise``), s_ref = ``score_reference``
+clipped to the verdict's scale (with ``values:``, the label of the nearest value), ε ~
+N(0, ``score_noise``), s_ref = ``score_reference``
 (default: two thirds up the scale), drop = ``score_drop``, g = ``length_gain``, o =
 ``scale_offset`` (per language, 0 elsewhere); ``invalid_rate`` of the replies are off-format.
 Under this model the pointwise card's scale offset of a language estimates o[lang] minus
@@ -76,6 +77,7 @@ class SimulatedJudge:
         self._pointwise = how.protocol == "pointwise"
         self._format = reply_format(how.verdict) if how.verdict is not None else None
         self._scale = how.verdict.scale if self._pointwise else None
+        self._values = how.verdict.values if self._pointwise else {}
         labels = (how.verdict.labels or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
         self._label = {}
         for label, slot in labels.items():
@@ -142,6 +144,8 @@ class SimulatedJudge:
         lang = request.item.lang
         score += self._offset.get(lang, self._offset.get(lang.split("-")[0], 0.0))
         score += rng.gauss(0.0, k.score_noise)
+        if self._values:  # graded labels: the one whose value is nearest
+            return self._written(rng, min(self._values, key=lambda label: abs(self._values[label] - score)))
         value = min(hi, max(lo, round(score)))
         return self._written(rng, f"{value:g}")
 
