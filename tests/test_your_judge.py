@@ -460,3 +460,26 @@ def test_graded_labels_and_other_tools_field_names(tmp_path, small_corpus):
         manifest.load(write_manifest(tmp_path, [{
             "name": "g", "backend": "simulated", "protocol": "pointwise", "prompt": "pointwise",
             "verdict": {"pattern": "([CI])", "scale": [0, 1], "values": {"C": 2}}}]))
+
+
+def test_reference_guided_template_reads_the_corpus_reference_answer(tmp_path, monkeypatch):
+    rows = [{"prompt": f"What is {i} + {i}?", "reference": f"It is {2 * i}. Adding {i} to itself gives {2 * i}.",
+             "reference_answer": f"{2 * i}", "language": "en"} for i in range(1, 5)]
+    (tmp_path / "refs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "seen.py").write_text(
+        "seen = []\n"
+        "def judge(request):\n"
+        "    seen.append(request.messages[-1]['content'])\n"
+        "    return 'A'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = write_manifest(tmp_path, [{
+        "name": "math", "backend": "python", "callable": "seen:judge",
+        "prompt": {"user": "{question}\n[Reference] {ref_answer_1}\n[A] {answer_a}\n[B] {answer_b}"}}],
+        corpus={"sources": [{"kind": "jsonl", "path": "refs.jsonl"}]})
+    quiet_audit(m)
+    import seen
+
+    assert seen.seen and all(re.search(r"What is (\d) \+ \1\?\n\[Reference\] (\d+)\n", text) for text in seen.seen)
+    for text in seen.seen:
+        i = int(re.search(r"What is (\d)", text).group(1))
+        assert f"[Reference] {2 * i}\n" in text
