@@ -22,8 +22,8 @@ from babelrun.judges.base import (
     RejectedError,
     RetryableError,
 )
-from babelrun.judges.identity import judge_id
 from babelrun.judges.gemini import GeminiJudge, _decode, _text
+from babelrun.judges.identity import judge_id
 from babelrun.judges.prompt import PAIRWISE, TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
