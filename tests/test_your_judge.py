@@ -483,3 +483,17 @@ def test_reference_guided_template_reads_the_corpus_reference_answer(tmp_path, m
     for text in seen.seen:
         i = int(re.search(r"What is (\d)", text).group(1))
         assert f"[Reference] {2 * i}\n" in text
+
+
+def test_anthropic_extended_thinking_is_a_per_backend_option(tmp_path):
+    from babelrun.judges.anthropic import AnthropicJudge
+
+    spec = JudgeSpec(name="c", backend="anthropic", model="claude", reasoning_effort="low", verdict=VerdictSpec(
+        **PAIR_VERDICT))
+    body = json.loads(AnthropicJudge(spec, judges.judge_id(spec)).body(
+        Judging.of(spec).request(_item(lang="en"), "ref_first")))
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048} and body["max_tokens"] == 2048 + 1024
+    assert "temperature" not in body
+    with pytest.raises(ManifestError, match="does not apply"):  # gemini declares no reasoning option
+        manifest.load(write_manifest(tmp_path, [{"name": "g", "backend": "gemini", "model": "m",
+                                                 "api_key_env": "HOME", "reasoning": True}]))

@@ -94,7 +94,8 @@ register("simulated", "simulated", "SimulatedJudge",
          Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS | {"simulated"}))
 register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS))
 register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS))
-register("anthropic", "anthropic", "AnthropicJudge", _remote(soft=False, batch_api=True))
+register("anthropic", "anthropic", "AnthropicJudge",
+         _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort"})))
 register("gemini", "gemini", "GeminiJudge", _remote(soft=False))
 # Judges that are code: the user's function, called in this process (python.py).
 register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})))

@@ -70,6 +70,10 @@ _decode = msgspec.json.Decoder(_Message).decode
 _decode_error = msgspec.json.Decoder(_ErrorBody).decode
 
 
+# Extended-thinking budgets (tokens) by reasoning_effort; 1024 is the API's minimum.
+THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+
+
 class AnthropicJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
@@ -87,6 +91,12 @@ class AnthropicJudge(HttpJudge):
             "max_tokens": max_tokens(self.spec),
             "temperature": self.spec.temperature,
         }
+        if self.spec.reasoning or self.spec.reasoning_effort:
+            # Extended thinking: a budget by effort, inside max_tokens (which must exceed it);
+            # no temperature (thinking takes none but 1). The thinking blocks never enter raw.
+            budget = THINKING_BUDGET[self.spec.reasoning_effort or "medium"]
+            body.update(max_tokens=budget + max_tokens(self.spec), thinking={"type": "enabled", "budget_tokens": budget})
+            del body["temperature"]
         if system:
             body["system"] = system
         body["messages"] = messages
