@@ -497,3 +497,23 @@ def test_anthropic_extended_thinking_is_a_per_backend_option(tmp_path):
     with pytest.raises(ManifestError, match="does not apply"):  # gemini declares no reasoning option
         manifest.load(write_manifest(tmp_path, [{"name": "g", "backend": "gemini", "model": "m",
                                                  "api_key_env": "HOME", "reasoning": True}]))
+
+
+def test_pointwise_shards_partition_the_keys_and_merge_to_the_one_process_cards(tmp_path, small_corpus):
+    judge = {"name": "point", "backend": "simulated", "protocol": "pointwise", "prompt": "pointwise"}
+    whole, sharded = tmp_path / "whole", tmp_path / "sharded"
+    for folder in (whole, sharded):
+        folder.mkdir()
+        write_manifest(folder, [judge], corpus=small_corpus)
+    subprocess.run([sys.executable, "-m", "babelrun", "audit", str(whole / "manifest.yaml")], cwd=ROOT, check=True,
+                   capture_output=True)
+    for i in range(2):
+        subprocess.run([sys.executable, "-m", "babelrun", "audit", str(sharded / "manifest.yaml"), "--shard", f"{i}/2"],
+                       cwd=ROOT, check=True, capture_output=True)
+    keys = [{(r["item_id"], r["order"]) for r in map(json.loads, seg.read_text().splitlines())}
+            for seg in sorted((sharded / "run" / "log").glob("*.jsonl"))]
+    assert len(keys) == 2 and not keys[0] & keys[1] and min(map(len, keys)) > 0
+    assert {order for part in keys for _, order in part} == {"reference", "degraded"}
+    subprocess.run([sys.executable, "-m", "babelrun", "merge", str(sharded / "run")], cwd=ROOT, check=True,
+                   capture_output=True)
+    assert _cards(sharded / "run")["pointwise"] == _cards(whole / "run")["pointwise"]
