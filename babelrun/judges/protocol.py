@@ -199,16 +199,16 @@ def score_reader(verdict: VerdictSpec) -> Callable[[str], float | None]:
         label = _captured(pattern, match, raw)
         if named:  # graded labels (inspect_ai's C / P / I): their declared values, nothing else
             return named.get(label) if label is not None else None
-        try:
-            value = float(label) if label is not None and len(label) <= 32 else math.nan
-        except ValueError:
+        if label is None or not _NUMBER.fullmatch(label):  # plain decimals only: no 1_0, nan, 1e1
             return None
-        return value if lo <= value <= hi else None  # NaN and inf fail too
+        value = float(label)
+        return value if lo <= value <= hi else None
 
     return read
 
 
 _REGEX_ESCAPE = re.compile(r"\\(.)")
+_NUMBER = re.compile(r"[+-]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})")
 
 
 def reply_format(verdict: VerdictSpec) -> str | None:
