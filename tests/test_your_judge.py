@@ -494,9 +494,14 @@ def test_anthropic_extended_thinking_is_a_per_backend_option(tmp_path):
         Judging.of(spec).request(_item(lang="en"), "ref_first")))
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048} and body["max_tokens"] == 2048 + 1024
     assert "temperature" not in body
-    with pytest.raises(ManifestError, match="does not apply"):  # gemini declares no reasoning option
-        manifest.load(write_manifest(tmp_path, [{"name": "g", "backend": "gemini", "model": "m",
-                                                 "api_key_env": "HOME", "reasoning": True}]))
+    from babelrun.judges.gemini import GeminiJudge
+
+    gspec = msgspec.structs.replace(spec, backend="gemini", reasoning_effort="high")
+    config = json.loads(GeminiJudge(gspec, judges.judge_id(gspec)).body(
+        Judging.of(gspec).request(_item(lang="en"), "ref_first")))["generationConfig"]
+    assert config["thinkingConfig"] == {"thinkingBudget": 24576} and config["maxOutputTokens"] == 24576 + 1024
+    with pytest.raises(ManifestError, match="does not apply"):  # the simulated judge takes none
+        manifest.load(write_manifest(tmp_path, [{"name": "s", "backend": "simulated", "reasoning": True}]))
 
 
 def test_pointwise_shards_partition_the_keys_and_merge_to_the_one_process_cards(tmp_path, small_corpus):

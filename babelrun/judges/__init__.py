@@ -96,7 +96,7 @@ register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_pro
 register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS))
 register("anthropic", "anthropic", "AnthropicJudge",
          _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort"})))
-register("gemini", "gemini", "GeminiJudge", _remote(soft=False))
+register("gemini", "gemini", "GeminiJudge", _remote(soft=False, extra=frozenset({"reasoning", "reasoning_effort"})))
 # Judges that are code: the user's function, called in this process (python.py).
 register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})))
 for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers

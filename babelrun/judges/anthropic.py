@@ -30,7 +30,7 @@ import msgspec
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
-from .protocol import max_tokens
+from .protocol import THINKING_BUDGET, max_tokens
 
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -68,10 +68,6 @@ class _ErrorBody(msgspec.Struct):
 
 _decode = msgspec.json.Decoder(_Message).decode
 _decode_error = msgspec.json.Decoder(_ErrorBody).decode
-
-
-# Extended-thinking budgets (tokens) by reasoning_effort; 1024 is the API's minimum.
-THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 
 
 class AnthropicJudge(HttpJudge):

@@ -49,6 +49,9 @@ ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "qu
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
 REASONING_TOKENS = 1024
+# Thinking budgets (tokens) by reasoning_effort, for the backends that take a budget
+# (anthropic's extended thinking, gemini's thinkingBudget); 1024 is Anthropic's minimum.
+THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 DEFAULT_POINTWISE_VERDICT = VerdictSpec(pattern=r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]", scale=(1.0, 10.0),
                                         reply="Rating: [[{label}]]")
 
