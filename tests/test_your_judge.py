@@ -417,6 +417,9 @@ def test_openai_environment_defaults_headers_reasoning_and_azure(tmp_path, small
         headers = headers_of(spec, env)
         assert headers["Authorization"] == f"Bearer {key}" and headers["OpenAI-Organization"] == "org-1"
         assert (headers["OpenAI-Project"], headers["X-Team"], headers["X-Trace"]) == ("proj-1", "eval", "t-9")
+        with pytest.raises(ManifestError) as info:
+            manifest.load(m, environ={k: v for k, v in env.items() if k != "TRACE"})
+        assert info.value.path == "judges[0].headers_env.X-Trace"
         # The manifest wins over the environment.
         m2 = write_manifest(tmp_path, [{"name": "o", "backend": "openai", "model": "m",
                                         "endpoint": "http://127.0.0.1:9/v1"}])
