@@ -313,9 +313,13 @@ def identity(spec: JudgeSpec) -> dict:
     out: dict = {}
     if spec.protocol != "pairwise":
         out["protocol"] = spec.protocol
-    if spec.verdict is not None:
-        out["verdict"] = msgspec.structs.asdict(spec.verdict)
+    if spec.verdict is not None:  # its fields set away from their defaults (a later field renames nothing)
+        out["verdict"] = {k: msgspec.to_builtins(v) for k, v in msgspec.structs.asdict(spec.verdict).items()
+                          if k == "pattern" or v != _VERDICT_DEFAULTS[k]}
     return out
+
+
+_VERDICT_DEFAULTS = msgspec.structs.asdict(VerdictSpec(pattern=""))
 
 
 def max_tokens(spec: JudgeSpec) -> int:
