@@ -18,9 +18,10 @@ import msgspec
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
 from .core import languages
-from .corpus import available_languages, check_source
+from .corpus import available_languages, check_source, has_reference_answers
 from .errors import ManifestError
 from .judges.prompt import TEMPLATES
+from .judges.protocol import Judging, TemplateError, reply_format
 from .perturb import TEXT_PERTURBATIONS
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
 from .spec import (
@@ -31,6 +32,7 @@ from .spec import (
     JudgeSpec,
     Manifest,
     PerturbationSpec,
+    PromptSpec,
     SimulatedKnobs,
     TrajectoriesSource,
     inner_judges,
@@ -69,9 +71,11 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
     except msgspec.DecodeError as e:
         problem = " ".join(str(e).split())
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
+    environ = os.environ if environ is None else environ
     manifest = _resolve_paths(manifest, path.parent.resolve())
     try:
-        check(manifest, os.environ if environ is None else environ)
+        manifest = _resolve_judges(manifest, path.parent.resolve(), environ)
+        check(manifest, environ)
     except ManifestError as e:
         e.source = source
         e.args = (f"{source}: {e}",)
@@ -96,6 +100,119 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(manifest.output_dir))
 
 
+def _resolve_judges(manifest: Manifest, base: Path, environ) -> Manifest:
+    """Read each judge's template files into its spec (the text, hashed, is its identity;
+    the path is not) and apply the OpenAI client's environment defaults."""
+    judges_ = []
+    for i, judge in enumerate(manifest.judges):
+        judge = msgspec.structs.replace(judge, prompt=_read_prompt(judge, base, f"judges[{i}]"))
+        judges_.append(_openai_defaults(judge, environ))
+    return msgspec.structs.replace(manifest, judges=judges_)
+
+
+def _read_prompt(judge: JudgeSpec, base: Path, where: str) -> str | PromptSpec:
+    prompt = judge.prompt
+    if isinstance(prompt, str):
+        if prompt in TEMPLATES:
+            return prompt
+        path = _path(prompt, base)
+        if not path.is_file():
+            raise ManifestError(f"{where}.prompt", f"judge {judge.name!r}: {prompt!r} is neither a built-in template "
+                                                   f"({', '.join(TEMPLATES)}) nor a file")
+        return PromptSpec(user=_text(path, f"{where}.prompt"), source=path.name)
+    if prompt.file is None:
+        if prompt.name is not None:
+            raise ManifestError(f"{where}.prompt.name", "name picks a template of a file: set file too")
+        if prompt.user is None:
+            raise ManifestError(f"{where}.prompt.user", f"judge {judge.name!r}: the template's user text is missing")
+        return prompt
+    if prompt.user is not None or prompt.system:
+        raise ManifestError(f"{where}.prompt.file", "either file (+ name) or system/user text, not both")
+    path = _path(prompt.file, base)
+    if not path.is_file():
+        raise ManifestError(f"{where}.prompt.file", f"file not found: {path}")
+    system, user, kind = _from_collection(path, prompt.name, f"{where}.prompt")
+    if kind is not None and kind != judge.protocol:
+        raise ManifestError(f"{where}.protocol", f"judge {judge.name!r}: template {prompt.name!r} is {kind}; "
+                                                 f"set protocol: {kind}")
+    return PromptSpec(system=system, user=user, source=f"{path.name}#{prompt.name}" if prompt.name else path.name)
+
+
+def _path(text: str, base: Path) -> Path:
+    p = Path(text).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _text(path: Path, where: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ManifestError(where, f"cannot read {path}: {e}") from None
+
+
+# A collection's ``type`` (MT-Bench: pairwise, single) -> our protocol.
+_KINDS = {"pairwise": "pairwise", "pair": "pairwise", "single": "pointwise", "pointwise": "pointwise"}
+
+
+def _from_collection(path: Path, name: str | None, where: str) -> tuple[str, str, str | None]:
+    """(system, user, protocol) of template ``name`` in a JSONL or YAML collection (MT-Bench's
+    fields ``system_prompt``/``prompt_template``/``type``, or ``system``/``user``), or of a
+    plain text file (the user message)."""
+    text = _text(path, f"{where}.file")
+    if path.suffix not in (".jsonl", ".yaml", ".yml", ".json"):
+        if name is not None:
+            raise ManifestError(f"{where}.name", f"{path.name} is a plain text template: it has no names")
+        return "", text, None
+    try:
+        if path.suffix == ".jsonl":
+            entries = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
+        else:
+            loaded = msgspec.yaml.decode(text) if path.suffix != ".json" else msgspec.json.decode(text)
+            entries = ([{"name": k, **v} for k, v in loaded.items() if isinstance(v, dict)]
+                       if isinstance(loaded, dict) else loaded)
+    except msgspec.DecodeError as e:
+        raise ManifestError(f"{where}.file", f"{path.name}: not valid {path.suffix[1:].upper()}: {e}") from None
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    names = [str(e.get("name")) for e in entries]
+    if name is None:
+        if len(entries) != 1:
+            raise ManifestError(f"{where}.name", f"{path.name} holds {len(entries)} templates: name one "
+                                                 f"({', '.join(names[:8])})")
+        entry = entries[0]
+    else:
+        found = [e for e in entries if str(e.get("name")) == name]
+        if not found:
+            raise ManifestError(f"{where}.name", f"no template {name!r} in {path.name}{_did_you_mean(name, names)}")
+        entry = found[0]
+    system = entry.get("system_prompt", entry.get("system", ""))
+    user = entry.get("prompt_template", entry.get("user"))
+    if not isinstance(user, str) or not isinstance(system, str):
+        raise ManifestError(f"{where}.name", f"template {name!r} has no text prompt_template/user")
+    kind = entry.get("type")
+    return system, user, _KINDS.get(kind) if isinstance(kind, str) else None
+
+
+def _openai_defaults(judge: JudgeSpec, environ) -> JudgeSpec:
+    """The OpenAI client's conventions, where the manifest leaves a field unset (the
+    manifest always wins): ``OPENAI_BASE_URL`` for ``endpoint`` and then ``OPENAI_API_KEY``
+    for the key, ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` for the headers; Azure:
+    ``AZURE_OPENAI_ENDPOINT`` and ``AZURE_OPENAI_API_KEY``."""
+    from .judges.presets import ENV_DEFAULTS
+
+    defaults = ENV_DEFAULTS.get(judge.backend)
+    if defaults is None:
+        return judge
+    changes = {}
+    if judge.endpoint is None and environ.get(defaults.endpoint_env):
+        changes["endpoint"] = environ[defaults.endpoint_env]
+        if judge.api_key_env is None and defaults.key_env in environ:
+            changes["api_key_env"] = defaults.key_env
+    for field, variable in (("organization", defaults.organization_env), ("project", defaults.project_env)):
+        if variable and getattr(judge, field) is None and environ.get(variable):
+            changes[field] = environ[variable]
+    return msgspec.structs.replace(judge, **changes) if changes else judge
+
+
 def check(manifest: Manifest, environ) -> None:
     """Checks that types alone cannot express: names, files, languages, knobs."""
     if not manifest.judges:
@@ -109,6 +226,7 @@ def check(manifest: Manifest, environ) -> None:
         _check_judge(judge, where, environ)
 
     _check_composites(manifest)
+    _check_reference_guided(manifest)
 
     _check_perturbations(manifest.perturbations, "perturbations", TEXT_PERTURBATIONS)
     if manifest.agentic is not None:
@@ -179,6 +297,9 @@ def _check_composites(manifest: Manifest) -> None:
                     at = f"{where}.{field}[{k}]" if isinstance(value, list) else f"{where}.{field}"
                     raise ManifestError(at, f"no judge named {name!r} under judges")
         inner = inner_judges(comp)
+        for name in inner + ([comp.base] if comp.base else []):
+            if specs[name].protocol != "pairwise":
+                raise ManifestError(where, f"judge {name!r} is pointwise: composites combine pairwise verdicts")
         if len(set(inner)) < len(inner):
             raise ManifestError(where, "a composite's inner judges must be distinct")
         if comp.base is not None and comp.base not in specs:
@@ -204,6 +325,18 @@ def _check_composites(manifest: Manifest) -> None:
             raise ManifestError(f"judges[{i}].calls", "escalations and batch cannot be combined")
 
 
+def _check_reference_guided(manifest: Manifest) -> None:
+    """A template that uses {reference} needs a corpus whose every source gives a separate
+    reference answer: binding it to the answer under judgement would hand the judge the gold."""
+    for i, judge in enumerate(manifest.judges):
+        if "reference" not in Judging.of(judge).fields:
+            continue
+        for k, source in enumerate(manifest.corpus.sources):
+            if not has_reference_answers(source):
+                raise ManifestError(f"judges[{i}].prompt", f"judge {judge.name!r}: the template uses {{reference}} "
+                                                           f"but corpus.sources[{k}] has no reference_answer column")
+
+
 def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:
     for i, pert in enumerate(perturbations):
         if pert.name not in known:
@@ -227,16 +360,17 @@ def _did_you_mean(word: str, known) -> str:
 
 
 def _check_judge(judge: JudgeSpec, where: str, environ) -> None:
-    if judge.backend not in judges.BACKENDS:
+    if not judges.known(judge.backend):
         raise ManifestError(f"{where}.backend", f"unknown backend {judge.backend!r}"
                                                 f"{_did_you_mean(judge.backend, judges.BACKENDS)} "
-                                                f"(known: {', '.join(judges.BACKENDS)})")
+                                                f"(known: {', '.join(judges.names())})")
     caps = judges.capabilities(judge.backend)
     _check_options(judge, where, caps)
-    if judge.prompt not in TEMPLATES:
-        raise ManifestError(
-            f"{where}.prompt", f"unknown prompt template {judge.prompt!r} (known: {', '.join(TEMPLATES)})"
-        )
+    try:
+        Judging.of(judge)
+    except TemplateError as e:
+        raise ManifestError(f"{where}.{e.field}", f"judge {judge.name!r}: {e}") from None
+    _check_protocol(judge, where)
     _check_model(judge, where, environ, caps)
     if judge.soft and not caps.soft:
         raise ManifestError(f"{where}.soft", f"the {judge.backend} backend gives no token log-probabilities "
@@ -245,6 +379,12 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> None:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     if judge.backend == "simulated":
         _check_knobs(judge.simulated or SimulatedKnobs(), f"{where}.simulated")
+        judging = Judging.of(judge)
+        if judging.verdict is not None and reply_format(judging.verdict) is None:
+            raise ManifestError(f"{where}.verdict.reply", f"judge {judge.name!r}: the simulated judge cannot write "
+                                                          "a reply this pattern reads: give one, e.g. "
+                                                          "'Verdict: [[{label}]]'")
+
     if judge.backend == "rule":
         from .judges.rule import problem
 
@@ -254,6 +394,20 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> None:
         wrong = problem(judge.rule)
         if wrong:
             raise ManifestError(f"{where}.rule.{wrong[0]}", wrong[1])
+
+
+def _check_protocol(judge: JudgeSpec, where: str) -> None:
+    if judge.protocol == "pointwise" and judge.soft:
+        raise ManifestError(f"{where}.soft", f"judge {judge.name!r}: soft verdicts are slot probabilities: "
+                                             "pairwise only")
+    if judge.verdict is not None and judge.soft:
+        raise ManifestError(f"{where}.verdict", f"judge {judge.name!r}: a soft judge reads probabilities, "
+                                                "not a verdict pattern")
+    if judge.callable is not None and not re.fullmatch(r"[\w.]+:[\w.]+", judge.callable):
+        raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: expected 'package.module:function'")
+    if judge.backend == "python" and judge.callable is None:
+        raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: the python backend needs "
+                                                 "callable: 'package.module:function'")
 
 
 def _having(capability: str) -> list[str]:
@@ -269,7 +423,7 @@ def _check_options(judge: JudgeSpec, where: str, caps: judges.Capabilities) -> N
     for field in judge.__struct_fields__:
         if caps.applies(field) or getattr(judge, field) == getattr(_DEFAULTS, field):
             continue
-        takers = [n for n, b in judges.BACKENDS.items() if b.capabilities.applies(field)]
+        takers = [n for n in judges.names() if judges.capabilities(n).applies(field)]
         raise ManifestError(f"{where}.{field}", f"does not apply to the {judge.backend} backend "
                                                 f"(it applies to: {', '.join(takers)})")
 
@@ -287,8 +441,14 @@ def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilitie
             raise ManifestError(f"{where}.model", "an MLX model folder's path (config.json, *.safetensors, tokenizer)")
         if not Path(judge.model).expanduser().is_dir():
             raise ManifestError(f"{where}.model", f"folder not found: {judge.model}")
-    elif caps.remote:
-        if not judge.model:
+    elif judge.backend == "azure":
+        if judge.azure is None:
+            raise ManifestError(f"{where}.azure", "the azure backend needs azure: {deployment: NAME}")
+        if judge.endpoint is None:
+            raise ManifestError(f"{where}.endpoint", "your resource's URL (https://NAME.openai.azure.com), "
+                                                     "or set AZURE_OPENAI_ENDPOINT")
+    if caps.remote:
+        if not judge.model and judge.backend != "azure":
             raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
         if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
             raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
@@ -297,6 +457,9 @@ def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilitie
         variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)
         if variable and variable not in environ:
             raise ManifestError(f"{where}.api_key_env", f"environment variable {variable} is not set")
+        for name, var in judge.headers_env.items():
+            if var not in environ:
+                raise ManifestError(f"{where}.headers_env.{name}", f"environment variable {var} is not set")
 
 
 def _check_knobs(knobs: SimulatedKnobs, where: str) -> None:
@@ -304,6 +467,8 @@ def _check_knobs(knobs: SimulatedKnobs, where: str) -> None:
         raise ManifestError(where, "|position_bias| + verbosity_bias must not exceed 1")
     if knobs.invalid_rate + knobs.tie_rate > 1.0:
         raise ManifestError(where, "invalid_rate + tie_rate must not exceed 1")
+    for code in knobs.scale_offset:
+        languages.checked(code, f"{where}.scale_offset.{code}")
     for code, value in knobs.accuracy.items():
         languages.checked(code, f"{where}.accuracy.{code}")
         if not 0.0 <= value <= 1.0:

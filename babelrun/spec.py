@@ -206,6 +206,58 @@ class SimulatedKnobs(_Spec, frozen=True):
     # item's ``ref_family`` / ``pert_family``); after position and verbosity bias, before
     # accuracy. Left out of the judge_id at 0.
     self_preference: Probability = 0.0
+    # Pointwise (``protocol: pointwise``): the reference scores ``score_reference`` (unset:
+    # two thirds up the verdict's scale), a degraded answer ``score_drop`` less; plus
+    # ``length_gain`` per doubling of length against the reference (log2 of the ratio), plus
+    # ``scale_offset[lang]``, plus N(0, ``score_noise``); rounded to the scale's integers and
+    # clipped to it. ``invalid_rate`` applies as in pairwise. All left out of the judge_id
+    # while they hold their defaults.
+    score_reference: float | None = None
+    score_drop: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    score_noise: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+    length_gain: float = 0.0
+    scale_offset: dict[str, float] = {}
+
+
+class PromptSpec(_Spec):
+    """A judge's own prompt template (``prompt:`` as a mapping): inline ``system`` and
+    ``user`` text, or one template of a JSONL/YAML collection (``file`` + ``name``; MT-Bench's
+    ``judge_prompts.jsonl`` fields ``system_prompt``, ``prompt_template``, ``type``). The
+    manifest loader reads files into ``system``/``user`` (``source`` keeps where from, for
+    the report; it is not part of ``judge_id``). Fields are ``str.format`` names: pairwise
+    ``{question}``, ``{answer_a}``, ``{answer_b}``; pointwise ``{question}``, ``{answer}``;
+    both may use ``{reference}`` (the corpus's ``reference_answer`` column) and ``{language}``."""
+
+    system: str = ""
+    user: str | None = None
+    file: str | None = None
+    name: str | None = None
+    source: str | None = None
+
+
+class VerdictSpec(_Spec):
+    """How the judge's reply is read: ``pattern`` is a regex whose first group is the label;
+    ``match`` picks the first or the last match (default last: explanations come first).
+    Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``; exact,
+    case-sensitive, after trimming spaces). Pointwise: the group is a number inside
+    ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an unmapped label or an out-of-scale number: invalid.
+    ``reply``: how the simulated judge writes a verdict (``Rating: [[{label}]]``); derived
+    from a simple ``pattern`` when unset."""
+
+    pattern: str
+    match: Literal["first", "last"] = "last"
+    labels: dict[str, Literal["A", "B", "tie"]] = {}
+    scale: tuple[float, float] | None = None
+    values: dict[str, float] = {}  # pointwise labels and their scores ({C: 1, P: 0.5, I: 0})
+    reply: str | None = None
+
+
+class AzureSpec(_Spec):
+    """Azure OpenAI: the deployment (in the URL, in place of the model) and the API version
+    (``api-version`` query parameter); the key goes in the ``api-key`` header."""
+
+    deployment: str
+    api_version: str = "2024-10-21"
 
 
 class RuleSpec(_Spec, frozen=True):
@@ -239,12 +291,34 @@ class JudgeSpec(_Spec, frozen=True):
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
     api_key_env: str | None = None
-    prompt: str = "pairwise"  # judge prompt template name (see babelrun/judges/prompt.py)
+    # A built-in template name (pairwise, pairwise_length_neutral, pointwise), a path to a
+    # text file (the user message), or a PromptSpec mapping (inline text, or file + name).
+    prompt: str | PromptSpec = "pairwise"
+    # pairwise: two answers per call, in both slot orders; pointwise: one answer per call,
+    # scored on the verdict's scale (the reference and the degraded answer separately).
+    protocol: Literal["pairwise", "pointwise"] = "pairwise"
+    verdict: VerdictSpec | None = None  # unset: the strict built-in parser (built-in templates)
     # The judge's instructions in English, or in each item's language where the template is
     # written in it (en es fr yo hi bn ar sw zh ja tr ru; English elsewhere).
     prompt_language: Literal["en", "item"] = "en"
     temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    max_tokens: PositiveInt = 8
+    # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
+    # first (a ``verdict:`` pattern, the pointwise template).
+    max_tokens: PositiveInt | None = None
+    # OpenAI reasoning models: ``max_completion_tokens`` instead of ``max_tokens``, no
+    # ``temperature``; ``reasoning_effort`` is sent as is (and implies ``reasoning``).
+    reasoning: bool = False
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    # OpenAI client conventions: extra headers (plain values, written to run.yaml),
+    # headers whose values come from environment variables (never written), the
+    # OpenAI-Organization / OpenAI-Project headers, and Azure OpenAI.
+    headers: dict[str, str] = {}
+    headers_env: dict[str, str] = {}
+    organization: str | None = None
+    project: str | None = None
+    azure: AzureSpec | None = None
+    # backend: python — "package.module:function", called with each JudgeRequest.
+    callable: str | None = None
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False

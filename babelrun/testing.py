@@ -149,6 +149,9 @@ class FakeJudgeServer:
     * ``flip_rate`` (0): the share of prompts (chosen by hash, so the same ones every time)
       answered with the other slot: a provider's silent model update, for ``babelrun check``.
     * ``fingerprint`` ("fp_fake"): the ``system_fingerprint`` the replies carry.
+    * ``reply`` (None): a function of the last message's text giving the reply's content
+      (a judge that reasons first, a scripted rule); unset, the verdict of ``choose``.
+      ``completion_tokens`` is then the reply's length / 4.
 
     The order of decisions for a request: 401 for a wrong key, 400 for a body that is not a
     chat request, the scripted ``faults``, the ``rpm_limit``, the random faults, the verdict.
@@ -169,7 +172,8 @@ class FakeJudgeServer:
                  rate_timeout: float = 0.0, rate_drop: float = 0.0, rate_malformed: float = 0.0,
                  hang_s: float = 30.0, rpm_limit: int | None = None, rpm_window_s: float = 60.0,
                  seed: int | None = 0, port: int = 0, flip_rate: float = 0.0,
-                 fingerprint: str = "fp_fake"):
+                 fingerprint: str = "fp_fake", reply=None):
+        self.reply = reply
         self.latency_s = latency_s
         self.latency = latency
         self.jitter_s = jitter_s
@@ -194,6 +198,9 @@ class FakeJudgeServer:
         self.injected: Counter = Counter()
         self.served_ok = 0
         self.authorizations: set[str] = set()
+        self.last_body: dict | None = None  # the last request's JSON body, and its headers
+        self.last_headers: dict[str, str] = {}
+        self.last_path = ""
         # One lock guards the counters, the script, the random stream and the rpm window: the
         # handlers run on the server's thread while tests read from theirs.
         self._lock = threading.Lock()
@@ -293,8 +300,12 @@ class FakeJudgeServer:
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             return self._error(401, "Incorrect API key provided")
         try:
-            chat = _decode_request(await request.read())
+            payload = await request.read()
+            chat = _decode_request(payload)
             prompt, soft = chat.messages[-1].content, chat.logprobs
+            with self._lock:
+                self.last_body, self.last_headers = msgspec.json.decode(payload), dict(request.headers)
+                self.last_path = request.path_qs
         except (msgspec.DecodeError, IndexError):
             return self._error(400, "expected a chat completion request with messages")
         if scripted is not None:
@@ -351,7 +362,7 @@ class FakeJudgeServer:
         return self._reply(200, msgspec.json.encode(self._completion(prompt, soft)))
 
     def _completion(self, prompt: str, soft: bool = False) -> dict:
-        verdict = choose(prompt)
+        verdict = choose(prompt) if self.reply is None else self.reply(prompt)
         if self.flip_rate and verdict in ("A", "B") and flipped(prompt, self.flip_rate):
             verdict = "B" if verdict == "A" else "A"
         choice = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
@@ -361,7 +372,8 @@ class FakeJudgeServer:
         return {
             "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
             "system_fingerprint": self.fingerprint, "choices": [choice],
-            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 1},
+            "usage": {"prompt_tokens": len(prompt) // 4,
+                      "completion_tokens": 1 if self.reply is None else max(1, len(verdict) // 4)},
         }
 
     async def _pause(self, seconds: float) -> bool:
@@ -402,6 +414,7 @@ class FakeJudgeServer:
     async def _serve(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._handle)  # Azure
         # The short shutdown timeout is a backstop only: every wait in a handler ends on _stop.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()

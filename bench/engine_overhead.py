@@ -1,5 +1,7 @@
 """Engine overhead: calls/s through babelrun's engine vs a bare aiohttp loop, same server,
-same concurrency, same requests. Prints one ratio (target >= 0.8).
+same concurrency, same requests. Prints one ratio (target >= 0.8); and the user-judge path
+(an inline template rendered per request, a declared regex verdict read per reply) against
+the built-in path, as a second ratio.
 
     python bench/engine_overhead.py [--calls 3000] [--concurrency 16]
 """
@@ -7,6 +9,7 @@ same concurrency, same requests. Prints one ratio (target >= 0.8).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -45,8 +48,17 @@ async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> float:
         return time.perf_counter() - started
 
 
-async def through_babelrun(url: str, planned, concurrency: int, folder: Path) -> float:
-    state, elapsed = await run_engine(url, planned, folder, concurrency=concurrency)
+# A user's judge as the issue-15 path runs it: their template, their verdict pattern.
+USER_JUDGE = {
+    "prompt": {"system": "Judge impartially.",
+               "user": ("[Question]\n{question}\n\n[Answer A]\n{answer_a}\n[End of Answer A]\n\n"
+                        "[Answer B]\n{answer_b}\n[End of Answer B]\n\nExplain, then [[A]] or [[B]].")},
+    "verdict": {"pattern": r"\b(A|B|tie)\b", "labels": {"A": "A", "B": "B", "tie": "tie"}},
+}
+
+
+async def through_babelrun(url: str, planned, concurrency: int, folder: Path, **settings) -> float:
+    state, elapsed = await run_engine(url, planned, folder, concurrency=concurrency, **settings)
     assert state.ok == planned.calls_per_judge, state
     return elapsed
 
@@ -64,18 +76,23 @@ def main() -> None:
     ]
     # Alternate the two, several rounds, and compare medians: client and server share the
     # machine's cores, so any one round is noisy.
-    bare, ours = [], []
+    bare, ours, user = [], [], []
     with fake_judge() as server, tempfile.TemporaryDirectory() as tmp:
         url = server.url
         anyio.run(bare_loop, url, bodies[:500], args.concurrency)  # warm-up
         for i in range(args.rounds):
             bare.append(anyio.run(bare_loop, url, bodies, args.concurrency))
             ours.append(anyio.run(through_babelrun, url, planned, args.concurrency, Path(tmp) / str(i)))
+            user.append(anyio.run(functools.partial(through_babelrun, url, planned, args.concurrency,
+                                                    Path(tmp) / f"u{i}", **USER_JUDGE)))
     n = len(bodies)
     b, o = statistics.median(bare), statistics.median(ours)
     print(f"calls={n} concurrency={args.concurrency} rounds={args.rounds} "
           f"bare={n / b:.0f}/s babelrun={n / o:.0f}/s (medians)")
     print(f"engine_overhead_ratio={b / o:.3f}  (babelrun calls/s ÷ bare aiohttp calls/s; target >= 0.8)")
+    u = statistics.median(user)
+    print(f"user_judge_ratio={o / u:.3f}  (calls/s with a user template + regex verdict ÷ the built-in path; "
+          f"{n / u:.0f}/s)")
 
 
 if __name__ == "__main__":

@@ -36,14 +36,15 @@ def log_lines(run_dir: Path, segments: str = "*.jsonl") -> int:
     return sum(p.read_bytes().count(b"\n") for p in folder.glob(segments)) if folder.exists() else 0
 
 
-def kill_after_records(cmd: list[str], run_dir: Path, records: int, poll_s: float = 0.005) -> None:
+def kill_after_records(cmd: list[str], run_dir: Path, records: int, poll_s: float = 0.005,
+                       env: dict | None = None) -> None:
     """Start ``cmd`` (a ``babelrun audit`` subprocess) and SIGKILL it once the run's log holds
     ``records`` records; it must still be running then."""
     import signal
     import subprocess
     import time
 
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 60
     while log_lines(run_dir) < records and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(poll_s)

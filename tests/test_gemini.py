@@ -21,9 +21,9 @@ from babelrun.judges.base import (
     JudgeRequest,
     RejectedError,
     RetryableError,
-    judge_id,
 )
 from babelrun.judges.gemini import GeminiJudge, _decode, _text
+from babelrun.judges.identity import judge_id
 from babelrun.judges.prompt import PAIRWISE, TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan

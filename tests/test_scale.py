@@ -244,9 +244,10 @@ def test_tokens_per_minute_paces_calls(tmp_path):
     account = limits.accounts([spec])["tpm"]
     from babelrun.judges import JudgeRequest
     from babelrun.judges.prompt import TEMPLATES
+    from babelrun.judges.protocol import max_tokens
 
     requests = [JudgeRequest.of(it, "ref_first", TEMPLATES["pairwise"]) for it in plan.items()]
-    estimates = [limits.estimate_tokens(r.messages, spec.max_tokens) for r in requests]
+    estimates = [limits.estimate_tokens(r.messages, max_tokens(spec)) for r in requests]
 
     async def admit_all():
         started = anyio.current_time()

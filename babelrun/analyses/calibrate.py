@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 
 from ..errors import NotApplicable, UserError
 from ..score import codes
+from ..score.pointwise import pairwise_only
 from ..score.stats import rounded
 from ..store import compact
 
@@ -472,7 +473,7 @@ def cell_means(table: pa.Table) -> Cells:
 def _load(run_dir: Path) -> pa.Table:
     if not (run_dir / "run.yaml").exists():
         raise NotApplicable(f"{run_dir} is not a babelrun run directory (no run.yaml)")
-    data = compact.load(run_dir, COLUMNS)
+    data = pairwise_only(compact.load(run_dir, COLUMNS))
     return pa.table({name: _plain(data[name]) for name in COLUMNS})
 
 

@@ -19,18 +19,25 @@ Per language and overall, on the matched records only:
   in B only);
 - a flag when the model name or fingerprint the provider reported (their sets per run)
   changed.
+
+Pointwise judges (``score.pointwise``) are matched by (item, answer): per language, the mean
+score change B − A on the references (the same answers scored again: the scale drift between
+runs) and on every answer, with an item bootstrap, and each run's discrimination accuracy.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..score import Interval, LanguageDrift
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..score import Interval, LanguageDrift, pointwise
 from ..score.paired import (
     ALL,
     COLUMNS,
     Drift,
-    Matched,
     compare,
     of_table,
     pair_judges,
@@ -39,20 +46,30 @@ from ..store import compact
 from ..store.rundir import read_run_info
 
 
-def _load(run_dir: Path) -> Matched:
+def _load(run_dir: Path) -> tuple[pa.Table, pa.Table]:
+    """A run's pairwise and pointwise records."""
     read_run_info(run_dir)  # a clear error for a folder that is no run directory
-    return of_table(compact.load(run_dir, COLUMNS))
+    data = compact.load(run_dir, COLUMNS)
+    alone = pointwise.is_pointwise(data)
+    return data.filter(pc.invert(alone)), data.filter(alone)
 
 
 def run(run_a: str | Path, run_b: str | Path, *, replicates: int = 1000, confidence: float = 0.95,
         seed: int = 0) -> Drift:
     """Compare two runs' verdicts on their shared items, per judge pair and language."""
-    a, b = _load(Path(run_a)), _load(Path(run_b))
-    pairs, notes = pair_judges(a, b)
-    judges = [compare(a, ja, b, jb, replicates, confidence, seed) for ja, jb in pairs]
-    notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share no (item, order): nothing to compare"
-              for j in judges if j.matched == 0]
-    return Drift(str(run_a), str(run_b), judges, notes, replicates, confidence, seed)
+    (pa_a, pw_a), (pa_b, pw_b) = _load(Path(run_a)), _load(Path(run_b))
+    judges, notes = [], []
+    if pa_a.num_rows and pa_b.num_rows:
+        a, b = of_table(pa_a), of_table(pa_b)
+        pairs, notes = pair_judges(a, b)
+        judges = [compare(a, ja, b, jb, replicates, confidence, seed) for ja, jb in pairs]
+        notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share no (item, order): nothing to compare"
+                  for j in judges if j.matched == 0]
+    drift = Drift(str(run_a), str(run_b), judges, notes, replicates, confidence, seed)
+    if pw_a.num_rows and pw_b.num_rows:
+        scored, more = pointwise.drift(pw_a, pw_b, replicates=replicates, confidence=confidence, seed=seed)
+        drift = msgspec.structs.replace(drift, pointwise=scored, unmatched=[*notes, *more])
+    return drift
 
 
 _LABELS = {"accuracy": "accuracy", "position_bias": "position bias Δ",
@@ -100,6 +117,13 @@ def text(drift: Drift) -> str:
                    f"fingerprint {', '.join(s.fingerprint_a) or '–'} → {', '.join(s.fingerprint_b) or '–'}")
         for d in ([j.overall] if j.overall else []) + j.languages:
             out.extend(_block(d))
+    for p in drift.pointwise or []:
+        out.append(f"\n{p.judge_a} ({p.judge_id_a[:8]}) → {p.judge_b} ({p.judge_id_b[:8]}), pointwise: "
+                   f"{p.matched} answers scored in both runs")
+        for d in [p.overall, *p.languages]:
+            out.append(f"  {d.language:<18} references B − A {_signed(d.references)}; all answers "
+                       f"{_signed(d.answers)}; discrimination {_num(d.discrimination_a)} → "
+                       f"{_num(d.discrimination_b)}")
     return "\n".join(out) + "\n"
 
 
@@ -120,3 +144,7 @@ def worse(drift: Drift, alpha: float = 0.05) -> list[str]:
         if r is not None and r.hi is not None and r.hi < 0:
             out.append(f"{j.judge_b}: R changed {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]")
     return out
+
+
+def _signed(i: Interval) -> str:
+    return f"{_num(i.value, True)} [{_num(i.lo, True)}, {_num(i.hi, True)}] (n {i.n})"

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from ..core import languages
 from ..core.items import LabelledPair
 from ..score import Interval, stats
+from ..score.pointwise import pairwise_only
 from ..store import compact
 from . import judge_ls
 from .judge_ls import DEFAULT_RULES, AuditRules
@@ -156,7 +157,7 @@ def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95, rules: Audit
     from .. import corpus
     from ..store.rundir import read_run_info
 
-    data = compact.load(Path(run_dir), _COLUMNS)
+    data = pairwise_only(compact.load(Path(run_dir), _COLUMNS))
     pairs = None
     if pc.any(pc.equal(data["kind"].cast(pa.string()), "labelled")).as_py():
         pairs = corpus.select(read_run_info(Path(run_dir)).manifest).pairs  # texts, for the audit

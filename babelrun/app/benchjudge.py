@@ -36,8 +36,8 @@ import numpy as np
 from .. import judges
 from ..engine import JudgeRunner, JudgeState, limits, runner
 from ..engine.limits import CallLimits
-from ..judges import ORDERS, JudgeRequest
-from ..judges.prompt import TEMPLATES
+from ..judges import JudgeRequest, judge_id
+from ..judges.protocol import judging
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 
@@ -91,12 +91,11 @@ def still_growing(results: list[Level], gain: float = 0.10) -> bool:
 
 
 def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
-    template = TEMPLATES[spec.prompt]
-    localized = spec.prompt_language == "item"
+    how = judging(spec, judge_id(spec))
     out: list[JudgeRequest] = []
     for item in plan.items():
-        for order in ORDERS:
-            out.append(JudgeRequest.of(item, order, template, localized))
+        for order in how.keys:
+            out.append(how.request(item, order))
             if len(out) == n:
                 return out
     return out

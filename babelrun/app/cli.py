@@ -311,6 +311,10 @@ def _audit(args) -> int:
         for ac in result.cards.agentic:
             r = ac.overall.reliability
             print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items")
+        for pc in result.cards.pointwise or []:
+            r, d = pc.overall.reliability, pc.overall.discrimination
+            print(f"  {pc.judge} (pointwise): R_pw = {r.value} [{r.lo}, {r.hi}], discrimination {d.value} "
+                  f"over {pc.overall.items} items")
     return result.exit_code
 
 

@@ -4,7 +4,7 @@ where the manifest gives a judge's ``price``.
 Input tokens are counted the way the rate limiter counts them (``limits.estimate_tokens``:
 the prompt's UTF-8 bytes / 3, a deliberate overestimate for most tokenizers and close for
 scripts that spend a token per character); output tokens at each judge's ``max_tokens``, the
-most it may reply. Every item is rendered once per (template, prompt language), not per judge.
+most it may reply. Every item is rendered once per judge identity (template, language, protocol).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 
 import msgspec
 
-from ..judges.base import JudgeRequest
-from ..judges.prompt import TEMPLATES
+from ..judges import judge_id
+from ..judges.protocol import judging, max_tokens
 from ..plan import Plan
 from ..spec import Manifest
 
@@ -30,18 +30,20 @@ class Estimate(msgspec.Struct, frozen=True):
 
 
 def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
-    prompt_bytes: dict[tuple[str, str], int] = {}
-    groups = {(j.prompt, j.prompt_language) for j in manifest.judges}
+    ids = {j.name: judge_id(j) for j in manifest.judges}
+    # One rendering per judge identity: the id covers template, language, protocol and verdict.
+    how = {ids[spec.name]: judging(spec, ids[spec.name]) for spec in manifest.judges}
+    prompt_bytes = dict.fromkeys(how, 0)
     for item in plan.items():
-        for prompt, language in groups:
-            messages = JudgeRequest.of(item, "ref_first", TEMPLATES[prompt], language == "item").messages
-            size = sum(len(m["content"].encode()) for m in messages)  # both orders: the same bytes
-            prompt_bytes[(prompt, language)] = prompt_bytes.get((prompt, language), 0) + 2 * size
+        for jid, protocol in how.items():
+            for key in protocol.keys:  # both orders, or both answers (pointwise)
+                messages = protocol.request(item, key).messages
+                prompt_bytes[jid] += sum(len(m["content"].encode()) for m in messages)
     out = []
     for j in manifest.judges:
         calls = plan.calls_per_judge
-        tokens_in = math.ceil(prompt_bytes.get((j.prompt, j.prompt_language), 0) / 3)
-        tokens_out = calls * j.max_tokens
+        tokens_in = math.ceil(prompt_bytes[ids[j.name]] / 3)
+        tokens_out = calls * max_tokens(j)
         cost = (None if j.price is None else
                 round((tokens_in * j.price.input_per_mtok + tokens_out * j.price.output_per_mtok) / 1e6, 2))
         out.append(Estimate(j.name, calls, tokens_in, tokens_out, cost, j.price.currency if j.price else None,

@@ -29,6 +29,9 @@ class Reference(msgspec.Struct, frozen=True):
     ref_id: str
     prompt: str
     response: str
+    # A separate reference answer for reference-guided grading (a template's {reference}):
+    # never the answer under judgement. Empty where the corpus has none.
+    reference_answer: str = ""
 
 
 class LabelledPair(msgspec.Struct, frozen=True):
@@ -78,6 +81,7 @@ class Item(msgspec.Struct, frozen=True):
     # (labelled pairs): what a judge's self-preference is measured on. Not part of item_id.
     ref_family: str = ""
     pert_family: str = ""
+    reference_answer: str = ""  # the corpus's reference answer, for reference-guided templates
 
 
 class PerturbationAudit(msgspec.Struct, frozen=True):
@@ -112,6 +116,9 @@ def item_id(kind: str, ref: Reference, perturbation: str, severity: float, seed:
     """``extra``: what else defines an item of this kind (an agentic item's focus); text
     items have none, so their ids are what they always were."""
     fields = (kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbation, repr(severity), str(seed), *extra)
+    guide = getattr(ref, "reference_answer", "")
+    if guide:  # only where there is one: ids without it stay what they were
+        fields = (*fields, "reference_answer", guide)
     return hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
 
 
@@ -156,7 +163,8 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
                 else:
                     texts.add(key)
                     yield cell, Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
-                                     prefix + name, severity, len(ref.response), len(perturbed)), "emitted"
+                                     prefix + name, severity, len(ref.response), len(perturbed),
+                                     reference_answer=getattr(ref, "reference_answer", "")), "emitted"
 
 
 def _squeezed(text: str) -> str:

@@ -1,8 +1,10 @@
 """The identities of a run's keys, as numbers: no I/O.
 
-A pairwise record's key is ``(judge_id, item_id, order)``. For sets of millions of keys it is
-packed into 61 bits (60 bits of the item id, 1 bit of the order): the done-set, the
-compacted ``item_key`` column and the shard hash all use this one packing.
+A pairwise record's key is ``(judge_id, item_id, order)``, a pointwise one's ``(judge_id,
+item_id, answer)`` (kept in the same field). For sets of millions of keys it is packed into
+61 bits (60 bits of the item id, 1 bit of the order: 1 for ``pert_first`` and for a
+pointwise ``degraded``): the done-set, the compacted ``item_key`` column and the shard hash
+all use this one packing, for both protocols.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ _HEX = np.full(256, 255, dtype=np.uint8)
 _HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
 _HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16)
 _ITEM_HEX = 15  # item ids are blake2b hex; their first 15 digits (60 bits) identify them
+
+
+# The second value of each protocol's key (the key bit set): pairwise, then pointwise.
+SECOND = ("pert_first", "degraded")
+
+
+def order_bit(order: str) -> int:
+    return 1 if order in SECOND else 0
 
 
 def item_bits(item_id: str) -> int:
@@ -74,12 +84,17 @@ def keys_by_judge(table: pa.Table) -> list[tuple[str, np.ndarray, np.ndarray]]:
     judge = pc.dictionary_encode(table["judge_id"]).combine_chunks()
     codes = judge.indices.to_numpy(zero_copy_only=False)
     bits = key_bits(item_bits_column(table["item_id"].combine_chunks()),
-                     pc.equal(table["order"], "pert_first").to_numpy(zero_copy_only=False))
+                     second_column(table["order"]))
     out = []
     for j, jid in enumerate(judge.dictionary.to_pylist()):
         rows = np.flatnonzero(codes == j)
         out.append((jid, rows, bits[rows]))
     return out
+
+
+def second_column(order) -> np.ndarray:
+    """``order_bit`` of an Arrow column (plain or dictionary strings)."""
+    return pc.is_in(order, value_set=pa.array(SECOND)).to_numpy(zero_copy_only=False)
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -143,7 +158,7 @@ class Shard(msgspec.Struct, frozen=True):
         return f"s{self.index}of{self.count}"
 
     def contains(self, judge_id: str, item_id: str, order: str) -> bool:
-        key = (item_bits(item_id) << 1) | (order == "pert_first")
+        key = (item_bits(item_id) << 1) | order_bit(order)
         return _mix(key ^ _judge_word(judge_id)) % self.count == self.index
 
     def mask(self, judge_id: str, keys: np.ndarray) -> np.ndarray:

@@ -3,6 +3,12 @@
 A pairwise key is ``(judge_id, item_id, order)``; ``order`` says which answer sat in slot A
 (``ref_first``: the reference). ``slot`` is what the judge named, ``verdict`` what that
 means for the gold label (``verdict_of``).
+
+A pointwise key is ``(judge_id, item_id, answer)``, ``answer ∈ {reference, degraded}``: the
+one answer the call scored. It is kept in the same ``order`` field (one key shape for the
+log, the done-set, shards and merges; ``core.keys`` packs ``degraded`` into the bit of
+``pert_first``); the record's ``score`` holds the number read from the reply, ``None`` with
+``verdict: invalid`` when none could be read.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import msgspec
 
 Order = Literal["ref_first", "pert_first"]
 ORDERS: tuple[Order, Order] = ("ref_first", "pert_first")
+Answer = Literal["reference", "degraded"]
+ANSWERS: tuple[Answer, Answer] = ("reference", "degraded")  # pointwise keys, in key-bit order
 Slot = Literal["A", "B", "tie", "invalid"]
 Status = Literal["ok", "error"]
 Verdict = Literal["reference", "perturbed", "tie", "invalid"]
@@ -38,6 +46,7 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     p_a: float | None = None  # soft verdict: P(A), P(B), P(tie) from one forward pass
     p_b: float | None = None
     p_tie: float | None = None
+    score: float | None = None  # pointwise: the score the judge gave the one answer
     raw: str | None = None
     latency_ms: float | None = None
     attempts: int = 1

@@ -33,7 +33,7 @@ from . import labelled
 if TYPE_CHECKING:
     from ..spec import CorpusSource, Manifest
 
-__all__ = ["LabelledPair", "Reference", "Removed", "Selection", "available_languages", "check_source", "read",
+__all__ = ["LabelledPair", "Reference", "Removed", "Selection", "available_languages", "check_source", "has_reference_answers", "read",
            "read_pairs", "read_trajectories", "select"]
 
 
@@ -49,6 +49,13 @@ def _loader(source: CorpusSource):
 
 def check_source(source: CorpusSource, manifest: Manifest, where: str) -> None:
     _loader(source).check(source, where)
+
+
+def has_reference_answers(source: CorpusSource) -> bool:
+    """Whether a source gives every reference a separate ``reference_answer`` (the table
+    formats' optional column; no other format has one)."""
+    loader = _loader(source)
+    return hasattr(loader, "has_reference_answers") and loader.has_reference_answers(source)
 
 
 def read(sources: Iterable[CorpusSource]) -> Iterator[Reference]:

@@ -1,8 +1,9 @@
 """A JSON Lines, CSV or Parquet file of references, with a column map for files that use
 other names.
 
-Fields: ``prompt``, ``reference``, ``language`` and ``id`` (optional; the row number is used
-when absent). ``columns: {prompt: question, reference: answer}`` maps them to the file's
+Fields: ``prompt``, ``reference``, ``language``, ``id`` (optional; the row number is used
+when absent) and ``reference_answer`` (optional: a separate reference answer for
+reference-guided judge templates, ``{reference}``; never the answer under judgement). ``columns: {prompt: question, reference: answer}`` maps them to the file's
 columns; ``language: sw`` names the language of a file that has no language column. Language
 values may be BCP-47 or ISO 639-3 codes. A CSV file's ``delimiter`` (one character; ``,``
 unless set) is a source option.
@@ -28,7 +29,7 @@ import msgspec
 from ..core import languages
 from ..errors import ManifestError
 
-_FIELDS = ("prompt", "reference", "language", "id")
+_FIELDS = ("prompt", "reference", "language", "id", "reference_answer")
 
 
 def _column(spec, field: str) -> str:
@@ -158,4 +159,16 @@ def read(spec) -> Iterator:
         ref_id = get(row, _column(spec, "id"))
         yield Reference(lang=lang, ref_id=str(number if ref_id in (None, "") else ref_id),
                         prompt=_text(get(row, _column(spec, "prompt"))),
-                        response=_text(get(row, _column(spec, "reference"))))
+                        response=_text(get(row, _column(spec, "reference"))),
+                        reference_answer=_guide(get(row, _column(spec, "reference_answer"))))
+
+
+def _guide(value) -> str:
+    """A reference answer for reference-guided templates: text, or nothing."""
+    return value if isinstance(value, str) else ""
+
+
+def has_reference_answers(spec) -> bool:
+    """Whether every row of the file has a text ``reference_answer`` (mapped) column."""
+    column = _column(spec, "reference_answer")
+    return all(_guide(get(row, column)).strip() for _, row in _rows(spec))

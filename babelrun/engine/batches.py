@@ -27,8 +27,9 @@ import anyio
 import msgspec
 from anyio.abc import ObjectSendStream
 
-from ..judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
-from ..judges.prompt import TEMPLATES
+from ..core.keys import order_bit
+from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from ..judges.protocol import judging
 from ..plan import Plan
 from ..store.files import write_atomic
 from ..store.log import DoneSet
@@ -49,7 +50,7 @@ class Pending(msgspec.Struct):
 
 
 def custom_id(item_id: str, order: str) -> str:
-    return f"{item_id}-{'r' if order == 'ref_first' else 'p'}"
+    return f"{item_id}-{'p' if order_bit(order) else 'r'}"
 
 
 def state_path(run_dir: Path, judge_id: str) -> Path:
@@ -209,13 +210,12 @@ async def _retrying(judge, state: JudgeState, op):
 
 def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
     """The judge's undone keys, by custom id, in plan order."""
-    template = TEMPLATES[judge.spec.prompt]
-    localized = judge.spec.prompt_language == "item"
+    how = judging(judge.spec, judge.judge_id)
     out: dict[str, JudgeRequest] = {}
     for item in plan.items():
-        for order in ORDERS:
+        for order in how.keys:
             if not done.contains(judge.judge_id, item.item_id, order):
-                out[custom_id(item.item_id, order)] = JudgeRequest.of(item, order, template, localized)
+                out[custom_id(item.item_id, order)] = how.request(item, order)
     return out
 
 

@@ -27,7 +27,6 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from ..judges import (
-    ORDERS,
     FatalJudgeError,
     Judge,
     JudgeReply,
@@ -35,7 +34,7 @@ from ..judges import (
     RejectedError,
     RetryableError,
 )
-from ..judges.prompt import TEMPLATES
+from ..judges.protocol import judging, max_tokens
 from ..plan import Plan
 from ..store.log import DoneSet, LogWriter, Record
 from . import batches, limits
@@ -116,7 +115,7 @@ class JudgeRunner:
         that drives the rest. Building one per call costs ~30 µs, a sixth of the engine's
         budget per call at 5,000 calls/s, and most calls succeed first time.
         """
-        estimate = (limits.estimate_tokens(request.messages, self.judge.spec.max_tokens)
+        estimate = (limits.estimate_tokens(request.messages, max_tokens(self.judge.spec))
                     if self.account.tpm is not None else 0)
         try:
             reply, latency = await self._attempt(request, estimate)
@@ -179,15 +178,14 @@ class JudgeRunner:
 
     async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream,
                       wanted: DoneSet | None = None) -> None:
-        template = TEMPLATES[self.judge.spec.prompt]
-        localized = self.judge.spec.prompt_language == "item"
+        how = judging(self.judge.spec, self.judge.judge_id)
         jid = self.judge.judge_id
         check = len(done) > 0
         sharded = plan.shard is not None
         left = self.state.limit  # None: no limit
         async with send:
             for item in plan.items():
-                for order in ORDERS:
+                for order in how.keys:
                     if left is not None and left <= 0:
                         return
                     if sharded and not plan.wants(jid, item.item_id, order):
@@ -196,7 +194,7 @@ class JudgeRunner:
                         continue
                     if wanted is not None and not wanted.contains(jid, item.item_id, order):
                         continue
-                    await _put(send, JudgeRequest.of(item, order, template, localized))
+                    await _put(send, how.request(item, order))
                     if left is not None:
                         left -= 1
 

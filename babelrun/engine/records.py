@@ -7,7 +7,7 @@ import time
 from ..core.items import Item
 from ..core.records import Record, verdict_of
 from ..judges import Judge, JudgeReply, JudgeRequest
-from ..judges.prompt import parse
+from ..judges.protocol import judging
 
 
 def record(judge: Judge, item: Item, order: str, **fields) -> Record:
@@ -20,16 +20,35 @@ def record(judge: Judge, item: Item, order: str, **fields) -> Record:
 
 
 def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
-    probs = {}
-    if judge.spec.soft:  # the verdict is the argmax of the soft verdict, never the text
-        slot = "invalid" if reply.probs is None else ("A", "B", "tie")[max(range(3), key=reply.probs.__getitem__)]
-        if reply.probs is not None:
-            probs = dict(zip(("p_a", "p_b", "p_tie"), (round(p, 6) for p in reply.probs), strict=True))
+    how = judging(judge.spec, judge.judge_id)
+    probs = _NO_PROBS
+    score = None
+    if how.read_score is not None:  # pointwise: a score, or invalid
+        score = _score(reply, how)
+        slot, verdict = None, "invalid" if score is None else None
     else:
-        slot = parse(reply.raw)
+        if judge.spec.soft:  # the verdict is the argmax of the soft verdict, never the text
+            slot = "invalid" if reply.probs is None else ("A", "B", "tie")[max(range(3), key=reply.probs.__getitem__)]
+            if reply.probs is not None:
+                probs = dict(zip(("p_a", "p_b", "p_tie"), (round(p, 6) for p in reply.probs), strict=True))
+        elif reply.slot is not None:  # a judge that is code named the slot itself
+            slot = reply.slot
+        else:
+            slot = how.read_slot(reply.raw)
+        verdict = verdict_of(slot, request.order)
     return record(
-        judge, request.item, request.order, status="ok", verdict=verdict_of(slot, request.order),
-        slot=slot, raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
+        judge, request.item, request.order, status="ok", verdict=verdict, slot=slot, score=score,
+        raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
         tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
         served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,
     )
+
+
+_NO_PROBS: dict = {}
+
+
+def _score(reply: JudgeReply, how) -> float | None:
+    if reply.score is None:
+        return how.read_score(reply.raw)
+    lo, hi = how.verdict.scale
+    return reply.score if lo <= reply.score <= hi else None

@@ -9,11 +9,17 @@ module keeps a list of backend names.
 
 OpenAI-compatible providers are data (``presets.py``): each preset registers the ``openai``
 class with the preset's own capabilities.
+
+Third-party backends are found through the entry-point group ``babelrun.judges`` (looked up
+the first time a name is not registered here): an entry point named NAME loads a class whose
+constructor takes ``(spec, judge_id, seed)`` and that declares ``capabilities`` (a
+``Capabilities``) as a class attribute.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 
 import msgspec
 
@@ -27,19 +33,22 @@ from .base import (
     Order,
     RejectedError,
     RetryableError,
-    judge_id,
 )
+from .identity import judge_id
 from .presets import PRESETS
 
 # The JudgeSpec fields every backend takes; a backend's ``Capabilities.options`` adds its own.
 COMMON_OPTIONS = frozenset({
     "name", "backend", "model", "prompt", "prompt_language", "temperature", "max_tokens", "soft",
     "concurrency", "adaptive_concurrency", "rate_limit", "timeout_s", "retries", "max_consecutive_failures",
-    "calls", "family", "price",
+    "calls", "family", "price", "protocol", "verdict",
 })
 HTTP_OPTIONS = frozenset({"endpoint", "api_key_env"})
 BATCH_API_OPTIONS = frozenset({"batch", "batch_poll_s"})
 LOCAL_OPTIONS = frozenset({"batch_size", "max_wait_ms", "threads", "context", "replicas"})
+# The OpenAI client's conventions: reasoning models, extra and organisation/project headers.
+OPENAI_OPTIONS = frozenset({"reasoning", "reasoning_effort", "headers", "headers_env", "organization", "project"})
+ENTRY_POINTS = "babelrun.judges"
 
 
 class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,9 +72,10 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Backend(msgspec.Struct, frozen=True):
-    module: str  # under babelrun.judges
+    module: str  # under babelrun.judges, or an absolute module (entry-point plugins)
     cls: str
     capabilities: Capabilities
+    plugin: bool = False
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -75,36 +85,70 @@ def register(name: str, module: str, cls: str, capabilities: Capabilities) -> No
     BACKENDS[name] = Backend(module, cls, capabilities)
 
 
-def _remote(*, soft: bool, batch_api: bool = False) -> Capabilities:
+def _remote(*, soft: bool, batch_api: bool = False, extra: frozenset[str] = frozenset()) -> Capabilities:
     return Capabilities(soft=soft, batch_api=batch_api, remote=True,
-                        options=HTTP_OPTIONS | (BATCH_API_OPTIONS if batch_api else frozenset()))
+                        options=HTTP_OPTIONS | extra | (BATCH_API_OPTIONS if batch_api else frozenset()))
 
 
 register("simulated", "simulated", "SimulatedJudge",
          Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS | {"simulated"}))
 register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS))
 register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS))
-register("anthropic", "anthropic", "AnthropicJudge", _remote(soft=False, batch_api=True))
-register("gemini", "gemini", "GeminiJudge", _remote(soft=False))
+register("anthropic", "anthropic", "AnthropicJudge",
+         _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort"})))
+register("gemini", "gemini", "GeminiJudge", _remote(soft=False, extra=frozenset({"reasoning", "reasoning_effort"})))
+# Judges that are code: the user's function, called in this process (python.py).
+register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})))
 for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers
-    register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api))
+    _extra = OPENAI_OPTIONS | ({"azure"} if _name == "azure" else frozenset())
+    register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api,
+                                                     extra=frozenset(_extra)))
 # A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
 register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})))
 
 
+def _plugin(name: str) -> Backend | None:
+    """A backend from the ``babelrun.judges`` entry points, registered on first lookup."""
+    for ep in metadata.entry_points(group=ENTRY_POINTS, name=name):
+        cls = ep.load()
+        caps = getattr(cls, "capabilities", None)
+        if not isinstance(caps, Capabilities):
+            raise TypeError(f"entry point {ep.value!r} ({ENTRY_POINTS}) declares no capabilities = Capabilities(...)")
+        module, _, attr = ep.value.partition(":")
+        BACKENDS[name] = Backend(module.strip(), attr.strip(), caps, plugin=True)
+        return BACKENDS[name]
+    return None
+
+
+def known(backend: str) -> bool:
+    return backend in BACKENDS or _plugin(backend) is not None
+
+
+def names() -> list[str]:
+    """Registered backends and every installed plugin's name."""
+    return [*BACKENDS, *sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINTS)} - set(BACKENDS))]
+
+
+def _entry(backend: str) -> Backend:
+    found = BACKENDS.get(backend) or _plugin(backend)
+    if found is None:
+        raise KeyError(backend)
+    return found
+
+
 def capabilities(backend: str) -> Capabilities:
-    return BACKENDS[backend].capabilities
+    return _entry(backend).capabilities
 
 
 def build(spec: JudgeSpec, seed: int) -> Judge:
     """The backend object for a judge spec. Every backend's constructor takes
     ``(spec, judge_id, seed)``."""
-    entry = BACKENDS[spec.backend]
-    backend = getattr(importlib.import_module(f".{entry.module}", __package__), entry.cls)
-    return backend(spec, judge_id(spec), seed)
+    entry = _entry(spec.backend)
+    module = importlib.import_module(entry.module if entry.plugin else f".{entry.module}", __package__)
+    return getattr(module, entry.cls)(spec, judge_id(spec), seed)
 
 
 __all__ = [
     "BACKENDS", "ORDERS", "Backend", "Capabilities", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest",
-    "Order", "RejectedError", "RetryableError", "build", "capabilities", "judge_id", "register",
+    "Order", "RejectedError", "RetryableError", "build", "capabilities", "judge_id", "known", "names", "register",
 ]

@@ -30,6 +30,7 @@ import msgspec
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
+from .protocol import THINKING_BUDGET, max_tokens
 
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -83,9 +84,15 @@ class AnthropicJudge(HttpJudge):
                     for m in request.messages if m["role"] != "system"]
         body: dict = {
             "model": self.spec.model,
-            "max_tokens": self.spec.max_tokens,
+            "max_tokens": max_tokens(self.spec),
             "temperature": self.spec.temperature,
         }
+        if self.spec.reasoning or self.spec.reasoning_effort:
+            # Extended thinking: a budget by effort, inside max_tokens (which must exceed it);
+            # no temperature (thinking takes none but 1). The thinking blocks never enter raw.
+            budget = THINKING_BUDGET[self.spec.reasoning_effort or "medium"]
+            body.update(max_tokens=budget + max_tokens(self.spec), thinking={"type": "enabled", "budget_tokens": budget})
+            del body["temperature"]
         if system:
             body["system"] = system
         body["messages"] = messages

@@ -31,6 +31,7 @@ import msgspec
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from .http import HttpJudge
+from .protocol import THINKING_BUDGET, max_tokens
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 _FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
@@ -96,9 +97,15 @@ class GeminiJudge(HttpJudge):
         body["contents"] = contents
         body["generationConfig"] = {
             "temperature": self.spec.temperature,
-            "maxOutputTokens": self.spec.max_tokens,
+            "maxOutputTokens": max_tokens(self.spec),
             "candidateCount": 1,
         }
+        if self.spec.reasoning or self.spec.reasoning_effort:
+            # Thinking models: a budget by effort (protocol.THINKING_BUDGET), counted inside
+            # maxOutputTokens; thought parts never enter the reply text (``_text``).
+            budget = THINKING_BUDGET[self.spec.reasoning_effort or "medium"]
+            body["generationConfig"].update(maxOutputTokens=budget + max_tokens(self.spec),
+                                            thinkingConfig={"thinkingBudget": budget})
         return msgspec.json.encode(body)
 
     def raise_for_status(self, status: int, payload: bytes, headers) -> None:

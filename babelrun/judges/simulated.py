@@ -21,6 +21,24 @@ the reference with probability ``accuracy``), β = Φ⁻¹((1 + position_bias)/2
 no quality signal names slot A with probability ½ + position_bias/2) and likewise γ from
 ``verbosity_bias``. P(tie) is ``tie_rate``; A and B share the rest. ``invalid_rate`` of the
 replies carry no probabilities (an invalid soft verdict).
+
+With a ``verdict:`` pattern the judge writes its choice the way the template declares it: a
+short explanation, then the verdict's ``reply`` format (or the one derived from its pattern)
+with the label that maps to the chosen slot (a slot no label maps to, e.g. a tie under
+alpaca_eval's ``m``/``M``, comes out off-format: invalid). The draws are the same as
+without a pattern, so the same knobs make the same choices.
+
+Pointwise (``protocol: pointwise``), per answer shown::
+
+    score = round(s_ref − drop·[degraded] + g·log2(len answer / len reference) + o[lang] + ε)
+
+clipped to the verdict's scale (with ``values:``, the label of the nearest value), ε ~
+N(0, ``score_noise``), s_ref = ``score_reference``
+(default: two thirds up the scale), drop = ``score_drop``, g = ``length_gain``, o =
+``scale_offset`` (per language, 0 elsewhere); ``invalid_rate`` of the replies are off-format.
+Under this model the pointwise card's scale offset of a language estimates o[lang] minus
+the pooled mean of o, and its verbosity gain on ``repeat_pad`` items estimates
+g·log2(len padded / len reference) − drop (before rounding and clipping).
 """
 
 from __future__ import annotations
@@ -34,11 +52,18 @@ import anyio
 
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
+from .prompt import parse
+from .protocol import judging, reply_format
 
 _OFF_FORMAT = (
     "Both answers have merit, but it depends on the reader.",
     "I cannot decide without more context.",
     "Answer A is more detailed while Answer B is shorter.",
+)
+_EXPLAINED = (
+    "Both responses address the question; I compared their correctness and completeness.",
+    "Weighing accuracy, coherence and detail against the question:",
+    "After comparing the answers carefully, my assessment follows.",
 )
 
 
@@ -49,7 +74,17 @@ class SimulatedJudge:
         self.knobs = spec.simulated or SimulatedKnobs()
         self.seed = seed
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
+        self._offset = {_norm(k): v for k, v in self.knobs.scale_offset.items()}
         self._by_perturbation = self.knobs.accuracy_by_perturbation
+        how = judging(spec, judge_id)
+        self._pointwise = how.protocol == "pointwise"
+        self._format = reply_format(how.verdict) if how.verdict is not None else None
+        self._scale = how.verdict.scale if self._pointwise else None
+        self._values = how.verdict.values if self._pointwise else {}
+        labels = (how.verdict.labels or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
+        self._label = {}
+        for label, slot in labels.items():
+            self._label.setdefault(slot, label)
 
     def _rng(self, request: JudgeRequest) -> random.Random:
         source = self.knobs.noise if self.knobs.noise is not None else self.judge_id
@@ -112,17 +147,50 @@ class SimulatedJudge:
         p_a = (1 - k.tie_rate) / (1 + math.exp(-max(-700.0, min(700.0, logit))))
         return (p_a, 1 - k.tie_rate - p_a, k.tie_rate)
 
+    def rate(self, request: JudgeRequest) -> str:
+        """A pointwise reply: an explanation and the score, or off-format (module docstring)."""
+        k, rng = self.knobs, self._rng(request)
+        if rng.random() < k.invalid_rate:
+            return rng.choice(_OFF_FORMAT)
+        lo, hi = self._scale
+        score = lo + (hi - lo) * 2 / 3 if k.score_reference is None else k.score_reference
+        if request.order == "degraded":
+            score -= k.score_drop
+        score += k.length_gain * math.log2(max(1, len(request.answer)) / max(1, len(request.item.reference)))
+        lang = request.item.lang
+        score += self._offset.get(lang, self._offset.get(lang.split("-")[0], 0.0))
+        score += rng.gauss(0.0, k.score_noise)
+        if self._values:  # graded labels: the one whose value is nearest
+            return self._written(rng, min(self._values, key=lambda label: abs(self._values[label] - score)))
+        value = min(hi, max(lo, round(score)))
+        return self._written(rng, f"{value:g}")
+
+    def _written(self, rng: random.Random, label: str) -> str:
+        return f"{rng.choice(_EXPLAINED)} {self._format.format(label=label)}"
+
+    def _declared(self, raw: str, rng: random.Random) -> str:
+        """A decided reply in the template's declared verdict format (module docstring)."""
+        slot = parse(raw)
+        if slot == "invalid" or slot not in self._label:
+            return raw if slot == "invalid" else rng.choice(_OFF_FORMAT)
+        return self._written(rng, self._label[slot])
+
     async def judge(self, request: JudgeRequest) -> JudgeReply:
         probs = None
-        if self.spec.soft:
+        if self._pointwise:
+            raw = self.rate(request)
+        elif self.spec.soft:
             probs = self.probabilities(request)
             raw = _OFF_FORMAT[0] if probs is None else ("A", "B", "tie")[max(range(3), key=probs.__getitem__)]
         else:
             raw = self.decide(request)
+            if self._format is not None:
+                raw = self._declared(raw, self._rng(request))
         if self.knobs.latency_ms:
             await anyio.sleep(self.knobs.latency_ms / 1000)
         chars = sum(len(m["content"]) for m in request.messages)
-        return JudgeReply(raw=raw, served_model="simulated", tokens_in=chars // 4, tokens_out=1, probs=probs)
+        return JudgeReply(raw=raw, served_model="simulated", tokens_in=chars // 4,
+                          tokens_out=1 if self._format is None else len(raw) // 4, probs=probs)
 
     async def aclose(self) -> None:
         pass

@@ -181,10 +181,15 @@ def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
         if spec is None:
             out.append(JudgeIdentity(name, jid, str(run_dir), served_models=served, fingerprints=prints))
             continue
-        template = TEMPLATES.get(spec.prompt)
+        if isinstance(spec.prompt, str):
+            template = TEMPLATES.get(spec.prompt)
+            prompt, version = spec.prompt, template.version if template else None
+        else:  # the user's own template: where it came from (its text is in run.yaml)
+            prompt, version = spec.prompt.source or "inline", None
+        if spec.protocol != "pairwise":
+            prompt = f"{prompt} ({spec.protocol})"
         out.append(JudgeIdentity(name, jid, str(run_dir), spec.backend, spec.model or None, spec.endpoint,
-                                 spec.prompt, template.version if template else None, spec.prompt_language,
-                                 served, prints))
+                                 prompt, version, spec.prompt_language, served, prints))
     return out + _composite_identities(run_dir, info)
 
 

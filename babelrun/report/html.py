@@ -16,6 +16,7 @@ from collections import defaultdict
 from .. import __version__
 from ..score import Card, Interval
 from ..score.verdict import mark
+from . import summary
 from .data import MODES, Example, ReportData
 from .markdown import VERDICTS
 from .plots import Plot
@@ -353,13 +354,31 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
 def _identities(data: ReportData, plots: list[Plot]) -> str:
     rows = [[h(j.judge), f"<code>{h(j.judge_id)}</code>", h(j.backend or "not in run.yaml"), h(j.model or "–"),
              h(j.endpoint or "–"),
-             "–" if j.prompt is None else f"{h(j.prompt)} v{h(j.prompt_version)} ({h(j.prompt_language)})",
+             "–" if j.prompt is None else (f"{h(j.prompt)}" + ("" if j.prompt_version is None else f" v{h(j.prompt_version)}")
+                                           + f" ({h(j.prompt_language)})"),
              h(", ".join(j.served_models) or "–"), h(", ".join(j.fingerprints) or "–")]
             for run in data.runs for j in run.identities]
     return ("<h2>Judge identities</h2><p>From <code>run.yaml</code>; served model and fingerprint as the "
             "provider reported them in the records.</p>"
             + _table(["judge", "judge_id", "backend", "model", "endpoint", "prompt (version, language)",
                       "served model", "fingerprint"], rows))
+
+
+def _pointwise(data: ReportData, plots: list[Plot]) -> str:
+    """Pointwise judges' cards, and beside the pairwise ones language by language."""
+    out = ""
+    for run in data.runs:
+        rows = summary.pointwise_rows(run.cards)
+        if rows:
+            out += ("<h2>Pointwise judges</h2><p class=note>Each answer scored alone; the gold is "
+                    "“the reference scores higher”. Scale offset: the language's mean reference score − "
+                    "the pooled mean (README, <i>Pointwise metrics</i>).</p>"
+                    + _table(summary.POINTWISE_HEADER, [[h(c) for c in r] for r in rows], {2}))
+        both = summary.side_by_side_rows(run.cards)
+        if both:
+            out += ("<h3>Pairwise and pointwise, side by side</h3>"
+                    + _table(summary.SIDE_BY_SIDE_HEADER, [[h(c) for c in r] for r in both]))
+    return out
 
 
 def _agentic(data: ReportData, plots: list[Plot]) -> str:
@@ -450,6 +469,7 @@ def _examples(data: ReportData, plots: list[Plot]) -> str:
 # (anchor, title for the contents, section); the header and the matrix open the page.
 SECTIONS = [("leaderboard", "Leaderboard", _leaderboard), ("recommendations", "Recommendations", _recommendations),
             ("cards", "Reliability cards per language", _language_cards),
+            ("pointwise", "Pointwise judges", _pointwise),
             ("mitigations", "Mitigations", _mitigations), ("agentic", "Agent trajectories", _agentic),
             ("plots", "Plots", _plots), ("audit", "Perturbation audit", _audit), ("analyses", "Analyses", _analyses),
             ("stats", "Run statistics", _stats), ("identities", "Judge identities", _identities),

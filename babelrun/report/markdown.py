@@ -11,6 +11,7 @@ from ..plan import WEAK_SENTENCES
 from ..score import Card, Cards
 from ..score.agentic import AgenticCard
 from ..score.verdict import DEPLOY_R, MIN_ITEMS, mark
+from . import summary
 from .safe import md, neutralise
 from .summary import COMPARED, audit_cell, audit_cells, mitigation_rows
 from .summary import number as _num
@@ -88,6 +89,7 @@ def render(cards: Cards) -> str:
     out += _judge_tables(cards, cards.judges, "degradation")
     for fc in cards.pairs:  # human-labelled pairs: their own cards, never pooled with the degradations
         out += _judge_tables(cards, fc.judges, fc.family)
+    out += _pointwise(cards)
     out += _agentic(cards)
     out += _mitigations(cards)
     out += _audit(cards)
@@ -107,6 +109,27 @@ def _agentic_row(label: str, card: AgenticCard) -> str:
             f"{_num(card.argument_accuracy)} | {_num(card.hallucination_detection)} | {_num(card.length_bias)} | "
             f"{_num(card.position_bias, signed=True)} | {_num(card.order_consistency)} | "
             f"{_cell(', '.join(card.not_measured)) or '–'} |")
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)]
+
+
+def _pointwise(cards: Cards) -> list[str]:
+    rows = summary.pointwise_rows(cards)
+    if not rows:
+        return []
+    out = ["## Pointwise judges", "",
+           "Each answer scored alone; the gold is \"the reference scores higher\". Margin and pad gain "
+           "in scale units; scale offset: the language's mean reference score − the pooled mean. "
+           "Definitions: README, *Pointwise metrics*.", "", *_md_table(summary.POINTWISE_HEADER, rows), ""]
+    both = summary.side_by_side_rows(cards)
+    if both:
+        out += ["### Pairwise and pointwise, side by side", "",
+                "Position bias (pairwise Δ) against scale drift (pointwise offset), language by language.", "",
+                *_md_table(summary.SIDE_BY_SIDE_HEADER, both), ""]
+    return out
 
 
 def _agentic(cards: Cards) -> list[str]:
@@ -360,7 +383,8 @@ def _identities(data) -> list[str]:
            "|---|---|---|---|---|---|---|---|"]
     for run in data.runs:
         for j in run.identities:
-            prompt = "–" if j.prompt is None else f"{j.prompt} v{j.prompt_version} ({j.prompt_language})"
+            version = "" if j.prompt_version is None else f" v{j.prompt_version}"
+            prompt = "–" if j.prompt is None else f"{j.prompt}{version} ({j.prompt_language})"
             out.append(f"| {md(j.judge)} | {j.judge_id} | {md(j.backend or 'not in run.yaml')} | "
                        f"{md(j.model or '–')} | {md(j.endpoint or '–')} | {md(prompt)} | "
                        f"{md(', '.join(j.served_models) or '–')} | {md(', '.join(j.fingerprints) or '–')} |")

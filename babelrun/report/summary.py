@@ -273,3 +273,44 @@ def agreement_rows(agreement) -> list[tuple[str, str, str, str, int]]:
             kappa = "–" if f.kappa is None else f"{f.kappa:.2f} ({f.band})"
             out.append((judge.judge, s.set, acc, kappa, f.n))
     return out
+
+
+# ---- pointwise judges -----------------------------------------------------------------------
+
+POINTWISE_HEADER = ["judge", "language", "items", "R_pw", "discrimination acc.", "tie rate", "margin",
+                    "v (longer)", "pad gain", "stability", "scale offset", "invalid"]
+SIDE_BY_SIDE_HEADER = ["language", "pairwise judge", "accuracy", "Δ (slot A)", "pointwise judge",
+                       "discrimination acc.", "scale offset"]
+
+
+def pointwise_rows(cards: Cards) -> list[list[str]]:
+    """One row per pointwise judge and language (``all`` first), as plain text cells."""
+    rows = []
+    for jc in cards.pointwise or []:
+        for label, card, offset in [("all", jc.overall, None)] + [
+                (f"{lc.lang} ({lc.language})", lc.card, lc.scale_offset) for lc in jc.languages]:
+            rows.append([jc.judge, label, str(card.items), number(card.reliability), number(card.discrimination),
+                         number(card.tie_rate), number(card.margin, signed=True), number(card.verbosity),
+                         number(card.verbosity_gain, signed=True), number(card.stability),
+                         number(offset, signed=True), number(card.invalid_rate)])
+    return rows
+
+
+def side_by_side_rows(cards: Cards) -> list[list[str]]:
+    """Each language's pairwise judges (accuracy, position bias Δ) beside its pointwise
+    judges (discrimination, scale offset): which failure this run's judges suffer more."""
+    if not cards.pointwise or not cards.judges:
+        return []
+    pair = {(j.judge, lc.lang): lc.card for j in cards.judges for lc in j.languages}
+    point = {(j.judge, lc.lang): lc for j in cards.pointwise for lc in j.languages}
+    langs = sorted({lang for _, lang in pair} & {lang for _, lang in point})
+    rows = []
+    for lang in langs:
+        for pj in cards.judges:
+            for qj in cards.pointwise:
+                a, b = pair.get((pj.judge, lang)), point.get((qj.judge, lang))
+                if a is None or b is None:
+                    continue
+                rows.append([f"{lang} ({b.language})", pj.judge, number(a.accuracy), number(a.position_bias, True),
+                             qj.judge, number(b.card.discrimination), number(b.scale_offset, signed=True)])
+    return rows

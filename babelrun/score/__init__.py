@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import PerturbationAudit, Removed, Segmentation
-from . import agentic, metrics, stats, verdict
+from . import agentic, metrics, pointwise, stats, verdict
 from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import ROUND, Interval, rounded  # noqa: F401 (ROUND: re-exported)
 
@@ -122,6 +122,8 @@ class Cards(msgspec.Struct, frozen=True):
     composites: list[CompositeCard] = []
     # Agent-trajectory items are scored apart from the text cards (score/agentic.py).
     agentic: list[agentic.AgenticJudgeCards] = []
+    # Pointwise judges (score/pointwise.py); absent from cards.json when the run has none.
+    pointwise: list[pointwise.PointwiseJudgeCards] | msgspec.UnsetType = msgspec.UNSET
     pairs: list[FamilyCards] = []
     # Every (language, family) the plan asked for and that has no card, with the reason;
     # and how each language's references segment (plan.json).
@@ -162,7 +164,7 @@ class RunMeta(msgspec.Struct, frozen=True):
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
-                   "ref_len", "pert_len", "kind", "p_a", "p_b"]
+                   "ref_len", "pert_len", "kind", "p_a", "p_b", "score", "ref_id"]
 UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
@@ -234,6 +236,12 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     def scored(table: pa.Table) -> Cards:
         return cells(table, [], replicates=replicates, confidence=confidence, seed=seed)
 
+    scored_alone = None
+    if "score" in data.column_names and data.num_rows:
+        alone = pointwise.is_pointwise(data)
+        if pc.any(alone).as_py():
+            scored_alone = data.filter(alone)
+            data = data.filter(pc.invert(alone))
     separate = pairs = None
     if "kind" in data.column_names:
         kind = data["kind"].cast(pa.string())
@@ -253,6 +261,9 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
             for name in names])
     if separate is not None and separate.num_rows:
         cards = msgspec.structs.replace(cards, agentic=agentic.cards(separate, scored, replicates, confidence, seed))
+    if scored_alone is not None:
+        cards = msgspec.structs.replace(cards, pointwise=pointwise.cards(
+            scored_alone, replicates=replicates, confidence=confidence, seed=seed))
     return msgspec.structs.replace(cards, segmentation=list(segmentation),
                                    not_judged=_not_judged(cards, audit, removed, segmentation))
 

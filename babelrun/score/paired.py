@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from . import SCORING_COLUMNS, Change, LanguageDrift, McNemar, lookup, metrics, score
+from . import SCORING_COLUMNS, Change, LanguageDrift, McNemar, lookup, metrics, pointwise, score
 from .stats import mcnemar_exact, rounded
 
 METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
@@ -59,6 +59,8 @@ class Drift(msgspec.Struct, frozen=True):
     bootstrap: int
     confidence: float
     seed: int
+    # Pointwise judges' scale drift (score.pointwise.drift); absent when neither run has one.
+    pointwise: list[pointwise.PointwiseDrift] | msgspec.UnsetType = msgspec.UNSET
 
 
 class Matched(msgspec.Struct):

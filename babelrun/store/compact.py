@@ -31,13 +31,13 @@ _TYPES = {
     "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
     "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
     "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
-    "p_tie": pa.float64(),
+    "p_tie": pa.float64(), "score": pa.float64(),
 }
 SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
 # (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
-_FORMAT = b"4"  # bump when the Parquet layout changes: older files are rebuilt
+_FORMAT = b"5"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
 DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "ref_id", "perturbation",
                       "verdict", "slot", "served_model", "fingerprint", "error_kind")

@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from ..core.keys import Shard, item_bits, keys_by_judge, plan_keys, sorted_unique
+from ..core.keys import Shard, item_bits, keys_by_judge, order_bit, plan_keys, sorted_unique
 from ..core.records import Record
 from ..errors import RunDirBusy
 
@@ -191,7 +191,7 @@ class DoneSet:
         """From (judge_id, item_id, order) tuples."""
         by_judge: dict[str, list[int]] = {}
         for judge_id, item_id, order in keys:
-            by_judge.setdefault(judge_id, []).append((item_bits(item_id) << 1) | (order == "pert_first"))
+            by_judge.setdefault(judge_id, []).append((item_bits(item_id) << 1) | order_bit(order))
         return cls({j: np.array(v, dtype=np.uint64) for j, v in by_judge.items()})
 
     def __len__(self) -> int:
@@ -204,7 +204,7 @@ class DoneSet:
         keys = self._keys.get(judge_id)
         if keys is None:
             return False
-        bits = (item_bits(item_id) << 1) | (order == "pert_first")
+        bits = (item_bits(item_id) << 1) | order_bit(order)
         i = int(np.searchsorted(keys, np.uint64(bits)))
         return i < len(keys) and int(keys[i]) == bits
 

@@ -1,0 +1,65 @@
+"""``judge_id``: the short hash of everything that can change a judge's verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from ..spec import JudgeSpec
+from .protocol import identity as protocol_identity
+from .protocol import max_tokens, template_of
+
+
+def judge_id(spec: JudgeSpec) -> str:
+    """Short hash of everything that can change a verdict, and nothing that cannot.
+
+    In: backend, model, endpoint, prompt template name, version and language (a user's
+    template: a hash of its text, never its file path), the verdict pattern and protocol
+    (when declared), sampling parameters, reasoning options, the Azure deployment, a python
+    judge's callable, and the simulated judge's knobs. Out: the judge's display name, concurrency, rate limits,
+    timeouts, retries and the key variable, which change how fast verdicts come, not which.
+    """
+    template = template_of(spec)
+    identity = {
+        "backend": spec.backend,
+        "model": spec.model,
+        "endpoint": (spec.endpoint or "").rstrip("/"),
+        "prompt": f"{template.name}@v{template.version}",
+        "prompt_language": spec.prompt_language,
+        "temperature": spec.temperature,
+        "max_tokens": max_tokens(spec),
+        "soft": spec.soft,
+        "simulated": _knobs(spec) if spec.backend == "simulated" else None,
+        **protocol_identity(spec),
+        **_later_options(spec),
+    }
+    blob = msgspec.json.encode(identity, order="sorted")
+    return hashlib.blake2b(blob, digest_size=6).hexdigest()
+
+
+# Knobs added after judge ids were first published: left out of the identity while they hold
+# their default, so adding a knob never renames existing judges.
+_LATER_KNOBS = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None, "score_drop": 2.0,
+                "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {}, "self_preference": 0.0}
+# Judge options added later that can change a verdict, in the identity only when set.
+_LATER_OPTIONS = ("reasoning", "reasoning_effort", "azure", "callable", "rule")
+
+
+def _later_options(spec: JudgeSpec) -> dict:
+    out = {}
+    for name in _LATER_OPTIONS:
+        value = getattr(spec, name)
+        if value not in (None, False):
+            out[name] = msgspec.to_builtins(value)
+    return out
+
+
+def _knobs(spec: JudgeSpec) -> dict | None:
+    if spec.simulated is None:
+        return None
+    knobs = msgspec.structs.asdict(spec.simulated)
+    for name, default in _LATER_KNOBS.items():
+        if knobs[name] == default:
+            del knobs[name]
+    return knobs

@@ -1,0 +1,336 @@
+"""A judge's protocol as the user declares it: their template, their verdict format,
+pairwise or pointwise.
+
+``Judging.of(spec)`` turns a judge spec into the three things the engine needs: the keys of
+an item (both slot orders, or both answers), the request for a key (the template rendered
+with the item), and the reading of a reply (a slot, or a score on the verdict's scale).
+
+Templates are Python ``str.format`` text. Pairwise fields: ``{question}``, ``{answer_a}``,
+``{answer_b}``; pointwise: ``{question}``, ``{answer}``; both: ``{reference}`` (the corpus's
+separate ``reference_answer``, never the answer under judgement) and ``{language}`` (the
+item's language name). Aliases: ``{prompt}`` (the built-in templates' name for the question)
+MT-Bench's ``{ref_answer_1}``, alpaca_eval's ``{instruction}``/``{output_1}``/``{output_2}``
+(pointwise ``{output}``) and inspect_ai's ``{criterion}`` (the reference answer). Corpus text is substituted as data: ``str.format`` does
+not re-read substituted values, and field names must be plain names (no ``{a.b}`` or
+``{a[0]}``), so a template cannot reach into objects.
+
+Verdicts: the built-in pairwise templates keep the strict parser (``prompt.parse``). A
+``verdict:`` pattern is a regex whose first group is the label, taken from the first or the
+last match; pairwise labels map through ``labels``, pointwise ones must be a number inside
+``scale``. Anything else is ``invalid`` with the raw reply kept: never guessed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import string
+from collections.abc import Callable
+
+import msgspec
+
+from ..core.items import Item
+from ..core.records import ANSWERS, ORDERS
+from ..spec import JudgeSpec, VerdictSpec
+from .base import JudgeRequest
+from .prompt import TEMPLATES, Template, parse
+
+FIELDS = {
+    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"}),
+    "pointwise": frozenset({"question", "answer", "reference", "language"}),
+}
+REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
+# Other tools' names for our fields, so their templates work unchanged: MT-Bench
+# (ref_answer_1), alpaca_eval (instruction, output_1, output_2), inspect_ai's
+# model_graded_qa (criterion), and the built-in templates' own {prompt}.
+ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "question", "output_1": "answer_a",
+           "output_2": "answer_b", "output": "answer", "criterion": "reference"}
+# Replies that reason first need room; the built-in pairwise prompt asks for one word.
+ONE_WORD_TOKENS = 8
+REASONING_TOKENS = 1024
+# Thinking budgets (tokens) by reasoning_effort, for the backends that take a budget
+# (anthropic's extended thinking, gemini's thinkingBudget); 1024 is Anthropic's minimum.
+THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+DEFAULT_POINTWISE_VERDICT = VerdictSpec(pattern=r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]", scale=(1.0, 10.0),
+                                        reply="Rating: [[{label}]]")
+
+
+class TemplateError(ValueError):
+    """A template or verdict a judge cannot use; ``field`` names the spec field at fault."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(problem)
+        self.field = field
+
+
+def template_of(spec: JudgeSpec) -> Template:
+    """The judge's template: a built-in by name, or the user's text (read into the spec by
+    the manifest loader; a bare path string left unread is an error here)."""
+    prompt = spec.prompt
+    if isinstance(prompt, str):
+        if prompt not in TEMPLATES:
+            raise TemplateError("prompt", f"unknown prompt template {prompt!r} "
+                                          f"(built-in: {', '.join(TEMPLATES)}; or a file path, or "
+                                          "{system, user}, or {file, name})")
+        return TEMPLATES[prompt]
+    if prompt.user is None:
+        raise TemplateError("prompt", "needs `user` text (or `file`)")
+    digest = hashlib.blake2b(f"{prompt.system}\x1f{prompt.user}".encode(), digest_size=6).hexdigest()
+    return Template(name=f"user:{digest}", version=0, system=prompt.system, user=prompt.user)
+
+
+def builtin(spec: JudgeSpec) -> bool:
+    return isinstance(spec.prompt, str)
+
+
+def fields_of(text: str) -> list[str]:
+    """The ``str.format`` field names of ``text``, aliases resolved; raises ValueError on a
+    malformed template or a field that is not a plain name."""
+    names = []
+    for _, name, _, _ in string.Formatter().parse(text):
+        if name is None:
+            continue
+        if not name.isidentifier():
+            raise ValueError(f"field {{{name}}} must be a plain name")
+        names.append(ALIASES.get(name, name))
+    return names
+
+
+def check_template(template: Template, protocol: str) -> set[str]:
+    """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
+    used: set[str] = set()
+    for part in (template.system, template.user):
+        try:
+            used.update(fields_of(part))
+        except ValueError as e:
+            raise TemplateError("prompt", f"not a valid template: {e}") from None
+    other = "pointwise" if protocol == "pairwise" else "pairwise"
+    if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
+        raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
+                                      f"a {protocol} template needs {{{'}, {'.join(REQUIRED[protocol])}}}"
+                                      + (" (built-in: prompt: pointwise)" if protocol == "pointwise" else ""))
+    unknown = sorted(used - FIELDS[protocol])
+    if unknown:
+        raise TemplateError("prompt", f"unknown field {{{unknown[0]}}} in a {protocol} template "
+                                      f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))})")
+    for field in REQUIRED[protocol]:
+        if field not in used:
+            raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
+    return used
+
+
+# ---- verdicts ------------------------------------------------------------------------------
+
+
+def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
+    """The declared verdict; the pointwise default where none is; None: the strict parser."""
+    if spec.verdict is not None:
+        return spec.verdict
+    return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
+
+
+def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern:
+    try:
+        pattern = re.compile(verdict.pattern)
+    except re.error as e:
+        raise TemplateError("verdict.pattern", f"not a valid regular expression: {e}") from None
+    if pattern.groups < 1:
+        raise TemplateError("verdict.pattern", "needs a group: (…) around the label")
+    if protocol == "pointwise":
+        if verdict.scale is None:
+            raise TemplateError("verdict.scale", "a pointwise verdict needs scale: [lo, hi]")
+        lo, hi = verdict.scale
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise TemplateError("verdict.scale", "needs two finite numbers, lo < hi")
+        if verdict.labels:
+            raise TemplateError("verdict.labels", "a pointwise verdict reads a number (or a label through "
+                                                  "values:); labels are for pairwise")
+        for label, value in verdict.values.items():
+            if not lo <= value <= hi:
+                raise TemplateError(f"verdict.values.{label}", f"{value:g} is outside scale [{lo:g}, {hi:g}]")
+    else:
+        if verdict.scale is not None or verdict.values:
+            raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
+                                "scale and values are for protocol: pointwise")
+        labels = verdict.labels or _IDENTITY
+        if not {"A", "B"} <= set(labels.values()):
+            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+    if verdict.reply is not None:
+        try:
+            fields = fields_of(verdict.reply)
+        except ValueError as e:
+            raise TemplateError("verdict.reply", str(e)) from None
+        if fields != ["label"]:
+            raise TemplateError("verdict.reply", "needs exactly one field, {label}")
+    return pattern
+
+
+_IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
+
+
+def _captured(pattern: re.Pattern, match: str, raw: str) -> str | None:
+    if match == "first":
+        found = pattern.search(raw)
+    else:
+        found = None
+        for found in pattern.finditer(raw):  # noqa: B007 (the last one is wanted)
+            pass
+    if found is None or found.group(1) is None:
+        return None
+    return found.group(1).strip()
+
+
+def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
+    """reply -> A, B, tie or invalid."""
+    if verdict is None:
+        return parse
+    pattern, labels, match = re.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
+
+    def read(raw: str) -> str:
+        label = _captured(pattern, match, raw)
+        return labels.get(label, "invalid") if label is not None else "invalid"
+
+    return read
+
+
+def score_reader(verdict: VerdictSpec) -> Callable[[str], float | None]:
+    """reply -> a score inside the scale, or None (invalid)."""
+    pattern, (lo, hi), match, named = re.compile(verdict.pattern), verdict.scale, verdict.match, verdict.values
+
+    def read(raw: str) -> float | None:
+        label = _captured(pattern, match, raw)
+        if named:  # graded labels (inspect_ai's C / P / I): their declared values, nothing else
+            return named.get(label) if label is not None else None
+        if label is None or not _NUMBER.fullmatch(label):  # plain decimals only: no 1_0, nan, 1e1
+            return None
+        value = float(label)
+        return value if lo <= value <= hi else None
+
+    return read
+
+
+_REGEX_ESCAPE = re.compile(r"\\(.)")
+_NUMBER = re.compile(r"[+-]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})")
+
+
+def reply_format(verdict: VerdictSpec) -> str | None:
+    """A ``{label}`` format the pattern reads back: ``verdict.reply``, else the pattern with
+    its first group replaced and escapes undone, when that is plain text (``\\[\\[(\\d+)\\]\\]``
+    -> ``[[{label}]]``); None when the pattern is not that simple."""
+    if verdict.reply is not None:
+        return verdict.reply
+    depth, start = 0, None
+    text = verdict.pattern
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "(":
+            if depth == 0 and start is None:
+                start = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0 and start is not None:
+                head, tail = text[:start], text[i + 1:]
+                if re.search(r"(?<!\\)[][()|*+?{}^$.]", head + tail):
+                    return None
+                unescape = lambda s: _REGEX_ESCAPE.sub(r"\1", s).replace("{", "{{").replace("}", "}}")  # noqa: E731
+                return f"{unescape(head)}{{label}}{unescape(tail)}"
+        i += 1
+    return None
+
+
+# ---- one judge's protocol -----------------------------------------------------------------
+
+
+class Judging:
+    """What the engine needs of a judge's protocol: its keys per item, the request for a
+    key, and the reading of a reply."""
+
+    def __init__(self, spec: JudgeSpec):
+        self.protocol = spec.protocol
+        self.keys = ANSWERS if spec.protocol == "pointwise" else ORDERS
+        self.template = template_of(spec)
+        self.fields = check_template(self.template, spec.protocol)
+        self.verdict = verdict_of(spec)
+        if self.verdict is not None:
+            check_verdict(self.verdict, spec.protocol)
+        self.read_slot = slot_reader(self.verdict) if spec.protocol == "pairwise" else None
+        self.read_score = score_reader(self.verdict) if spec.protocol == "pointwise" else None
+        self.localized = spec.prompt_language == "item"
+        self.builtin = builtin(spec)
+
+    @classmethod
+    def of(cls, spec: JudgeSpec) -> Judging:
+        return cls(spec)
+
+    def request(self, item: Item, key: str) -> JudgeRequest:
+        if self.builtin and self.protocol == "pairwise":  # the historical path, unchanged
+            return JudgeRequest.of(item, key, self.template, self.localized)
+        return JudgeRequest(item, key, self.render(item, key))
+
+    def render(self, item: Item, key: str) -> list[dict[str, str]]:
+        from ..core import languages
+
+        values = {"question": item.prompt}
+        if "reference" in self.fields:
+            if not item.reference_answer:
+                raise TemplateError("prompt", f"the template uses {{reference}} but item {item.item_id} "
+                                              "has no reference_answer")
+            values["reference"] = item.reference_answer
+        if "language" in self.fields:
+            values["language"] = languages.name(item.lang)
+        if self.protocol == "pointwise":
+            values["answer"] = item.reference if key == "reference" else item.perturbed
+        else:
+            request = JudgeRequest(item, key, [])
+            values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
+        values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
+        system, user = self.template.texts(item.lang if self.localized else None)
+        messages = [{"role": "system", "content": system.format_map(values)}] if system else []
+        messages.append({"role": "user", "content": user.format_map(values)})
+        return messages
+
+
+_CACHE: dict[str, Judging] = {}
+
+
+def judging(spec: JudgeSpec, judge_id: str) -> Judging:
+    """``Judging.of(spec)``, once per judge id (the id covers template, verdict, protocol)."""
+    found = _CACHE.get(judge_id)
+    if found is None:
+        found = _CACHE[judge_id] = Judging(spec)
+    return found
+
+
+def identity(spec: JudgeSpec) -> dict:
+    """What the protocol adds to ``judge_id``, only where set away from the defaults, so the
+    ids of existing judges (built-in template, strict parser, pairwise) never change."""
+    out: dict = {}
+    if spec.protocol != "pairwise":
+        out["protocol"] = spec.protocol
+    if spec.verdict is not None:  # its fields set away from their defaults (a later field renames nothing)
+        out["verdict"] = {k: msgspec.to_builtins(v) for k, v in msgspec.structs.asdict(spec.verdict).items()
+                          if k == "pattern" or v != _VERDICT_DEFAULTS[k]}
+    return out
+
+
+_VERDICT_DEFAULTS = msgspec.structs.asdict(VerdictSpec(pattern=""))
+
+
+def max_tokens(spec: JudgeSpec) -> int:
+    """The judge's ``max_tokens``, or its default: one word for the built-in pairwise
+    templates under the strict parser, room to reason everywhere else."""
+    if spec.max_tokens is not None:
+        return spec.max_tokens
+    one_word = (builtin(spec) and spec.protocol == "pairwise" and spec.verdict is None
+                and not (spec.reasoning or spec.reasoning_effort))  # hidden reasoning needs room
+    return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
+
+
+__all__ = ["Judging", "TemplateError", "check_template", "check_verdict", "identity", "judging", "max_tokens",
+           "reply_format", "template_of"]
