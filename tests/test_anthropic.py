@@ -15,8 +15,9 @@ import babelrun
 import babelrun.engine.progress
 from babelrun.app.cli import main
 from babelrun.core.items import Item
-from babelrun.judges.anthropic import AnthropicJudge, _reset, _retry_after
+from babelrun.judges.anthropic import AnthropicJudge, _reset
 from babelrun.judges.base import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from babelrun.judges.http import bounded_wait, retry_after_header
 from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
@@ -359,11 +360,11 @@ def test_a_spend_limit_429_stops_the_judge(monkeypatch):
 def test_retry_after_and_reset_headers():
     now = 1_700_000_000.0
     iso = lambda s: datetime.fromtimestamp(now + s, UTC).isoformat()  # noqa: E731
-    assert _retry_after({"retry-after": "7"}) == 7.0
-    assert _retry_after({"retry-after": "-3"}) == 0.0
-    assert _retry_after({"retry-after": "Tue, 14 Nov 2023 22:13:40 GMT"}, now=now) == 20.0
-    assert _retry_after({"retry-after": "soon"}) is None
-    assert _retry_after({}) is None
+    assert retry_after_header("7") == 7.0
+    assert bounded_wait(retry_after_header("-3")) == (0.0, False)
+    assert retry_after_header("Tue, 14 Nov 2023 22:13:40 GMT", now=now) == 20.0
+    assert retry_after_header("soon") is None
+    assert retry_after_header(None) is None
     # The exhausted limit's reset; among all resets when none is reported exhausted.
     assert _reset({"anthropic-ratelimit-requests-reset": iso(5), "anthropic-ratelimit-requests-remaining": "3",
                    "anthropic-ratelimit-tokens-reset": iso(1), "anthropic-ratelimit-tokens-remaining": "0"},

@@ -395,6 +395,20 @@ def _lean_arrow() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Everything it prints goes through ``SafeStream`` (the one
+    terminal-safe printer): provider text, names from manifests and corpus text can carry
+    escape sequences and bidi controls, which are shown, never obeyed."""
+    from ..core.text import SafeStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None) -> int:
     from ..errors import UserError
 
     args = _parser().parse_args(argv)

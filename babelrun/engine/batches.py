@@ -28,6 +28,7 @@ import msgspec
 from anyio.abc import ObjectSendStream
 
 from ..judges import ORDERS, FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from ..judges.http import MAX_REPLY_BYTES, error_message, json_or_none
 from ..judges.prompt import TEMPLATES
 from ..plan import Plan
 from ..store.files import write_atomic
@@ -37,6 +38,7 @@ from . import records as build
 from .state import JudgeState
 
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
+MAX_RESULTS_BYTES = 1 << 30  # a results file: 1 GiB (50,000 results of ~20 KB)
 
 
 class Pending(msgspec.Struct):
@@ -68,21 +70,27 @@ Result = tuple[str, bytes | None, str | None]
 
 
 def _jsonl(payload: bytes) -> list[dict]:
-    return [msgspec.json.decode(line) for line in payload.splitlines() if line.strip()]
+    """A results file's lines; a line that is not a JSON object is left out (its key then
+    has no result, which is recorded as a batch error and retried on resume)."""
+    docs = (json_or_none(line) for line in payload.splitlines() if line.strip())
+    return [d for d in docs if isinstance(d, dict) and isinstance(d.get("custom_id"), str)]
 
 
-def _message(error) -> str:
-    """The innermost ``message`` of a provider's (possibly nested) error object."""
-    while isinstance(error, dict):
-        if isinstance(error.get("error"), dict):
-            error = error["error"]
-        else:
-            return str(error.get("message") or error.get("code") or error.get("type") or error)[:200]
-    return str(error)[:200]
+def _message(judge, error) -> str:
+    """The innermost ``message`` of a provider's (possibly nested) error object, masked."""
+    return judge.mask(error_message(error) or str(error))
+
+
+def _id(doc: dict, what: str) -> str:
+    if not isinstance(doc.get("id"), str):
+        raise RetryableError("bad_response", f"no id in the reply to {what}")
+    return doc["id"]
 
 
 class _Api:
-    """The HTTP side shared by both providers: the judge's session, its error mapping."""
+    """The HTTP side shared by both providers: the judge's own session and its one mapping
+    of statuses to errors (``HttpJudge.call``), so the key travels in its headers only and
+    provider text is masked the same way as in calls."""
 
     provider = ""
 
@@ -90,27 +98,16 @@ class _Api:
         self.judge = judge
         self.state = state
 
-    async def request(self, method: str, url: str, **kwargs) -> bytes:
+    async def request(self, method: str, url: str, cap: int = MAX_REPLY_BYTES, **kwargs) -> bytes:
         self.state.calls += 1
-        try:
-            async with self.judge._client().request(method, url, **kwargs) as resp:
-                payload = await resp.read()
-                status, headers = resp.status, resp.headers
-        except TimeoutError:
-            raise RetryableError("timeout", f"no reply within {self.judge.spec.timeout_s:g} s") from None
-        except aiohttp.ClientError as e:
-            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
-        if status >= 400:
-            self.judge.raise_for_status(status, payload, headers)
-        return payload
+        return await self.judge.call(method, url, cap=cap, **kwargs)
 
     async def json(self, method: str, url: str, body=None) -> dict:
         data = None if body is None else msgspec.json.encode(body)
-        payload = await self.request(method, url, data=data)
-        try:
-            return msgspec.json.decode(payload)
-        except msgspec.DecodeError:
-            raise RetryableError("bad_response", f"malformed response body from {method} {url}") from None
+        doc = json_or_none(await self.request(method, url, data=data))
+        if not isinstance(doc, dict):
+            raise RetryableError("bad_response", f"malformed response body from {method} {url}")
+        return doc
 
     # each provider: submit -> batch id; poll -> (ended, batch object); results -> list[Result]
 
@@ -132,11 +129,13 @@ class _OpenAI(_Api):
         form.add_field("purpose", "batch")
         form.add_field("file", bytes(lines), filename="babelrun-batch.jsonl", content_type="application/jsonl")
         body = form()  # the session's JSON content type must not win over the multipart one
-        file = msgspec.json.decode(await self.request("POST", f"{self.base}/files", data=body,
-                                                      headers={"Content-Type": body.content_type}))
+        file = json_or_none(await self.request("POST", f"{self.base}/files", data=body,
+                                               headers={"Content-Type": body.content_type}))
+        if not isinstance(file, dict) or not isinstance(file.get("id"), str):
+            raise RetryableError("bad_response", f"no file id from POST {self.base}/files")
         batch = await self.json("POST", f"{self.base}/batches", {
             "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"})
-        return batch["id"]
+        return _id(batch, f"POST {self.base}/batches")
 
     async def poll(self, batch_id: str) -> tuple[bool, dict]:
         batch = await self.json("GET", f"{self.base}/batches/{batch_id}")
@@ -147,14 +146,15 @@ class _OpenAI(_Api):
         for key in ("output_file_id", "error_file_id"):
             if not batch.get(key):
                 continue
-            for line in _jsonl(await self.request("GET", f"{self.base}/files/{batch[key]}/content")):
+            content = await self.request("GET", f"{self.base}/files/{batch[key]}/content", cap=MAX_RESULTS_BYTES)
+            for line in _jsonl(content):
                 response = line.get("response") or {}
                 if line.get("error") is None and response.get("status_code") == 200:
                     out.append((line["custom_id"], msgspec.json.encode(response.get("body")), None))
                 else:
                     error = line.get("error") or response.get("body") or "no response"
                     said = f"HTTP {response['status_code']}: " if response.get("status_code") else ""
-                    out.append((line["custom_id"], None, said + _message(error)))
+                    out.append((line["custom_id"], None, said + _message(self.judge, error)))
         return out
 
 
@@ -167,7 +167,7 @@ class _Anthropic(_Api):
 
     async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
         body = {"requests": [{"custom_id": cid, "params": msgspec.Raw(self.judge.body(r))} for cid, r in requests]}
-        return (await self.json("POST", f"{self.base}/v1/messages/batches", body))["id"]
+        return _id(await self.json("POST", f"{self.base}/v1/messages/batches", body), "POST /v1/messages/batches")
 
     async def poll(self, batch_id: str) -> tuple[bool, dict]:
         batch = await self.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
@@ -178,12 +178,12 @@ class _Anthropic(_Api):
         if not url:
             return []
         out: list[Result] = []
-        for line in _jsonl(await self.request("GET", url)):
+        for line in _jsonl(await self.request("GET", url, cap=MAX_RESULTS_BYTES)):
             result = line.get("result") or {}
             if result.get("type") == "succeeded":
                 out.append((line["custom_id"], msgspec.json.encode(result.get("message")), None))
             else:
-                detail = f": {_message(result['error'])}" if result.get("error") else ""
+                detail = f": {_message(self.judge, result['error'])}" if result.get("error") else ""
                 out.append((line["custom_id"], None, f"{result.get('type', 'no result')}{detail}"))
         return out
 
@@ -193,18 +193,15 @@ class _Stopped(Exception):
 
 
 async def _retrying(judge, state: JudgeState, op):
-    """``op()`` with the judge's retries on retryable errors (jittered backoff)."""
-    for attempt in range(1, judge.spec.retries + 2):
-        try:
-            return await op()
-        except RetryableError as e:
-            if attempt > judge.spec.retries:
-                raise
-            state.retries += 1
-            if e.kind == "rate_limited":
-                state.rate_limited += 1
-            await anyio.sleep(limits.backoff(attempt, e))
-    raise AssertionError("unreachable")
+    """``op()`` under the engine's retry policy (``limits.retrying``): the judge's retries on
+    retryable errors, the same backoff and Retry-After as calls."""
+
+    def retried(e: RetryableError) -> None:
+        state.retries += 1
+        if e.kind == "rate_limited":
+            state.rate_limited += 1
+
+    return await limits.retrying(op, judge.spec.retries, retried)
 
 
 def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
