@@ -68,8 +68,8 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
     except msgspec.DecodeError as e:
         problem = " ".join(str(e).split())
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
-    manifest = _resolve_paths(manifest, path.parent.resolve())
     try:
+        manifest = _resolve_paths(manifest, path.parent.resolve())
         check(manifest, os.environ if environ is None else environ)
     except ManifestError as e:
         e.source = source
@@ -82,7 +82,7 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     """Make every path absolute, relative to the manifest's folder; fill ``{name}``."""
 
     def absolute(p: str) -> str:
-        q = Path(p.format(name=manifest.name)).expanduser()
+        q = Path(p).expanduser()
         return os.path.normpath(q if q.is_absolute() else base / q)
 
     sources = [
@@ -92,7 +92,23 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
-    return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(manifest.output_dir))
+    return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
+                                                                                      manifest.name)))
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def _named(template: str, name: str) -> str:
+    """``output_dir`` with ``{name}`` filled in: the one placeholder. Plain text substitution,
+    never ``str.format`` (``{name.__class__}`` must not reach into objects)."""
+    for m in _PLACEHOLDER.finditer(template):
+        if m.group(1) != "name":
+            raise ManifestError("output_dir", f"unknown placeholder {m.group()!r}: the only one is {{name}}")
+    rest = _PLACEHOLDER.sub("", template)
+    if "{" in rest or "}" in rest:
+        raise ManifestError("output_dir", "unbalanced brace: the only placeholder is {name}")
+    return template.replace("{name}", name)
 
 
 def check(manifest: Manifest, environ) -> None:
@@ -106,6 +122,8 @@ def check(manifest: Manifest, environ) -> None:
             raise ManifestError(f"{where}.name", f"duplicate judge name {judge.name!r}")
         seen.add(judge.name)
         _check_judge(judge, where, environ)
+    _check_identities(manifest)
+    _check_output_dir(Path(manifest.output_dir))
 
     _check_composites(manifest)
 
@@ -131,6 +149,34 @@ def check(manifest: Manifest, environ) -> None:
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _check_output_dir(path: Path) -> None:
+    """The run directory can be made and written: its nearest existing ancestor is a writable
+    folder (a file in the way, or a read-only place, is named now, not after judging)."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == path else f"cannot be made: {existing} is a file"
+        raise ManifestError("output_dir", f"{path} {what}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ManifestError("output_dir", f"{path} cannot be written: {existing} is not writable")
+
+
+def _check_identities(manifest: Manifest) -> None:
+    """Two judges with one judge_id (the same backend, model, endpoint, prompt and sampling,
+    e.g. one model through two key variables) would write to the same keys: the second
+    would find the first's records done, and both names would share one card."""
+    first: dict[str, int] = {}
+    for i, judge in enumerate(manifest.judges):
+        jid = judges.judge_id(judge)
+        if jid in first:
+            other = manifest.judges[first[jid]]
+            raise ManifestError(f"judges[{i}]", f"{judge.name!r} is the same judge as judges[{first[jid]}] "
+                                f"({other.name!r}): judge_id {jid} (same backend, model, endpoint, prompt and "
+                                "sampling), so their verdicts would be merged; keep one of them")
+        first[jid] = i
 
 
 def _check_composites(manifest: Manifest) -> None:

@@ -183,6 +183,7 @@ def _audit(args) -> int:
         print(f"incomplete: {result.failed_calls} call(s) have no verdict yet; run "
               f"`babelrun audit {args.manifest}` again to retry them", file=sys.stderr)
     print(stats_table(result.stats))
+    _warn(result.warnings)
     if shard is not None and not result.interrupted:
         print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
               f"{result.run_dir}`) writes the cards")
@@ -236,6 +237,7 @@ def _merge(args) -> int:
           f"{m.counted} of {m.planned} planned keys counted once each "
           f"({m.ok_records - m.counted} repeated or outside the plan)")
     print(f"cards: {args.run_dir / 'cards.json'}  report: {args.run_dir / 'report.md'}")
+    _warn(m.warnings)
     if m.counted < m.planned:
         print(f"incomplete: {m.planned - m.counted} planned key(s) have no verdict yet; run the "
               "missing shards, or `babelrun audit MANIFEST` to finish them here", file=sys.stderr)
@@ -375,10 +377,17 @@ def _diff(args) -> int:
 
 def _score(args) -> int:
     from .audit import score_run
+    from .phases import warnings
 
     cards = score_run(args.run_dir)
     print(f"{args.run_dir}: cards for {len(cards.judges)} judge(s) -> cards.json, report.md")
+    _warn(warnings(args.run_dir))
     return 0
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def _lean_arrow() -> None:

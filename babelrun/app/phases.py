@@ -28,6 +28,9 @@ from ..store.rundir import (
     PlanSummary,
     RunInfo,
     RunStats,
+    plan_summary_is_readable,
+    read_plan_summary,
+    read_run_info,
 )
 
 
@@ -41,6 +44,7 @@ class AuditResult(msgspec.Struct):
     failed_calls: int
     stats: RunStats
     cards: score.Cards | None = None
+    warnings: list[str] = []  # what the cards left out (see ``warnings``)
 
     @property
     def exit_code(self) -> int:
@@ -163,8 +167,46 @@ def _return_freed_memory() -> None:
 
 def score_run(run_dir: Path) -> score.Cards:
     """Recompute judgements.parquet, cards.json and report.md from the log alone (and the
-    run's manifest in run.yaml: scoring settings, seed, composite judges)."""
+    run's manifest in run.yaml: scoring settings, seed, composite judges). An unreadable
+    plan.json (a summary of the plan) is rebuilt from run.yaml's manifest first."""
     run_dir = Path(run_dir)
+    if not plan_summary_is_readable(run_dir):
+        plan = Plan.from_manifest(read_run_info(run_dir).manifest)
+        write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
     cards = cards_of_run(run_dir)
     write_atomic(run_dir / REPORT_MD, report.markdown(cards).encode())
     return cards
+
+
+def warnings(run_dir: Path) -> list[str]:
+    """What a finished run directory's readers had to work around, one line each: log lines
+    skipped as invalid (named ``segment:line``, from the last compaction), and planned keys
+    of the judges called on every key without a verdict (a deleted segment, a stopped judge)."""
+    run_dir = Path(run_dir)
+    out = []
+    bad = compact.bad_lines(run_dir)
+    if bad:
+        shown = ", ".join(str(b) for b in bad[:20])
+        more = f", … ({len(bad)} named in judgements.parquet's metadata)" if len(bad) > 20 else ""
+        out.append(f"{len(bad)} invalid log line(s) skipped: {shown}{more}")
+    info = read_run_info(run_dir)
+    items = read_plan_summary(run_dir).items
+    every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
+    if items and every_key:
+        counted = compact.load(run_dir, ["judge_id"])["judge_id"].cast("string")
+        counts = {jid: 0 for jid in every_key}
+        for jid, n in zip(*_value_counts(counted), strict=True):
+            if jid in counts:
+                counts[jid] = n
+        missing = sum(2 * items - min(n, 2 * items) for n in counts.values())
+        if missing:
+            out.append(f"{missing} of {2 * items * len(every_key)} planned key(s) have no verdict: the cards "
+                       "leave them out; `babelrun audit MANIFEST` judges them")
+    return out
+
+
+def _value_counts(column) -> tuple[list[str], list[int]]:
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(column)
+    return counts.field("values").to_pylist(), counts.field("counts").to_pylist()

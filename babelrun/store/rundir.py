@@ -75,6 +75,9 @@ class RunStats(msgspec.Struct, frozen=True):
     elapsed_s: float
     interrupted: bool
     judges: list[JudgeStats]
+    # What the run directory's readers had to work around: log lines skipped as invalid
+    # (``segment:line (why)``), planned keys without a verdict. Empty for a healthy run.
+    warnings: list[str] = []
 
 
 def read_run_info(run_dir: Path) -> RunInfo:
@@ -83,6 +86,10 @@ def read_run_info(run_dir: Path) -> RunInfo:
         return msgspec.yaml.decode((Path(run_dir) / RUN_YAML).read_bytes(), type=RunInfo)
     except FileNotFoundError:
         raise UserError(f"{run_dir} is not a babelrun run directory (no run.yaml)") from None
+    except (OSError, msgspec.DecodeError) as e:  # the only record of the manifest: not guessed
+        why = " ".join(str(e).split())[:120]
+        raise UserError(f"{Path(run_dir) / RUN_YAML} is unreadable ({why}); `babelrun audit MANIFEST` "
+                        "writes it again") from None
 
 
 def read_plan_summary(run_dir: Path) -> PlanSummary:
@@ -90,4 +97,16 @@ def read_plan_summary(run_dir: Path) -> PlanSummary:
     plan_file = Path(run_dir) / PLAN_JSON
     if not plan_file.exists():
         return PlanSummary(0, [])
-    return msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary)
+    try:
+        return msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary)
+    except (OSError, msgspec.DecodeError) as e:
+        why = " ".join(str(e).split())[:120]
+        raise UserError(f"{plan_file} is unreadable ({why}); `babelrun audit MANIFEST` writes it again") from None
+
+
+def plan_summary_is_readable(run_dir: Path) -> bool:
+    try:
+        read_plan_summary(run_dir)
+    except UserError:
+        return False
+    return True
