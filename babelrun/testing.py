@@ -405,14 +405,19 @@ class FakeJudgeServer:
     async def _hostile(self, request: web.Request, proto: Protocol, key: str, prompt: str) -> web.StreamResponse:
         kind = self.hostile
         self._count_fault(kind)
-        pad = "x" * 190  # the key crosses the 200th character: a cut before masking leaks its head
         if kind in ("echo_key_4xx", "echo_key_5xx"):
+            # The key whole near the start, and again across the 200th character: a cut
+            # before masking would leave the second one's head.
+            head = f"Incorrect API key provided: {key}. "
             status = 503 if kind == "echo_key_5xx" else self.hostile_status or 400
-            return self._error(proto, status, f"{pad} Incorrect API key provided: {key}. {key}",
+            return self._error(proto, status, head + "x" * max(0, 190 - len(head)) + key,
                                {"Retry-After": "0.01"} if status == 503 else None)
-        if kind == "echo_headers":
+        if kind == "echo_headers":  # a proxy's debug page; the key's header first, across the cut
+            first = f"{proto.key_header}: {request.headers.get(proto.key_header, '')}"
+            pad = "x" * max(0, 190 - (len(first) - len(key)))
             dump = "".join(f"{name}: {value}\n" for name, value in request.headers.items())
-            return self._reply(self.hostile_status or 400, f"{pad}\n{dump}".encode(), content_type="text/plain")
+            return self._reply(self.hostile_status or 400, f"{pad}{first}\n{dump}".encode(),
+                               content_type="text/plain")
         if kind == "redirect":
             return self._reply(307, b"", {"Location": self.redirect_to or "http://127.0.0.1:9/"})
         if kind == "endless":
