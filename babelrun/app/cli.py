@@ -274,6 +274,8 @@ def _report(args) -> int:
     for run_dir in args.run_dirs:
         read_run_info(run_dir)
     out = args.out or args.run_dirs[0]
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is a file; give a folder")
     data = report.write(args.run_dirs, out, html=args.html)
     print(report.markdown_leaderboard(data), end="")
     written = ["report.md"] + (["report.html", "plots/"] if args.html else [])
@@ -420,7 +422,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from ..errors import UserError
 
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # before or after the command
+    args = _parser().parse_args([a for a in argv if a != "--debug"])
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact, "merge": _merge,
                "report": _report,
@@ -429,14 +433,34 @@ def _main(argv: list[str] | None) -> int:
                "diff": _diff}[args.command]
     try:
         return handler(args)
-    except UserError as e:
-        if args.debug:
-            raise
-        print(f"babelrun: error: {e}", file=sys.stderr)
-        return e.exit_code
     except KeyboardInterrupt:
         print("babelrun: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        # A task group wraps what its tasks raised: find the cause a person can act on.
+        cause = _leaf(e, UserError) or _leaf(e, OSError)
+        if debug or cause is None:
+            raise
+        if isinstance(cause, UserError):
+            print(f"babelrun: error: {cause}", file=sys.stderr)
+            return cause.exit_code
+        # The disk is full, a folder is read-only, a file vanished: what, where, and that
+        # what was written is resumable once fixed.
+        where = f"{cause.filename}: " if cause.filename else ""
+        print(f"babelrun: error: {where}{cause.strerror or cause}", file=sys.stderr)
+        return 1
+
+
+def _leaf(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``error`` itself if it is a ``kind``, else the first ``kind`` inside an exception group."""
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _leaf(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

@@ -438,16 +438,22 @@ class LogWriter:
             _encoder.encode_into(r, buf, len(buf))
             buf += b"\n"
         view = memoryview(buf)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as e:  # a full disk: name the segment (a torn last line is repaired on resume)
+            raise OSError(e.errno, e.strerror, str(self.paths[-1])) from None
         self._size += len(buf)
         self.written += len(records)
         return self._fsync_every_batch or time.monotonic() - self._last_sync >= self._fsync_interval
 
     def sync(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(self.paths[-1])) from None
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
