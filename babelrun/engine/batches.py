@@ -19,7 +19,9 @@ Anthropic allows only ``[A-Za-z0-9_-]{1,64}``.
 
 from __future__ import annotations
 
+import secrets
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -38,16 +40,21 @@ from . import records as build
 from .state import JudgeState
 
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
+INTENT_KEY = "babelrun_intent"  # OpenAI batch metadata naming the submission (Pending.intent)
 MAX_RESULTS_BYTES = 1 << 30  # a results file: 1 GiB (50,000 results of ~20 KB)
 
 
 class Pending(msgspec.Struct):
-    """A submitted batch not yet collected (``RUN_DIR/batches/<judge_id>.json``)."""
+    """A submitted batch not yet collected (``RUN_DIR/batches/<judge_id>.json``). Written
+    first with an empty ``batch_id`` and a fresh ``intent`` BEFORE the create call, then with
+    the id: a process killed while the create was in flight leaves the intent, and the next
+    audit looks the batch up by it (``find``) instead of creating (and paying for) another."""
 
     provider: str
     batch_id: str
     custom_ids: list[str]
     created: float = 0.0
+    intent: str = ""
 
 
 def custom_id(item_id: str, order: str) -> str:
@@ -79,6 +86,15 @@ def _jsonl(payload: bytes) -> list[dict]:
 def _message(judge, error) -> str:
     """The innermost ``message`` of a provider's (possibly nested) error object, masked."""
     return judge.mask(error_message(error) or str(error))
+
+
+def _timestamp(text) -> float | None:
+    """An RFC 3339 timestamp as POSIX seconds; None if absent or unreadable."""
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _id(doc: dict, what: str) -> str:
@@ -119,7 +135,15 @@ class _OpenAI(_Api):
         super().__init__(judge, state)
         self.base = judge.url.removesuffix("/chat/completions")
 
-    async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
+    async def find(self, pending: Pending) -> str | None:
+        """The batch created with ``pending.intent`` in its metadata, if the provider has it."""
+        listing = await self.json("GET", f"{self.base}/batches?limit=100")
+        for batch in listing.get("data") or []:
+            if isinstance(batch, dict) and (batch.get("metadata") or {}).get(INTENT_KEY) == pending.intent:
+                return _id(batch, "GET /batches")
+        return None
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]], intent: str) -> str:
         lines = bytearray()
         for cid, request in requests:
             lines += msgspec.json.encode({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
@@ -134,7 +158,8 @@ class _OpenAI(_Api):
         if not isinstance(file, dict) or not isinstance(file.get("id"), str):
             raise RetryableError("bad_response", f"no file id from POST {self.base}/files")
         batch = await self.json("POST", f"{self.base}/batches", {
-            "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+            "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h",
+            "metadata": {INTENT_KEY: intent}})
         return _id(batch, f"POST {self.base}/batches")
 
     async def poll(self, batch_id: str) -> tuple[bool, dict]:
@@ -165,7 +190,24 @@ class _Anthropic(_Api):
         super().__init__(judge, state)
         self.base = judge.url.removesuffix("/v1/messages")
 
-    async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
+    async def find(self, pending: Pending) -> str | None:
+        """Message Batches carry no metadata: the batch created within two minutes of the
+        intent with as many requests. Several such batches: stop and say so (never guess)."""
+        listing = await self.json("GET", f"{self.base}/v1/messages/batches?limit=100")
+        found = []
+        for batch in listing.get("data") or []:
+            counts = batch.get("request_counts") if isinstance(batch, dict) else None
+            when = _timestamp(batch.get("created_at")) if isinstance(batch, dict) else None
+            if (isinstance(counts, dict) and when is not None and abs(when - pending.created) <= 120
+                    and sum(v for v in counts.values() if isinstance(v, int)) == len(pending.custom_ids)):
+                found.append(_id(batch, "GET /v1/messages/batches"))
+        if len(found) > 1:
+            raise _Stopped(f"a batch submission was interrupted, and {len(found)} batches ({', '.join(found)}) "
+                           "may be it; cancel the extra ones in the console, then delete "
+                           f"batches/<judge_id>.json to submit again")
+        return found[0] if found else None
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]], intent: str) -> str:
         body = {"requests": [{"custom_id": cid, "params": msgspec.Raw(self.judge.body(r))} for cid, r in requests]}
         return _id(await self.json("POST", f"{self.base}/v1/messages/batches", body), "POST /v1/messages/batches")
 
@@ -280,6 +322,14 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     requests = _requests(judge, plan, done)
     submitted: set[str] = set()
     pending = _load(path)
+    if pending is not None and not pending.batch_id:  # killed while its create was in flight
+        found = await _retrying(judge, state, lambda: api.find(pending))
+        if found is None:  # never created: submit afresh
+            path.unlink()
+            pending = None
+        else:
+            pending = msgspec.structs.replace(pending, batch_id=found)
+            write_atomic(path, msgspec.json.encode(pending), fsync=True)
     if pending is not None:
         if pending.provider != api.provider:
             raise _Stopped(f"{path} holds a {pending.provider} batch, but the judge is {api.provider}")
@@ -289,9 +339,18 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     if not todo:
         return
     with anyio.CancelScope(shield=True):  # a created batch is always written down
-        batch_id = await _retrying(judge, state, lambda: api.submit(todo))
-        pending = Pending(api.provider, batch_id, [cid for cid, _ in todo], round(time.time(), 3))
+        intent = Pending(api.provider, "", [cid for cid, _ in todo], round(time.time(), 3), secrets.token_hex(8))
         path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, msgspec.json.encode(intent), fsync=True)  # before the create: see Pending
+        tries = 0
+
+        async def find_or_submit() -> str:
+            nonlocal tries
+            tries += 1  # a retried create may have succeeded unseen (a timeout): look first
+            found = await api.find(intent) if tries > 1 else None
+            return found or await api.submit(todo, intent.intent)
+
+        pending = msgspec.structs.replace(intent, batch_id=await _retrying(judge, state, find_or_submit))
         write_atomic(path, msgspec.json.encode(pending), fsync=True)
     await _collect(api, judge, state, pending, requests, records, path)
 
