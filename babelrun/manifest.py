@@ -40,16 +40,62 @@ _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 
 
+_NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
+
+
+def _field_names() -> list[str]:
+    """Every field name of every manifest type: the vocabulary of did-you-mean."""
+    import babelrun.spec as spec
+
+    names: set[str] = set()
+    for value in vars(spec).values():
+        if isinstance(value, type) and issubclass(value, msgspec.Struct):
+            names.update(value.__struct_fields__)
+    return sorted(names)
+
+
 def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
     """Split msgspec's message into (field path, problem) in the manifest's own terms."""
     m = _AT.match(str(error))
     msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
-    for pattern, problem in ((_UNKNOWN, "unknown field"), (_MISSING, "required field is missing")):
-        found = pattern.match(msg)
-        if found:
-            field = found.group("field")
-            return (f"{path}.{field}" if path else field), problem
+    found = _UNKNOWN.match(msg)
+    if found:
+        field = found.group("field")
+        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, _field_names())
+    found = _MISSING.match(msg)
+    if found:
+        field = found.group("field")
+        return (f"{path}.{field}" if path else field), "required field is missing"
+    if path == "corpus.languages" and msg.startswith("Invalid enum value"):
+        return path, "a list of language codes (languages: [en, hi]) or all"
+    if _NUMBER_AS_TEXT.match(msg):  # YAML reads 2e5 (no dot) as text
+        msg += "; YAML reads forms like 2e5 as text: write 200000 or 2.0e+5"
     return path, msg[0].lower() + msg[1:] if msg else msg
+
+
+def _duplicate_key(raw: bytes) -> tuple[str, str] | None:
+    """The first mapping key given twice, as (field path, key): YAML loaders keep the last
+    silently, so a manifest could say two things and mean one."""
+    import yaml
+
+    try:
+        root = yaml.compose(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None  # the decoder reports it
+    stack = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value)
+                if name in seen:
+                    return path, name
+                seen.add(name)
+                stack.append((value, f"{path}.{name}" if path else name))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return None
 
 
 def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> Manifest:
@@ -60,6 +106,10 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         raw = path.read_bytes()
     except OSError as e:
         raise ManifestError("", f"cannot read manifest: {e.strerror}", source) from None
+    twice = _duplicate_key(raw)
+    if twice is not None:
+        path_, key = twice
+        raise ManifestError(f"{path_}.{key}" if path_ else key, "given twice (the last would win silently)", source)
     try:
         manifest = msgspec.yaml.decode(raw, type=Manifest)
     except msgspec.ValidationError as e:
@@ -127,6 +177,10 @@ def check(manifest: Manifest, environ) -> None:
 
     _check_composites(manifest)
 
+    if not manifest.perturbations and manifest.agentic is None:
+        raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
+    if manifest.corpus.languages != "all" and not manifest.corpus.languages:
+        raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
     _check_perturbations(manifest.perturbations, "perturbations", TEXT_PERTURBATIONS)
     if manifest.agentic is not None:
         _check_perturbations(manifest.agentic.perturbations, "agentic.perturbations", AGENTIC_PERTURBATIONS)
@@ -237,6 +291,15 @@ def _valid(code: str) -> bool:
     return True
 
 
+def _host(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
 def _did_you_mean(word: str, known) -> str:
     close = difflib.get_close_matches(word, list(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -299,6 +362,8 @@ def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilitie
             raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
         if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
             raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
+        if judge.endpoint is not None and not _host(judge.endpoint):
+            raise ManifestError(f"{where}.endpoint", f"{judge.endpoint!r} names no host")
         from .judges.presets import key_env
 
         variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)

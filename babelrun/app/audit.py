@@ -31,6 +31,7 @@ from ..store.rundir import STATS_JSON, read_run_info
 from .phases import (
     AuditResult,
     _return_freed_memory,
+    check_plan,
     check_shardable,
     prepare_dir,
     result_of,
@@ -60,6 +61,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None,
                             "(or --executor ray)")
     run_dir = manifest.run_dir
     plan = Plan.from_manifest(manifest).sharded(shard)
+    check_plan(plan)
     prepare_dir(run_dir)
     with log.RunLock(run_dir, shard):
         if shard is None:

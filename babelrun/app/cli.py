@@ -147,9 +147,11 @@ def _parser() -> argparse.ArgumentParser:
 def _validate(args) -> int:
     from .. import manifest
     from ..plan import Plan
+    from .phases import check_plan
 
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)
+    check_plan(p)
     skipped = sum(row.skipped for row in p.audit)
     agentic = sum(row.emitted for row in p.audit if row.perturbation.startswith("agent:"))
     lazy = sum(j.calls == "escalations" for j in m.judges)

@@ -13,7 +13,7 @@ import msgspec
 from .. import __version__, engine, judges, report, score
 from ..engine import limits
 from ..engine.progress import Progress
-from ..errors import UserError
+from ..errors import ManifestError, UserError
 from ..plan import Plan
 from ..score import composite
 from ..score.run import cards_of_run
@@ -70,6 +70,16 @@ def write_run_files(manifest: Manifest, plan: Plan) -> None:
     run_dir = manifest.run_dir
     write_atomic(run_dir / RUN_YAML, msgspec.yaml.encode(run_info(manifest)))
     write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed)))
+
+
+def check_plan(plan: Plan) -> None:
+    """An empty plan (an empty corpus, filters that remove every reference, perturbations
+    that change nothing) would audit nothing and report every card within the thresholds."""
+    if plan.n_items == 0:
+        removed = sum(r.count for r in plan.removed) if plan.removed else 0
+        skipped = sum(row.skipped for row in plan.audit)
+        raise ManifestError("corpus", f"the plan has no items ({removed} reference(s) removed by filters, "
+                            f"{skipped} no-op perturbation(s) skipped): nothing to audit")
 
 
 def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> None:

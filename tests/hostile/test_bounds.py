@@ -156,3 +156,46 @@ def test_a_drain_cancels_pending_retries(tmp_path):
         requests = server.requests
     assert code == 130
     assert requests == 2  # no retry was sent after the drain
+
+
+@pytest.mark.parametrize(("yaml_text", "field", "problem"), [
+    ("languages_en", "corpus.languages", "a list of language codes"),
+    ("tpm_2e5", "judges[0].rate_limit.tpm", "write 200000 or 2.0e+5"),
+    ("duplicate", "seed", "given twice"),
+    ("typo", "judges[0].concurency", "did you mean 'concurrency'"),
+    ("no_perturbations", "perturbations", "at least one perturbation"),
+    ("no_languages", "corpus.languages", "at least one language"),
+    ("bare_endpoint", "judges[0].endpoint", "names no host"),
+    ("und", "corpus.languages[0]", "names no particular language"),
+    ("qaa", "corpus.languages[0]", "private-use"),
+])
+def test_manifest_mistakes_name_their_field(yaml_text, field, problem, tmp_path, capsys):
+    judge = "judges: [{name: s, backend: simulated}]"
+    remote = "judges: [{name: r, backend: openai, model: m, endpoint: 'http://', rate_limit: {tpm: 2e5}}]"
+    text = {
+        "languages_en": f"name: t\n{judge}\ncorpus: {{languages: en}}\n",
+        "tpm_2e5": "name: t\njudges: [{name: r, backend: openai, model: m, endpoint: 'http://127.0.0.1:9/v1', "
+                   "rate_limit: {tpm: 2e5}}]\n",
+        "duplicate": f"name: t\n{judge}\nseed: 1\nseed: 2\n",
+        "typo": "name: t\njudges: [{name: s, backend: simulated, concurency: 4}]\n",
+        "no_perturbations": f"name: t\n{judge}\nperturbations: []\n",
+        "no_languages": f"name: t\n{judge}\ncorpus: {{languages: []}}\n",
+        "bare_endpoint": f"name: t\n{remote.replace(', rate_limit: {tpm: 2e5}', '')}\n",
+        "und": f"name: t\n{judge}\ncorpus: {{languages: [und]}}\n",
+        "qaa": f"name: t\n{judge}\ncorpus: {{languages: [qaa]}}\n",
+    }[yaml_text]
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{field}: " in err and problem in err and err.count("\n") == 1
+
+
+def test_an_empty_plan_is_refused_not_reported_healthy(tmp_path, capsys):
+    (tmp_path / "empty.jsonl").write_text("")
+    manifest = write_manifest(tmp_path, [simulated()], corpus={"sources": [{"kind": "jsonl", "path": "empty.jsonl"}]})
+    for command in ("validate", "audit"):
+        code = main([command, str(manifest)])
+        err = capsys.readouterr().err
+        assert code == 2 and "no items" in err, err
+    assert not (tmp_path / "run" / "cards.json").exists()
