@@ -68,7 +68,8 @@ class JsonlSource(_TableFields, tag="jsonl", tag_field="kind"):
 
 
 class CsvSource(_TableFields, tag="csv", tag_field="kind"):
-    pass
+    # The field delimiter (one character); sniffed from the header line (, ; tab |) when unset.
+    delimiter: str | None = None
 
 
 class ParquetSource(_TableFields, tag="parquet", tag_field="kind"):

@@ -25,8 +25,9 @@ def _column(spec, field: str) -> str:
     return spec.columns.get(field, field)
 
 
-def rows(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
-    """(row number, row as a dict) of a JSONL, CSV or Parquet file; row numbers from 1."""
+def rows(path: Path, kind: str, delimiter: str | None = None) -> Iterator[tuple[int, dict]]:
+    """(row number, row as a dict) of a JSONL, CSV or Parquet file; row numbers from 1. A
+    CSV's delimiter is ``delimiter``, or sniffed from its header line (``,`` ``;`` tab ``|``)."""
     if kind == "jsonl":
         decoder = msgspec.json.Decoder(dict)
         with path.open("rb") as f:
@@ -38,7 +39,7 @@ def rows(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
                         raise ManifestError("", f"{path}:{number}: not valid JSON ({e})") from None
     elif kind == "csv":
         with path.open(newline="", encoding="utf-8-sig") as f:
-            yield from enumerate(csv.DictReader(f), 1)
+            yield from enumerate(csv.DictReader(f, delimiter=delimiter or _sniff(f)), 1)
     elif kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -49,6 +50,15 @@ def rows(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
                 yield number, row
     else:
         raise ValueError(f"unknown table kind {kind!r}")
+
+
+def _sniff(f) -> str:
+    """The delimiter of a CSV's header line: the most frequent of , ; tab | (a comma when none)."""
+    header = f.readline()
+    f.seek(0)
+    counts = {d: header.count(d) for d in (",", ";", "\t", "|")}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else ","
 
 
 def _kind(spec) -> str:
@@ -65,7 +75,9 @@ def check(spec, where: str) -> None:
     if spec.language is not None:
         languages.checked(spec.language, f"{where}.language")
     try:
-        for number, row in rows(path, _kind(spec)):
+        if getattr(spec, "delimiter", None) is not None and len(spec.delimiter) != 1:
+            raise ManifestError(f"{where}.delimiter", "one character, e.g. ';'")
+        for number, row in rows(path, _kind(spec), getattr(spec, "delimiter", None)):
             _check_row(spec, where, path, number, row)
     except ManifestError as e:
         if not e.path:
@@ -78,7 +90,9 @@ def check(spec, where: str) -> None:
 def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
     for field in ("prompt", "reference"):
         if not isinstance(row.get(_column(spec, field)), str):
-            raise ManifestError(f"{where}.path", f"{path}:{number}: no text column {_column(spec, field)!r}")
+            have = ", ".join(repr(k) for k in list(row)[:20])
+            raise ManifestError(f"{where}.path", f"{path}:{number}: no text column {_column(spec, field)!r} "
+                                f"(the row has: {have}; map yours with columns: {{{field}: NAME}})")
     lang = spec.language or row.get(_column(spec, "language"))
     if not isinstance(lang, str):
         raise ManifestError(f"{where}.path", f"{path}:{number}: no language (set `language:`)")
@@ -91,7 +105,7 @@ def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
 def read(spec) -> Iterator:
     from ..core.items import Reference
 
-    for number, row in rows(Path(spec.path), _kind(spec)):
+    for number, row in rows(Path(spec.path), _kind(spec), getattr(spec, "delimiter", None)):
         lang = languages.normalize(spec.language or row[_column(spec, "language")])
         ref_id = row.get(_column(spec, "id"))
         yield Reference(lang=lang, ref_id=str(number if ref_id in (None, "") else ref_id),

@@ -199,3 +199,16 @@ def test_an_empty_plan_is_refused_not_reported_healthy(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and "no items" in err, err
     assert not (tmp_path / "run" / "cards.json").exists()
+
+
+def test_a_semicolon_csv_is_read_and_a_missing_column_lists_the_rows_columns(tmp_path, capsys):
+    (tmp_path / "refs.csv").write_text("prompt;reference;language\nWhat is 2+2?;Four. It is four.;en\n")
+    ok = write_manifest(tmp_path, [simulated()], corpus={"sources": [{"kind": "csv", "path": "refs.csv"}]},
+                        perturbations=[{"name": "truncate", "severities": [0.5]}])
+    assert main(["validate", str(ok)]) == 0
+    capsys.readouterr()
+    bad = write_manifest(tmp_path, [simulated()], corpus={"sources": [{"kind": "csv", "path": "refs.csv",
+                                                                       "columns": {"prompt": "question"}}]})
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "no text column 'question'" in err and "'prompt', 'reference', 'language'" in err
