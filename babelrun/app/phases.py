@@ -16,7 +16,7 @@ from ..engine.progress import Progress
 from ..errors import ManifestError, UserError
 from ..plan import Plan
 from ..score import composite
-from ..score.run import cards_of_run
+from ..score.run import cards_of_run, stale_label
 from ..spec import JudgeSpec, Manifest
 from ..store import compact, log
 from ..store.files import write_atomic
@@ -200,6 +200,13 @@ def warnings(run_dir: Path) -> list[str]:
         more = f", … ({len(bad)} named in judgements.parquet's metadata)" if len(bad) > 20 else ""
         out.append(f"{len(bad)} invalid log line(s) skipped: {shown}{more}")
     info = read_run_info(run_dir)
+    pairs = compact.load(run_dir, ["judge", "judge_id"]).unify_dictionaries().combine_chunks()
+    pairs = pairs.group_by(["judge", "judge_id"]).aggregate([])
+    current = set(info.judge_ids.values())
+    for name, jid in zip(pairs["judge"].to_pylist(), pairs["judge_id"].to_pylist(), strict=True):
+        if name in info.judge_ids and jid not in current:
+            out.append(f"judge {name!r} also has records under an earlier judge_id {jid} (its manifest "
+                       f"changed since): they are carded apart as {stale_label(name, jid)!r}")
     items = read_plan_summary(run_dir).items
     every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
     if items and every_key:

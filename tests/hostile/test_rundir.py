@@ -179,3 +179,19 @@ def test_stats_record_types_round_trip(finished):
     _, _, run = finished
     stats = msgspec.json.decode((run / "stats.json").read_bytes())
     assert stats["warnings"] == [] or isinstance(stats["warnings"], list)
+
+
+def test_an_earlier_judge_id_under_the_same_name_is_carded_apart(tmp_path, capsys):
+    """W4: after a manifest change the old judge_id's verdicts are not mixed with the new
+    one's under one name: they get their own labelled card, and a warning."""
+    corpus = {"sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2}
+    perts = [{"name": "truncate", "severities": [0.5]}]
+    path = write_manifest(tmp_path, [simulated("j", default_accuracy=0.6)], corpus=corpus, perturbations=perts)
+    assert main(["audit", str(path)]) == 0
+    path = write_manifest(tmp_path, [simulated("j", default_accuracy=0.9)], corpus=corpus, perturbations=perts)
+    assert main(["audit", str(path)]) == 0
+    err = capsys.readouterr().err
+    cards = json.loads((tmp_path / "run" / "cards.json").read_bytes())
+    names = sorted(c["judge"] for c in cards["judges"])
+    assert names[0] == "j" and names[1].startswith("j (earlier judge_id ")
+    assert "earlier judge_id" in err
