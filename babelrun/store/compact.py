@@ -31,13 +31,7 @@ _STAMP = b"babelrun.segments"
 _FORMAT_KEY = b"babelrun.format"
 _BAD_KEY = b"babelrun.bad_lines"
 MAX_BAD_LINES = 1000
-_TYPES = {
-    "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
-    "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
-    "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
-    "p_tie": pa.float64(),
-}
-SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
+SCHEMA = log.RECORD_SCHEMA
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
 # (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))

@@ -199,16 +199,16 @@ def _parse_options(schema: pa.Schema) -> pajson.ParseOptions:
     return pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
 
-_TYPES = {"severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64()}
-# The columns the validity rule looks at, read whatever the caller asked for.
-_CHECKED = pa.schema([(n, _TYPES.get(n, pa.string())) for n in (*_REQUIRED, "verdict", "slot")])
-
-
-def _with_checked(schema: pa.Schema) -> pa.Schema:
-    for field in _CHECKED:
-        if field.name not in schema.names:
-            schema = schema.append(field)
-    return schema
+_TYPES = {
+    "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
+    "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
+    "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
+    "p_tie": pa.float64(),
+}
+# Every field of a record, typed: the fast path parses all of them whatever the caller asked
+# for, so that a wrong-typed field anywhere refuses the line on both paths alike (the done-set
+# and the compaction never disagree about a record).
+RECORD_SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
 
 
 def _all_valid(batch: pa.RecordBatch) -> bool:
@@ -231,7 +231,7 @@ def _fast(seg: Path, schema: pa.Schema, block_bytes: int, threads: bool) -> list
     source = _source(seg)
     if isinstance(source, io.BytesIO) and not source.getbuffer().nbytes:
         return []
-    full = _with_checked(schema)
+    full = RECORD_SCHEMA
     try:
         reader = pajson.open_json(source, parse_options=_parse_options(full),
                                   read_options=pajson.ReadOptions(use_threads=threads, block_size=block_bytes))

@@ -38,10 +38,11 @@ def _inject(run, rng: random.Random) -> tuple[str, set[str]]:
         lines[at] = lines[at][: rng.randrange(1, len(lines[at]) - 1)]
     else:
         record = json.loads(lines[at])
-        field = rng.choice(["severity", "ref_len", "status", "order", "judge_id", "verdict", "attempts"])
-        record[field] = rng.choice([[1], {"x": 1}, "high", 3.5, True])
-        if field in ("status", "order", "verdict") and isinstance(record[field], str):
-            record[field] = "maybe"
+        field = rng.choice(["severity", "ref_len", "attempts", "status", "order", "judge_id", "verdict"])
+        if field in ("severity", "ref_len", "attempts"):  # numbers: given something else
+            record[field] = rng.choice([[1], {"x": 1}, "high", None if field != "attempts" else "1"])
+        else:  # strings (some of a closed set): given something else, or a value outside the set
+            record[field] = rng.choice([[1], {"x": 1}, 3.5, True] + (["maybe"] if field != "judge_id" else []))
         lines[at] = json.dumps(record).encode()
     if not lines[at].strip():
         lines[at] = b"\x00"
