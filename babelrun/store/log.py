@@ -211,7 +211,7 @@ _TYPES = {
 RECORD_SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
 
 
-def _all_valid(batch: pa.RecordBatch) -> bool:
+def _all_valid(batch: pa.RecordBatch | pa.Table) -> bool:
     """The validity rule, column-wise (types were enforced by the parse)."""
     for name in _REQUIRED:
         if batch.column(name).null_count:
@@ -232,13 +232,17 @@ def _fast(seg: Path, schema: pa.Schema, block_bytes: int, threads: bool) -> list
     if isinstance(source, io.BytesIO) and not source.getbuffer().nbytes:
         return []
     full = RECORD_SCHEMA
+    options = pajson.ReadOptions(use_threads=threads, block_size=block_bytes)
     try:
-        reader = pajson.open_json(source, parse_options=_parse_options(full),
-                                  read_options=pajson.ReadOptions(use_threads=threads, block_size=block_bytes))
-        batches = list(reader)
+        if threads:  # the whole segment at once, on every core (the done-set at start-up)
+            table = pajson.read_json(source, parse_options=_parse_options(full), read_options=options)
+            batches, checked = table.to_batches(), [table]
+        else:
+            batches = list(pajson.open_json(source, parse_options=_parse_options(full), read_options=options))
+            checked = batches
     except (pa.ArrowInvalid, OSError):
         return None
-    if not all(_all_valid(b) for b in batches):
+    if not all(_all_valid(part) for part in checked):
         return None
     return [b.select(schema.names) for b in batches]
 
