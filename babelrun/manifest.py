@@ -43,16 +43,62 @@ _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 
 
+_NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
+
+
+def _field_names() -> list[str]:
+    """Every field name of every manifest type: the vocabulary of did-you-mean."""
+    import babelrun.spec as spec
+
+    names: set[str] = set()
+    for value in vars(spec).values():
+        if isinstance(value, type) and issubclass(value, msgspec.Struct):
+            names.update(value.__struct_fields__)
+    return sorted(names)
+
+
 def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
     """Split msgspec's message into (field path, problem) in the manifest's own terms."""
     m = _AT.match(str(error))
     msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
-    for pattern, problem in ((_UNKNOWN, "unknown field"), (_MISSING, "required field is missing")):
-        found = pattern.match(msg)
-        if found:
-            field = found.group("field")
-            return (f"{path}.{field}" if path else field), problem
+    found = _UNKNOWN.match(msg)
+    if found:
+        field = found.group("field")
+        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, _field_names())
+    found = _MISSING.match(msg)
+    if found:
+        field = found.group("field")
+        return (f"{path}.{field}" if path else field), "required field is missing"
+    if path == "corpus.languages" and msg.startswith("Invalid enum value"):
+        return path, "a list of language codes (languages: [en, hi]) or all"
+    if _NUMBER_AS_TEXT.match(msg):  # YAML reads 2e5 (no dot) as text
+        msg += "; YAML reads forms like 2e5 as text: write 200000 or 2.0e+5"
     return path, msg[0].lower() + msg[1:] if msg else msg
+
+
+def _duplicate_key(raw: bytes) -> tuple[str, str] | None:
+    """The first mapping key given twice, as (field path, key): YAML loaders keep the last
+    silently, so a manifest could say two things and mean one."""
+    import yaml
+
+    try:
+        root = yaml.compose(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None  # the decoder reports it
+    stack = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value)
+                if name in seen:
+                    return path, name
+                seen.add(name)
+                stack.append((value, f"{path}.{name}" if path else name))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return None
 
 
 def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> Manifest:
@@ -63,6 +109,10 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         raw = path.read_bytes()
     except OSError as e:
         raise ManifestError("", f"cannot read manifest: {e.strerror}", source) from None
+    twice = _duplicate_key(raw)
+    if twice is not None:
+        path_, key = twice
+        raise ManifestError(f"{path_}.{key}" if path_ else key, "given twice (the last would win silently)", source)
     try:
         manifest = msgspec.yaml.decode(raw, type=Manifest)
     except msgspec.ValidationError as e:
@@ -72,8 +122,8 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         problem = " ".join(str(e).split())
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
     environ = os.environ if environ is None else environ
-    manifest = _resolve_paths(manifest, path.parent.resolve())
     try:
+        manifest = _resolve_paths(manifest, path.parent.resolve())
         manifest = _resolve_judges(manifest, path.parent.resolve(), environ)
         check(manifest, environ)
     except ManifestError as e:
@@ -87,7 +137,7 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     """Make every path absolute, relative to the manifest's folder; fill ``{name}``."""
 
     def absolute(p: str) -> str:
-        q = Path(p.format(name=manifest.name)).expanduser()
+        q = Path(p).expanduser()
         return os.path.normpath(q if q.is_absolute() else base / q)
 
     sources = [
@@ -97,7 +147,23 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
-    return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(manifest.output_dir))
+    return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
+                                                                                      manifest.name)))
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def _named(template: str, name: str) -> str:
+    """``output_dir`` with ``{name}`` filled in: the one placeholder. Plain text substitution,
+    never ``str.format`` (``{name.__class__}`` must not reach into objects)."""
+    for m in _PLACEHOLDER.finditer(template):
+        if m.group(1) != "name":
+            raise ManifestError("output_dir", f"unknown placeholder {m.group()!r}: the only one is {{name}}")
+    rest = _PLACEHOLDER.sub("", template)
+    if "{" in rest or "}" in rest:
+        raise ManifestError("output_dir", "unbalanced brace: the only placeholder is {name}")
+    return template.replace("{name}", name)
 
 
 def _resolve_judges(manifest: Manifest, base: Path, environ) -> Manifest:
@@ -224,10 +290,16 @@ def check(manifest: Manifest, environ) -> None:
             raise ManifestError(f"{where}.name", f"duplicate judge name {judge.name!r}")
         seen.add(judge.name)
         _check_judge(judge, where, environ)
+    _check_identities(manifest)
+    _check_output_dir(Path(manifest.output_dir))
 
     _check_composites(manifest)
     _check_reference_guided(manifest)
 
+    if not manifest.perturbations and manifest.agentic is None:
+        raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
+    if manifest.corpus.languages != "all" and not manifest.corpus.languages:
+        raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
     _check_perturbations(manifest.perturbations, "perturbations", TEXT_PERTURBATIONS)
     if manifest.agentic is not None:
         _check_perturbations(manifest.agentic.perturbations, "agentic.perturbations", AGENTIC_PERTURBATIONS)
@@ -279,6 +351,34 @@ def _check_parallel(manifest: Manifest, pivot: str) -> None:
     if parallel.tie_probes and not aligned and not any(c != pivot and u in pairs_in_pivot for c, u in pairs):
         raise ManifestError("corpus.parallel.tie_probes", f"no reference or labelled pair is in both {pivot!r} "
                                                           "and another language (same id): no tie probe to make")
+
+
+def _check_output_dir(path: Path) -> None:
+    """The run directory can be made and written: its nearest existing ancestor is a writable
+    folder (a file in the way, or a read-only place, is named now, not after judging)."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == path else f"cannot be made: {existing} is a file"
+        raise ManifestError("output_dir", f"{path} {what}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ManifestError("output_dir", f"{path} cannot be written: {existing} is not writable")
+
+
+def _check_identities(manifest: Manifest) -> None:
+    """Two judges with one judge_id (the same backend, model, endpoint, prompt and sampling,
+    e.g. one model through two key variables) would write to the same keys: the second
+    would find the first's records done, and both names would share one card."""
+    first: dict[str, int] = {}
+    for i, judge in enumerate(manifest.judges):
+        jid = judges.judge_id(judge)
+        if jid in first:
+            other = manifest.judges[first[jid]]
+            raise ManifestError(f"judges[{i}]", f"{judge.name!r} is the same judge as judges[{first[jid]}] "
+                                f"({other.name!r}): judge_id {jid} (same backend, model, endpoint, prompt and "
+                                "sampling), so their verdicts would be merged; keep one of them")
+        first[jid] = i
 
 
 def _check_composites(manifest: Manifest) -> None:
@@ -352,6 +452,15 @@ def _valid(code: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _host(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
 
 
 def _did_you_mean(word: str, known) -> str:
@@ -452,6 +561,8 @@ def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilitie
             raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
         if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
             raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
+        if judge.endpoint is not None and not _host(judge.endpoint):
+            raise ManifestError(f"{where}.endpoint", f"{judge.endpoint!r} names no host")
         from .judges.presets import key_env
 
         variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)

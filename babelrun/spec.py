@@ -16,7 +16,21 @@ import msgspec
 
 Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1 << 31)]  # a count that fits any array index
+
+# Bounds on every size and wait a manifest sets, so that no value can exhaust memory or wait
+# forever (README, "Limits"). Each is far above any sensible setting.
+MAX_CONCURRENCY = 4096  # calls in flight per judge
+MAX_RETRIES = 100
+MAX_TIMEOUT_S = 3600.0  # one call
+MAX_POLL_S = 3600.0  # provider batch polling interval
+MAX_RPM = 1e7  # requests per minute; the least is 1 (a call a minute)
+MAX_TPM = 1e10
+MAX_BOOTSTRAP = 100_000  # resamples (each costs one pass over the records)
+MAX_SEGMENT_MB = 4096.0
+MAX_FSYNC_INTERVAL_S = 3600.0
+MAX_BATCH_SIZE = 4096
+MAX_WORKERS = 4096
 
 DEFAULT_SEVERITIES = (0.3, 0.6)
 # The perturbations a manifest gets when it names none: every one of each registry
@@ -54,7 +68,9 @@ class JsonlSource(_TableFields, tag="jsonl", tag_field="kind", frozen=True):
 
 
 class CsvSource(_TableFields, tag="csv", tag_field="kind", frozen=True):
-    delimiter: str = ","  # one character: "\t" for tab-separated files, ";" for many exports
+    # The field delimiter (one character: "\t" for tab-separated files, ";" for many
+    # exports); sniffed from the header line (, ; tab |) when unset.
+    delimiter: str | None = None
 
 
 class ParquetSource(_TableFields, tag="parquet", tag_field="kind", frozen=True):
@@ -166,8 +182,8 @@ class RateLimit(_Spec, frozen=True):
     """The provider account's limits. Judges on one account (same endpoint and key variable)
     share one budget; where they state different limits, the smaller holds."""
 
-    rpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # requests per minute
-    tpm: Annotated[float, msgspec.Meta(gt=0)] | None = None  # tokens per minute (in + out)
+    rpm: Annotated[float, msgspec.Meta(ge=1, le=MAX_RPM)] | None = None  # requests per minute
+    tpm: Annotated[float, msgspec.Meta(ge=1, le=MAX_TPM)] | None = None  # tokens per minute (in + out)
 
 
 class Price(_Spec, frozen=True):
@@ -193,7 +209,7 @@ class SimulatedKnobs(_Spec, frozen=True):
     verbosity_bias: Probability = 0.0
     invalid_rate: Probability = 0.0
     tie_rate: Probability = 0.0
-    latency_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    latency_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT_S * 1000)] = 0.0
     # Judges with the same noise key draw the same random numbers, so with the same knobs
     # they make the same errors (an ensemble of copies); unset, each judge draws its own.
     noise: str | None = None
@@ -301,7 +317,7 @@ class JudgeSpec(_Spec, frozen=True):
     # The judge's instructions in English, or in each item's language where the template is
     # written in it (en es fr yo hi bn ar sw zh ja tr ru; English elsewhere).
     prompt_language: Literal["en", "item"] = "en"
-    temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=100)] = 0.0
     # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
     # first (a ``verdict:`` pattern, the pointwise template).
     max_tokens: PositiveInt | None = None
@@ -322,25 +338,25 @@ class JudgeSpec(_Spec, frozen=True):
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
-    concurrency: PositiveInt = 8  # calls in flight (the ceiling, with adaptive_concurrency)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8  # calls in flight (the ceiling, with adaptive_concurrency)
     adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
     rate_limit: RateLimit = RateLimit()
-    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
-    retries: Annotated[int, msgspec.Meta(ge=0)] = 5
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
     max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
     # Local models (llamacpp): the micro-batcher and the runtime.
-    batch_size: PositiveInt = 8  # requests collected into one batch at most
-    max_wait_ms: Annotated[float, msgspec.Meta(ge=0)] = 20.0  # how long the first one waits
-    threads: PositiveInt | None = None  # CPU threads (llama.cpp's default when unset)
+    batch_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_SIZE)] = 8  # requests collected into one batch at most
+    max_wait_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT_S * 1000)] = 20.0  # how long the first one waits
+    threads: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] | None = None  # CPU threads (llama.cpp's default when unset)
     context: PositiveInt = 4096  # context window, tokens
     # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
     # each hold the model and serve every worker's calls in micro-batches.
-    replicas: PositiveInt = 1
+    replicas: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] = 1
     simulated: SimulatedKnobs | None = None
     # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
     # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
     batch: bool = False
-    batch_poll_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    batch_poll_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_POLL_S)] = 30.0
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -421,7 +437,7 @@ def inner_judges(spec: CompositeSpec) -> list[str]:
 
 
 class ScoringSpec(_Spec, frozen=True):
-    bootstrap: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    bootstrap: Annotated[int, msgspec.Meta(ge=0, le=MAX_BOOTSTRAP)] = 1000
     confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
 
 
@@ -430,8 +446,8 @@ class LogSpec(_Spec, frozen=True):
     ``fsync_interval_s`` and at rotation/exit; ``batch`` fsyncs every write."""
 
     fsync: Literal["interval", "batch"] = "interval"
-    fsync_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
-    segment_mb: Annotated[float, msgspec.Meta(gt=0)] = 16.0
+    fsync_interval_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_FSYNC_INTERVAL_S)] = 1.0
+    segment_mb: Annotated[float, msgspec.Meta(gt=0, le=MAX_SEGMENT_MB)] = 16.0
 
 
 class RaySpec(_Spec, frozen=True):
@@ -439,9 +455,9 @@ class RaySpec(_Spec, frozen=True):
     be on storage every worker can write (one machine, or a shared file system)."""
 
     address: str | None = None  # an existing cluster ("auto", "ray://head:10001"); unset: start one here
-    workers: PositiveInt = 2  # shards of the plan, one Ray task each
-    max_retries: Annotated[int, msgspec.Meta(ge=0)] = 3  # reschedules of a shard whose worker died
-    num_cpus: Annotated[float, msgspec.Meta(ge=0)] = 1.0  # CPUs a worker reserves
+    workers: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] = 2  # shards of the plan, one Ray task each
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 3  # reschedules of a shard whose worker died
+    num_cpus: Annotated[float, msgspec.Meta(ge=0, le=MAX_WORKERS)] = 1.0  # CPUs a worker reserves
 
 
 class Manifest(_Spec, frozen=True):

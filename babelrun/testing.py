@@ -20,6 +20,7 @@ SIGTERM or Ctrl-C)::
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import math
 import random
@@ -114,6 +115,96 @@ class _ChatRequest(msgspec.Struct):
 _decode_request = msgspec.json.Decoder(_ChatRequest).decode
 
 
+class _Part(msgspec.Struct):
+    text: str = ""
+
+
+class _Content(msgspec.Struct):
+    parts: list[_Part]
+
+
+class _GeminiRequest(msgspec.Struct):
+    contents: list[_Content]
+
+
+_decode_gemini = msgspec.json.Decoder(_GeminiRequest).decode
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One provider's wire format, as the fake server speaks it: where the key travels, how
+    the prompt is read, and the shapes of a verdict and of an error."""
+
+    name: str
+    key_header: str
+    key_prefix: str
+    body_key: str  # the reply's field a "malformed" fault deletes
+
+    def key(self, request: web.Request) -> str:
+        value = request.headers.get(self.key_header, "")
+        return value.removeprefix(self.key_prefix) if value.startswith(self.key_prefix) else ""
+
+    def prompt(self, body: bytes) -> tuple[str, bool]:
+        """(the last user message, whether soft verdicts were asked); ValueError when the body
+        is not a request of this protocol."""
+        try:
+            if self.name == "gemini":
+                return _decode_gemini(body).contents[-1].parts[0].text, False
+            chat = _decode_request(body)
+            return chat.messages[-1].content, chat.logprobs
+        except (msgspec.DecodeError, IndexError):
+            raise ValueError(f"expected a {self.name} request") from None
+
+    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
+                   tokens_out: int = 1) -> dict:
+        if self.name == "anthropic":
+            return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+                    "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn",
+                    "usage": {"input_tokens": len(prompt) // 4, "output_tokens": tokens_out}}
+        if self.name == "gemini":
+            return {"candidates": [{"content": {"role": "model", "parts": [{"text": verdict}]},
+                                    "finishReason": "STOP"}],
+                    "usageMetadata": {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out},
+                    "modelVersion": model}
+        choice = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
+        if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
+            choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
+                                               "top_logprobs": _top(verdict)}]}
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+                "system_fingerprint": fingerprint, "choices": [choice],
+                "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": tokens_out}}
+
+    def error(self, status: int, message: str) -> dict:
+        if self.name == "anthropic":
+            return {"type": "error", "error": {"type": "api_error", "message": message}}
+        if self.name == "gemini":
+            return {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
+        return {"error": {"message": message, "type": "invalid_request_error"}}
+
+
+OPENAI = Protocol("openai", "Authorization", "Bearer ", "choices")
+ANTHROPIC = Protocol("anthropic", "x-api-key", "", "content")
+GEMINI = Protocol("gemini", "x-goog-api-key", "", "candidates")
+PROTOCOLS = {p.name: p for p in (OPENAI, ANTHROPIC, GEMINI)}
+
+# Hostile behaviours (``hostile=``): what a broken or malicious provider (or a proxy in front
+# of one) can answer. Each applies to every request that passes the key check.
+HOSTILE = {
+    "echo_key_4xx": "``hostile_status`` (400) whose JSON error message quotes the request's key "
+                    "past the 200th character",
+    "echo_key_5xx": "503 whose JSON error message quotes the key (then retried)",
+    "echo_headers": "``hostile_status`` (400) with a text body listing every request header",
+    "redirect": "307 to ``redirect_to`` (another server: it must never see the key)",
+    "endless": "200 whose chunked body never ends",
+    "huge": "200 whose verdict text is 10 MB",
+    "retry_after_inf": "429 with Retry-After: inf",
+    "retry_after_huge": "429 with Retry-After: 1e9 and x-ratelimit-reset-requests: 99999h",
+    "escapes": "``hostile_status`` (401) whose message and served model carry terminal escapes, "
+               "an OSC title, U+202E and a carriage return",
+}
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\u202e\rX"
+
+
 class FakeJudgeServer:
     """An OpenAI-compatible fake judge on 127.0.0.1, run in a background thread.
 
@@ -172,7 +263,8 @@ class FakeJudgeServer:
                  rate_timeout: float = 0.0, rate_drop: float = 0.0, rate_malformed: float = 0.0,
                  hang_s: float = 30.0, rpm_limit: int | None = None, rpm_window_s: float = 60.0,
                  seed: int | None = 0, port: int = 0, flip_rate: float = 0.0,
-                 fingerprint: str = "fp_fake", reply=None):
+                 fingerprint: str = "fp_fake", reply=None, hostile: str | None = None,
+                 hostile_status: int | None = None, redirect_to: str | None = None):
         self.reply = reply
         self.latency_s = latency_s
         self.latency = latency
@@ -191,6 +283,9 @@ class FakeJudgeServer:
         self.port = port
         self.flip_rate = flip_rate
         self.fingerprint = fingerprint
+        self.hostile = hostile
+        self.hostile_status = hostile_status
+        self.redirect_to = redirect_to
         self._check()
 
         self.requests = 0
@@ -214,6 +309,8 @@ class FakeJudgeServer:
         self._stop: asyncio.Event | None = None
 
     def _check(self) -> None:
+        if self.hostile is not None and self.hostile not in HOSTILE:
+            raise ValueError(f"hostile must be one of {', '.join(HOSTILE)}, not {self.hostile!r}")
         for kind, rate in self.rates.items():
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"rate_{kind} must be in [0, 1], not {rate}")
@@ -234,7 +331,16 @@ class FakeJudgeServer:
 
     @property
     def url(self) -> str:
+        """The OpenAI-compatible base URL."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root(self) -> str:
+        """The base URL of the Anthropic and Gemini APIs (``endpoint`` of those backends)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def endpoint(self, protocol: str) -> str:
+        return self.url if protocol == "openai" else self.root
 
     def snapshot(self) -> dict:
         """A consistent copy of the counters, taken under the lock."""
@@ -290,68 +396,112 @@ class FakeJudgeServer:
 
     # -- handling -------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        authorization = request.headers.get("Authorization", "")
+    async def _handle(self, request: web.Request, proto: Protocol = OPENAI) -> web.StreamResponse:
+        key = proto.key(request)
         with self._lock:
             self.requests += 1
             scripted = self.faults.pop(0) if self.faults else None
             plan = self._draw()
-            self.authorizations.add(authorization)
-        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            return self._error(401, "Incorrect API key provided")
+            self.authorizations.add(request.headers.get(proto.key_header, ""))
+        if self.api_key is not None and key != self.api_key:
+            return self._error(proto, 401, "Incorrect API key provided")
         try:
             payload = await request.read()
-            chat = _decode_request(payload)
-            prompt, soft = chat.messages[-1].content, chat.logprobs
+            prompt, soft = proto.prompt(payload)
             with self._lock:
                 self.last_body, self.last_headers = msgspec.json.decode(payload), dict(request.headers)
                 self.last_path = request.path_qs
-        except (msgspec.DecodeError, IndexError):
-            return self._error(400, "expected a chat completion request with messages")
+        except ValueError as e:
+            return self._error(proto, 400, str(e))
+        if self.hostile is not None:
+            return await self._hostile(request, proto, key, prompt)
         if scripted is not None:
-            return self._scripted(request, scripted)
+            return self._scripted(proto, request, scripted)
         if self.rpm_limit is not None:
             with self._lock:
                 wait = self._admit()
             if wait is not None:
                 self._count_fault("rpm")
-                return self._error(429, "Rate limit reached for requests",
+                return self._error(proto, 429, "Rate limit reached for requests",
                                    {"Retry-After": _seconds(wait)})
         if plan.fault is not None:
             self._count_fault(plan.fault)
-            return await self._inject(request, plan, prompt)
-        return await self._verdict(request, prompt, plan.latency_s, soft)
+            return await self._inject(proto, request, plan, prompt)
+        return await self._verdict(proto, request, prompt, plan.latency_s, soft)
 
-    def _scripted(self, request: web.Request, fault: int) -> web.StreamResponse:
+    async def _hostile(self, request: web.Request, proto: Protocol, key: str, prompt: str) -> web.StreamResponse:
+        kind = self.hostile
+        self._count_fault(kind)
+        if kind in ("echo_key_4xx", "echo_key_5xx"):
+            # The key whole near the start, and again across the 200th character: a cut
+            # before masking would leave the second one's head.
+            head = f"Incorrect API key provided: {key}. "
+            status = 503 if kind == "echo_key_5xx" else self.hostile_status or 400
+            return self._error(proto, status, head + "x" * max(0, 190 - len(head)) + key,
+                               {"Retry-After": "0.01"} if status == 503 else None)
+        if kind == "echo_headers":  # a proxy's debug page; the key's header first, across the cut
+            first = f"{proto.key_header}: {request.headers.get(proto.key_header, '')}"
+            pad = "x" * max(0, 190 - (len(first) - len(key)))
+            dump = "".join(f"{name}: {value}\n" for name, value in request.headers.items())
+            return self._reply(self.hostile_status or 400, f"{pad}{first}\n{dump}".encode(),
+                               content_type="text/plain")
+        if kind == "redirect":
+            return self._reply(307, b"", {"Location": self.redirect_to or "http://127.0.0.1:9/"})
+        if kind == "endless":
+            return await self._endless(request)
+        if kind == "huge":
+            completion = proto.completion("A" * (10 << 20), self.model, prompt, False)
+            return self._reply(200, msgspec.json.encode(completion))
+        if kind == "retry_after_inf":
+            return self._error(proto, 429, "slow down", {"Retry-After": "inf"})
+        if kind == "retry_after_huge":
+            return self._error(proto, 429, "slow down", {"Retry-After": "1e9",
+                                                          "x-ratelimit-reset-requests": "99999h"})
+        # escapes
+        return self._error(proto, self.hostile_status or 401, f"bad key{ESCAPES}")
+
+    async def _endless(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        chunk = b'{"choices": [' + b" " * (1 << 16)
+        try:
+            while not self._stop.is_set():
+                await response.write(chunk)
+                chunk = b" " * (1 << 16)
+        except (ConnectionError, RuntimeError):
+            pass  # the client went away: what a capped reader does
+        return response
+
+    def _scripted(self, proto: Protocol, request: web.Request, fault: int) -> web.StreamResponse:
         self._count_fault("scripted")
         if fault == 0:
             return self._drop(request)
         headers = {"Retry-After": str(self.retry_after)} if fault == 429 else None
-        return self._error(fault, f"injected {fault}", headers)
+        return self._error(proto, fault, f"injected {fault}", headers)
 
-    async def _inject(self, request: web.Request, plan: _Plan, prompt: str) -> web.StreamResponse:
+    async def _inject(self, proto: Protocol, request: web.Request, plan: _Plan, prompt: str) -> web.StreamResponse:
         if plan.fault == "429":
-            return self._error(429, "injected 429", {"Retry-After": str(self.retry_after)})
+            return self._error(proto, 429, "injected 429", {"Retry-After": str(self.retry_after)})
         if plan.fault == "5xx":
-            return self._error(plan.status_5xx, f"injected {plan.status_5xx}")
+            return self._error(proto, plan.status_5xx, f"injected {plan.status_5xx}")
         if plan.fault == "drop":
             return self._drop(request)
         if plan.fault == "timeout":
             # The hang stands in for the latency; a client still there after it gets its verdict.
-            return await self._verdict(request, prompt, self.hang_s)  # a timeout: never soft
+            return await self._verdict(proto, request, prompt, self.hang_s)  # a timeout: never soft
         # malformed: the model "answered", so it takes the usual time.
         if not await self._pause(plan.latency_s):
             return self._drop(request)
-        completion = self._completion(prompt)
+        completion = proto.completion(choose(prompt), self.model, prompt, False)
         if plan.truncate:
             body = msgspec.json.encode(completion)
             body = body[: len(body) // 2]  # cut mid-object: not JSON at all
         else:
-            del completion["choices"]  # JSON, but no answer in it
+            del completion[proto.body_key]  # JSON, but no answer in it
             body = msgspec.json.encode(completion)
         return self._reply(200, body)
 
-    async def _verdict(self, request: web.Request, prompt: str, delay_s: float,
+    async def _verdict(self, proto: Protocol, request: web.Request, prompt: str, delay_s: float,
                        soft: bool = False) -> web.StreamResponse:
         if not await self._pause(delay_s):
             return self._drop(request)  # shutting down: no reply, no waiting
@@ -359,22 +509,15 @@ class FakeJudgeServer:
             return web.Response(status=499)  # aiohttp sends nothing to a closed connection
         with self._lock:
             self.served_ok += 1
-        return self._reply(200, msgspec.json.encode(self._completion(prompt, soft)))
+        return self._reply(200, msgspec.json.encode(self._completion(proto, prompt, soft)))
 
-    def _completion(self, prompt: str, soft: bool = False) -> dict:
+    def _completion(self, proto: Protocol, prompt: str, soft: bool = False) -> dict:
         verdict = choose(prompt) if self.reply is None else self.reply(prompt)
         if self.flip_rate and verdict in ("A", "B") and flipped(prompt, self.flip_rate):
             verdict = "B" if verdict == "A" else "A"
-        choice = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
-        if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
-            choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
-                                               "top_logprobs": _top(verdict)}]}
-        return {
-            "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
-            "system_fingerprint": self.fingerprint, "choices": [choice],
-            "usage": {"prompt_tokens": len(prompt) // 4,
-                      "completion_tokens": 1 if self.reply is None else max(1, len(verdict) // 4)},
-        }
+        tokens_out = 1 if self.reply is None else max(1, len(verdict) // 4)
+        return proto.completion(verdict, self.model, prompt, soft, fingerprint=self.fingerprint,
+                                tokens_out=tokens_out)
 
     async def _pause(self, seconds: float) -> bool:
         """Sleep ``seconds``, but wake at once if the server stops: True if it slept them all.
@@ -399,22 +542,25 @@ class FakeJudgeServer:
         with self._lock:
             self.injected[kind] += 1
 
-    def _error(self, status: int, message: str, headers: dict | None = None) -> web.Response:
-        return self._reply(status, msgspec.json.encode({"error": {"message": message}}), headers)
+    def _error(self, proto: Protocol, status: int, message: str, headers: dict | None = None) -> web.Response:
+        return self._reply(status, msgspec.json.encode(proto.error(status, message)), headers)
 
-    def _reply(self, status: int, body: bytes, headers: dict | None = None) -> web.Response:
+    def _reply(self, status: int, body: bytes, headers: dict | None = None,
+               content_type: str = "application/json") -> web.Response:
         with self._lock:
             self.statuses[status] += 1
         headers = {**self._rate_headers(), **(headers or {})}
-        return web.Response(status=status, body=body, content_type="application/json",
-                            headers=headers)
+        return web.Response(status=status, body=body, content_type=content_type, headers=headers)
 
     # -- running --------------------------------------------------------------------------
 
     async def _serve(self) -> None:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
-        app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._handle)  # Azure
+        app.router.add_post("/v1/chat/completions", functools.partial(self._handle, proto=OPENAI))
+        app.router.add_post("/v1/messages", functools.partial(self._handle, proto=ANTHROPIC))
+        app.router.add_post("/v1beta/models/{model}", functools.partial(self._handle, proto=GEMINI))
+        app.router.add_post("/openai/deployments/{deployment}/chat/completions",  # Azure OpenAI
+                            functools.partial(self._handle, proto=OPENAI))
         # The short shutdown timeout is a backstop only: every wait in a handler ends on _stop.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()

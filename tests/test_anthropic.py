@@ -11,18 +11,15 @@ import msgspec
 import pytest
 from aiohttp import web
 
-import babelrun
-import babelrun.engine.progress
-from babelrun.app.cli import main
 from babelrun.core.items import Item
-from babelrun.judges.anthropic import AnthropicJudge, _reset, _retry_after
+from babelrun.judges.anthropic import AnthropicJudge, _reset
 from babelrun.judges.base import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from babelrun.judges.http import bounded_wait, retry_after_header
 from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
-from babelrun.plan import Plan
 from babelrun.store import log
 from babelrun.testing import choose
-from helpers import LoopbackServer, files_bytes, quiet_audit, write_manifest
+from helpers import LoopbackServer, quiet_audit, write_manifest
 
 SECRET = "sk-ant-test-xyz789-never-log-me"
 KEY_ENV = "BABELRUN_TEST_ANTHROPIC_KEY"
@@ -171,34 +168,7 @@ def _judge(server, **extra) -> dict:
     return spec
 
 
-
-
 # ---- end to end ---------------------------------------------------------------------------
-
-
-def test_audit_end_to_end_through_anthropic_backend(tmp_path, monkeypatch, small_corpus):
-    monkeypatch.setenv(KEY_ENV, SECRET)
-    with FakeMessagesServer() as server:
-        path = write_manifest(tmp_path, [_judge(server)], corpus=small_corpus)
-        result = quiet_audit(path)
-    assert server.problems == []
-    assert result.exit_code == 0
-    records = list(log.read(tmp_path / "run"))
-    assert len(records) == result.planned_calls == server.requests
-    assert {r.status for r in records} == {"ok"}
-    assert {r.served_model for r in records} == {"claude-x-20250101"}
-    assert {r.fingerprint for r in records} == {None}
-    assert all(r.tokens_in and r.tokens_out == 1 for r in records)
-    assert {r.lang for r in records} == {"en", "hi", "zh"}
-    # The verdicts are the server's, mapped through the order: reconstruct them.
-    items = {i.item_id: i for i in Plan.from_manifest(babelrun.load_manifest(path)).items()}
-    for r in records:
-        item = items[r.item_id]
-        a, b = (item.reference, item.perturbed) if r.order == "ref_first" else (item.perturbed, item.reference)
-        prompt = f"[Answer A]\n{a}\n[End of Answer A]\n\n[Answer B]\n{b}\n[End of Answer B]"
-        assert r.raw == r.slot == choose(prompt)
-    assert result.cards.judges[0].overall.order_consistency.value == 1.0
-    assert SECRET.encode() not in files_bytes(tmp_path / "run")
 
 
 def test_rate_limits_and_overload_are_retried_to_success(tmp_path, monkeypatch, small_corpus):
@@ -214,43 +184,6 @@ def test_rate_limits_and_overload_are_retried_to_success(tmp_path, monkeypatch, 
     assert server.requests == result.planned_calls + len(faults)
     assert sum(r.attempts - 1 for r in final) == len(faults)
     assert sorted(s for s in server.statuses if s != 200) == sorted(faults)
-
-
-def test_bad_key_stops_the_judge_with_the_providers_message(tmp_path, monkeypatch, capsys, small_corpus):
-    monkeypatch.setenv(KEY_ENV, "sk-ant-wrong-key-123")
-    with FakeMessagesServer() as server:
-        path = write_manifest(tmp_path, [_judge(server), {"name": "sim", "backend": "simulated"}],
-                              corpus=small_corpus)
-        code = main(["audit", str(path)])
-        requests = server.requests
-    err = capsys.readouterr().err
-    assert code == 1
-    assert "judge 'claude' stopped: HTTP 401 authentication_error" in err
-    assert "invalid x-api-key" in err
-    assert "sk-ant-wrong-key-123" not in err and SECRET not in err
-    assert requests <= 4  # stops within the calls already in flight (concurrency 4)
-    records = list(log.read(tmp_path / "run"))
-    claude = [r for r in records if r.judge == "claude"]
-    assert claude and all(r.status == "error" and r.error_kind == "unauthorized" for r in claude)
-    assert all(r.status == "ok" for r in records if r.judge == "sim")
-    assert b"sk-ant-wrong-key-123" not in files_bytes(tmp_path / "run")
-
-
-def test_a_rejected_request_on_every_call_trips_the_breaker(tmp_path, monkeypatch, small_corpus):
-    monkeypatch.setenv(KEY_ENV, SECRET)
-    with FakeMessagesServer(always=400) as server:
-        spec = _judge(server, concurrency=1, max_consecutive_failures=5)
-        path = write_manifest(tmp_path, [spec], corpus=small_corpus)
-        result = quiet_audit(path)
-    assert server.problems == []
-    assert result.exit_code == 1
-    assert server.requests == 5  # a rejection is not retried
-    assert len(result.stop_reasons) == 1
-    assert "stopped after 5 failed calls in a row" in result.stop_reasons[0]
-    assert "invalid_request_error" in result.stop_reasons[0]
-    records = list(log.read(tmp_path / "run"))
-    assert len(records) == 5
-    assert all(r.status == "error" and r.error_kind == "rejected" for r in records)
 
 
 # ---- one call at a time -------------------------------------------------------------------
@@ -359,11 +292,11 @@ def test_a_spend_limit_429_stops_the_judge(monkeypatch):
 def test_retry_after_and_reset_headers():
     now = 1_700_000_000.0
     iso = lambda s: datetime.fromtimestamp(now + s, UTC).isoformat()  # noqa: E731
-    assert _retry_after({"retry-after": "7"}) == 7.0
-    assert _retry_after({"retry-after": "-3"}) == 0.0
-    assert _retry_after({"retry-after": "Tue, 14 Nov 2023 22:13:40 GMT"}, now=now) == 20.0
-    assert _retry_after({"retry-after": "soon"}) is None
-    assert _retry_after({}) is None
+    assert retry_after_header("7") == 7.0
+    assert bounded_wait(retry_after_header("-3")) == (0.0, False)
+    assert retry_after_header("Tue, 14 Nov 2023 22:13:40 GMT", now=now) == 20.0
+    assert retry_after_header("soon") is None
+    assert retry_after_header(None) is None
     # The exhausted limit's reset; among all resets when none is reported exhausted.
     assert _reset({"anthropic-ratelimit-requests-reset": iso(5), "anthropic-ratelimit-requests-remaining": "3",
                    "anthropic-ratelimit-tokens-reset": iso(1), "anthropic-ratelimit-tokens-remaining": "0"},

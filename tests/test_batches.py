@@ -3,6 +3,8 @@ and Anthropic's Message Batches on 127.0.0.1: submit once, poll, collect, resume
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,6 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
@@ -33,9 +36,10 @@ class FakeBatchServer(LoopbackServer):
     in_progress -> ended (Anthropic) on its ``polls_to_end``-th retrieve, unless ``hold`` is
     set; every request is answered with ``choose(user text)``."""
 
-    def __init__(self, polls_to_end: int = 2, hold: bool = False):
+    def __init__(self, polls_to_end: int = 2, hold: bool = False, create_delay_s: float = 0.0):
         self.polls_to_end = polls_to_end
         self.hold = hold
+        self.create_delay_s = create_delay_s  # a slow create: the batch exists before the reply
         self.uploads = 0
         self.created: Counter = Counter()  # provider -> batches created
         self.polls = 0
@@ -73,14 +77,26 @@ class FakeBatchServer(LoopbackServer):
         with self._lock:
             self.created["openai"] += 1
             bid = f"batch_{sum(self.created.values())}"
-            self._batches[bid] = {"lines": lines, "polls": 0}
+            self._batches[bid] = {"lines": lines, "polls": 0, "metadata": body.get("metadata"),
+                                  "created": time.time()}
+        await self._slow()
         return web.json_response(self._openai_batch(bid, "validating"))
+
+    async def _slow(self) -> None:
+        """The create's delay; ends when the server stops (no handler left pending)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), self.create_delay_s)
+
+    async def list_batches(self, request: web.Request) -> web.Response:
+        data = [self._openai_batch(bid, "in_progress") for bid, b in self._batches.items() if "lines" in b]
+        return web.json_response({"object": "list", "data": data[::-1], "has_more": False})
 
     def _openai_batch(self, bid: str, status: str, output: str | None = None) -> dict:
         return {"id": bid, "object": "batch", "endpoint": "/v1/chat/completions", "errors": None,
                 "input_file_id": "file-0", "completion_window": "24h", "status": status,
                 "output_file_id": output, "error_file_id": None, "created_at": int(time.time()),
-                "request_counts": {"total": len(self._batches[bid]["lines"]), "completed": 0, "failed": 0}}
+                "request_counts": {"total": len(self._batches[bid]["lines"]), "completed": 0, "failed": 0},
+                "metadata": self._batches[bid].get("metadata")}
 
     async def retrieve(self, request: web.Request) -> web.Response:
         bid = request.match_info["id"]
@@ -121,8 +137,13 @@ class FakeBatchServer(LoopbackServer):
         with self._lock:
             self.created["anthropic"] += 1
             bid = f"msgbatch_{sum(self.created.values())}"
-            self._batches[bid] = {"requests": body["requests"], "polls": 0}
+            self._batches[bid] = {"requests": body["requests"], "polls": 0, "created": time.time()}
+        await self._slow()
         return web.json_response(self._anthropic_batch(bid, "in_progress"))
+
+    async def a_list(self, request: web.Request) -> web.Response:
+        data = [self._anthropic_batch(bid, "in_progress") for bid, b in self._batches.items() if "requests" in b]
+        return web.json_response({"data": data[::-1], "has_more": False})
 
     def _anthropic_batch(self, bid: str, status: str) -> dict:
         n = len(self._batches[bid]["requests"])
@@ -131,7 +152,8 @@ class FakeBatchServer(LoopbackServer):
                 "request_counts": {"processing": 0 if ended else n, "succeeded": n if ended else 0,
                                    "errored": 0, "canceled": 0, "expired": 0},
                 "results_url": f"{self.url}/v1/messages/batches/{bid}/results" if ended else None,
-                "created_at": "2024-08-20T18:37:24.100435Z", "ended_at": None, "expires_at": None}
+                "created_at": datetime.fromtimestamp(self._batches[bid]["created"], UTC).isoformat(),
+                "ended_at": None, "expires_at": None}
 
     async def a_retrieve(self, request: web.Request) -> web.Response:
         bid = request.match_info["id"]
@@ -157,6 +179,8 @@ class FakeBatchServer(LoopbackServer):
         app.router.add_post("/v1/files", self.upload)
         app.router.add_get("/v1/files/{id}/content", self.content)
         app.router.add_post("/v1/batches", self.create)
+        app.router.add_get("/v1/batches", self.list_batches)
+        app.router.add_get("/v1/messages/batches", self.a_list)
         app.router.add_get("/v1/batches/{id}", self.retrieve)
         app.router.add_post("/v1/messages/batches", self.a_create)
         app.router.add_get("/v1/messages/batches/{id}", self.a_retrieve)
@@ -243,3 +267,32 @@ def test_batch_manifest_checks(tmp_path, extra, message):
     path = write_manifest(tmp_path, [{"name": "j", "batch": True, **extra}])
     with pytest.raises(ManifestError, match=message):
         babelrun.load_manifest(path, environ={"OPENAI_API_KEY": "k"})
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_sigkill_during_a_slow_create_never_creates_a_second_batch(backend, tmp_path, monkeypatch, small_corpus):
+    """S6: killed after the provider created the batch but before its id was written, the
+    next audit finds that batch (OpenAI: by the intent in its metadata; Anthropic: by time and
+    size) and collects it, instead of uploading and paying for a second one."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    env = dict(os.environ)
+    with FakeBatchServer(create_delay_s=30) as server:
+        path = write_manifest(tmp_path, [{**_judge(server, backend), "batch_poll_s": 0.1}], corpus=small_corpus)
+        jid = babelrun.judges.judge_id(babelrun.load_manifest(path).judges[0])
+        state = tmp_path / "run" / "batches" / f"{jid}.json"
+        cmd = [sys.executable, "-m", "babelrun", "audit", str(path)]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while sum(server.created.values()) < 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        intent = msgspec.json.decode(state.read_bytes(), type=batches.Pending)
+        assert intent.batch_id == "" and intent.intent
+        server.create_delay_s = 0
+        again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0, again.stderr
+    assert server.created == {backend: 1}
+    assert not state.exists()
+    ok = Counter(r.key for r in log.read(tmp_path / "run") if r.status == "ok")
+    assert len(ok) == len(Plan.from_manifest(babelrun.load_manifest(path)).item_ids) * 2 and max(ok.values()) == 1

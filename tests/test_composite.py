@@ -150,7 +150,7 @@ def test_prompt_variant_is_a_judge_setting_with_its_own_id():
     ({"kind": "vote", "name": "v", "of": "a"}, "composites[0]", "kind"),
 ])
 def test_bad_composites_are_named_by_field(tmp_path, composite_spec, field, problem):
-    path = write_manifest(tmp_path, [simulated("a"), simulated("b")], composites=[composite_spec])
+    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.8)], composites=[composite_spec])
     with pytest.raises(ManifestError) as e:
         babelrun.load_manifest(path)
     assert e.value.path.startswith(field) and problem in str(e.value), str(e.value)
@@ -224,7 +224,7 @@ def test_a_strong_judge_called_on_escalations_only_gives_the_same_cascade(tmp_pa
 
 
 def test_escalation_only_judges_must_be_a_cascades_strong_judge(tmp_path):
-    judges = [simulated("a"), {**simulated("b"), "calls": "escalations"}]
+    judges = [simulated("a"), {**simulated("b", default_accuracy=0.8), "calls": "escalations"}]
     path = write_manifest(tmp_path, judges)
     with pytest.raises(ManifestError) as e:
         babelrun.load_manifest(path)
@@ -239,7 +239,7 @@ def test_escalation_only_judges_need_the_whole_run(tmp_path):
     from babelrun.errors import UserError
     from babelrun.store.log import Shard
 
-    judges = [simulated("cheap"), {**simulated("strong"), "calls": "escalations"}]
+    judges = [simulated("cheap"), {**simulated("strong", default_accuracy=0.95), "calls": "escalations"}]
     path = write_manifest(tmp_path, judges, corpus=CORPUS, perturbations=PERTURBATIONS,
                           composites=[{"kind": "cascade", "name": "k", "cheap": "cheap", "strong": "strong"}])
     with pytest.raises(UserError, match="escalations only"):

@@ -61,8 +61,10 @@ def test_csv_delimiter(tmp_path):
     spec = CsvSource(path=str(tmp_path / "r.csv"), delimiter=";")
     table.check(spec, "corpus.sources[0]")
     assert [r.response for r in table.read(spec)] == [EN]
+    sniffed = CsvSource(path=str(tmp_path / "r.csv"))  # unset: sniffed from the header line
+    assert [r.response for r in table.read(sniffed)] == [EN]
     with pytest.raises(ManifestError, match="no text column") as e:
-        table.check(CsvSource(path=str(tmp_path / "r.csv")), "corpus.sources[0]")  # the default `,`
+        table.check(CsvSource(path=str(tmp_path / "r.csv"), delimiter=","), "corpus.sources[0]")
     assert e.value.path == "corpus.sources[0].path"
     with pytest.raises(ManifestError, match="one character") as e:
         table.check(CsvSource(path=str(tmp_path / "r.csv"), delimiter=";;"), "corpus.sources[1]")

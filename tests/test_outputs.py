@@ -154,7 +154,7 @@ def test_show_prints_the_item_as_the_judge_saw_it(run_dir, capsys):
 
 
 def test_stats_json_accumulates_across_processes(tmp_path):
-    path = write_manifest(tmp_path, [simulated("a"), simulated("b")], corpus={**CORPUS, "languages": ["en"]},
+    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.85)], corpus={**CORPUS, "languages": ["en"]},
                           scoring={"bootstrap": 0})
     first = quiet_audit(path)
     again = quiet_audit(path)  # a rerun on a finished run: no calls
@@ -167,7 +167,7 @@ def test_stats_json_accumulates_across_processes(tmp_path):
 
 
 def test_audit_limit_and_judge(tmp_path, capsys):
-    path = write_manifest(tmp_path, [simulated("a"), simulated("b")], corpus={**CORPUS, "languages": ["en"]},
+    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.85)], corpus={**CORPUS, "languages": ["en"]},
                           scoring={"bootstrap": 0})
     assert main(["audit", str(path), "--limit", "5", "--judge", "a"]) == 0
     assert "presentation(s) left" in capsys.readouterr().out
@@ -181,7 +181,7 @@ def test_audit_limit_and_judge(tmp_path, capsys):
 
 def test_validate_estimates_tokens_and_cost(tmp_path, capsys):
     priced = {**simulated("priced"), "price": {"input_per_mtok": 2.5, "output_per_mtok": 10}}
-    path = write_manifest(tmp_path, [priced, simulated("free")], corpus={**CORPUS, "languages": ["en"]})
+    path = write_manifest(tmp_path, [priced, simulated("free", default_accuracy=0.85)], corpus={**CORPUS, "languages": ["en"]})
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.strip().startswith("priced:"))

@@ -14,7 +14,7 @@ from babelrun.app import audit as run
 from babelrun.app.cli import main
 from babelrun.engine import limits
 from babelrun.engine.progress import Progress
-from babelrun.judges.openai import _duration, _retry_after
+from babelrun.judges.http import HttpJudge, ProviderError, duration
 from babelrun.manifest import JudgeSpec, RateLimit
 from babelrun.store import compact, log
 from babelrun.testing import FakeJudgeServer
@@ -150,9 +150,11 @@ def test_adaptive_gate_grows_and_halves():
 
 
 def test_rate_limit_headers_are_read():
-    assert _duration("6m0s") == 360 and _duration("20ms") == pytest.approx(0.02)
-    assert _retry_after({"Retry-After": "2"}) == 2
-    assert _retry_after({"x-ratelimit-reset-requests": "1.5s", "x-ratelimit-reset-tokens": "250ms"}) == 1.5
+    assert duration("6m0s") == 360 and duration("20ms") == pytest.approx(0.02)
+    wait = HttpJudge.retry_after  # the default (OpenAI-style) reading of a provider's wait
+    assert wait(None, 429, {"Retry-After": "2"}, ProviderError()) == 2
+    assert wait(None, 429, {"x-ratelimit-reset-requests": "1.5s", "x-ratelimit-reset-tokens": "250ms"},
+                ProviderError()) == 1.5
 
 
 def test_breaker_stops_a_judge_whose_calls_keep_failing(tmp_path, small_corpus, capsys):
@@ -188,7 +190,7 @@ def test_stats_count_calls_retries_429s_latency_and_tokens(tmp_path, small_corpu
 
 
 def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path, small_corpus):
-    path = write_manifest(tmp_path, [simulated(latency_ms=20), simulated("sim2", latency_ms=20)],
+    path = write_manifest(tmp_path, [simulated(latency_ms=20), simulated("sim2", latency_ms=20, default_accuracy=0.8)],
                           corpus=small_corpus)
     stream = io.StringIO()
     run.audit(babelrun.load_manifest(path), handle_signals=False,

@@ -328,7 +328,8 @@ def read_lines(data: bytes, fmt: str, lang: str = "", answers: Path | None = Non
             row = decoder.decode(line)
             traj = from_openai_chat(row, lang) if fmt == "openai_chat" else from_bfcl(row, lang, joined)
         except (msgspec.DecodeError, TrajectoryError, KeyError, TypeError) as e:
-            raise TrajectoryError(f"{source}line {n}: not a {fmt} trajectory ({e})") from None
+            article = "an" if fmt[0] in "aeiou" else "a"
+            raise TrajectoryError(f"{source}line {n}: not {article} {fmt} trajectory ({e})") from None
         if not traj.lang:
             raise TrajectoryError(f"{source}line {n}: no language (a lang field, or the source's language:)")
         yield traj

@@ -32,11 +32,13 @@ from ..store.rundir import STATS_JSON, read_run_info
 from .phases import (
     AuditResult,
     _return_freed_memory,
+    check_plan,
     check_shardable,
     prepare_dir,
     result_of,
     run_shard,
     score_run,
+    warnings,
     write_run_files,
     write_stats,
 )
@@ -71,8 +73,11 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
                             "(or --executor ray)")
     run_dir = manifest.run_dir
     plan = Plan.from_manifest(manifest).sharded(shard)
+    check_plan(plan)
     prepare_dir(run_dir)
     with log.RunLock(run_dir, shard):
+        if shard is None:
+            compact.remove_stale_tmp(run_dir)
         write_run_files(manifest, plan)
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
@@ -80,9 +85,15 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
                             only=only, limit=limit)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
-        write_stats(run_dir, result.stats, STATS_JSON if shard is None else f"stats.{shard.tag}.json")
-        if not outcome.interrupted and shard is None:
-            result.cards = score_run(run_dir)
+        try:
+            if not outcome.interrupted and shard is None:
+                result.cards = score_run(run_dir)
+                result.warnings = warnings(run_dir)
+                # stats.json says what the cards left out, and why
+                result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
+        finally:  # this process's entry, once (stats.json accumulates entries)
+            write_stats(run_dir, result.stats, STATS_JSON if shard is None else f"stats.{shard.tag}.json")
+        if result.cards is not None:
             # The full report (report.md with the leaderboard, report.html, plots/) from the
             # log and the cards just scored.
             _return_freed_memory()
@@ -156,6 +167,7 @@ class MergeResult(msgspec.Struct, frozen=True):
     counted: int  # keys counted once each
     planned: int
     cards: Cards
+    warnings: list[str] = []
 
 
 def merge_run(run_dir: Path) -> MergeResult:
@@ -165,6 +177,7 @@ def merge_run(run_dir: Path) -> MergeResult:
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
     with log.RunLock(run_dir):
+        compact.remove_stale_tmp(run_dir)
         log.repair(run_dir)
         done = log.DoneSet.from_log(run_dir)
         plan = Plan.from_manifest(info.manifest)
@@ -175,7 +188,8 @@ def merge_run(run_dir: Path) -> MergeResult:
         ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
         cards = score_run(run_dir)
         report.write([run_dir], run_dir, cards={run_dir: cards})
-    return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards)
+        bad = [w for w in warnings(run_dir) if "invalid log line" in w]  # merge counts keys itself
+    return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards, bad)
 
 
 def compact_run(run_dir: Path) -> Path:

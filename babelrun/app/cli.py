@@ -239,9 +239,11 @@ def _parser() -> argparse.ArgumentParser:
 def _validate(args) -> int:
     from .. import manifest
     from ..plan import Plan
+    from .phases import check_plan
 
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)
+    check_plan(p)
     skipped = sum(row.skipped for row in p.audit)
     agentic = sum(row.emitted for row in p.audit if row.perturbation.startswith("agent:"))
     lazy = sum(j.calls == "escalations" for j in m.judges)
@@ -300,6 +302,7 @@ def _audit(args) -> int:
     if args.limit is not None and left and not result.interrupted:
         print(f"limited to {args.limit} per judge: {left} presentation(s) left; run without --limit to "
               "judge them")
+    _warn(result.warnings)
     if shard is not None and not result.interrupted:
         print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
               f"{result.run_dir}`) writes the cards")
@@ -357,6 +360,7 @@ def _merge(args) -> int:
           f"{m.counted} of {m.planned} planned keys counted once each "
           f"({m.ok_records - m.counted} repeated or outside the plan)")
     print(f"cards: {args.run_dir / 'cards.json'}  report: {args.run_dir / 'report.md'}")
+    _warn(m.warnings)
     if m.counted < m.planned:
         print(f"incomplete: {m.planned - m.counted} planned key(s) have no verdict yet; run the "
               "missing shards, or `babelrun audit MANIFEST` to finish them here", file=sys.stderr)
@@ -393,6 +397,8 @@ def _report(args) -> int:
     for run_dir in args.run_dirs:
         read_run_info(run_dir)
     out = args.out or args.run_dirs[0]
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is a file; give a folder")
     data = report.write(args.run_dirs, out, html=args.html)
     print(report.markdown_leaderboard(data), end="")
     written = ["report.md"] + (["report.html", "plots/"] if args.html else [])
@@ -605,10 +611,17 @@ def _export(args) -> int:
 
 def _score(args) -> int:
     from .audit import score_run
+    from .phases import warnings
 
     cards = score_run(args.run_dir)
     print(f"{args.run_dir}: cards for {len(cards.judges)} judge(s) -> cards.json, report.md")
+    _warn(warnings(args.run_dir))
     return 0
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def _lean_arrow() -> None:
@@ -625,9 +638,25 @@ def _lean_arrow() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Everything it prints goes through ``SafeStream`` (the one
+    terminal-safe printer): provider text, names from manifests and corpus text can carry
+    escape sequences and bidi controls, which are shown, never obeyed."""
+    from ..core.text import SafeStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None) -> int:
     from ..errors import UserError
 
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # before or after the command
+    args = _parser().parse_args([a for a in argv if a != "--debug"])
     _lean_arrow()
     handler = {"audit": _audit, "validate": _validate, "score": _score, "compact": _compact, "merge": _merge,
                "report": _report,
@@ -637,14 +666,34 @@ def main(argv: list[str] | None = None) -> int:
                "diff": _diff, "show": _show, "export": _export}[args.command]
     try:
         return handler(args)
-    except UserError as e:
-        if args.debug:
-            raise
-        print(f"babelrun: error: {e}", file=sys.stderr)
-        return e.exit_code
     except KeyboardInterrupt:
         print("babelrun: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        # A task group wraps what its tasks raised: find the cause a person can act on.
+        cause = _leaf(e, UserError) or _leaf(e, OSError)
+        if debug or cause is None:
+            raise
+        if isinstance(cause, UserError):
+            print(f"babelrun: error: {cause}", file=sys.stderr)
+            return cause.exit_code
+        # The disk is full, a folder is read-only, a file vanished: what, where, and that
+        # what was written is resumable once fixed.
+        where = f"{cause.filename}: " if cause.filename else ""
+        print(f"babelrun: error: {where}{cause.strerror or cause}", file=sys.stderr)
+        return 1
+
+
+def _leaf(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``error`` itself if it is a ``kind``, else the first ``kind`` inside an exception group."""
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _leaf(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

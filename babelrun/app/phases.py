@@ -13,10 +13,10 @@ import msgspec
 from .. import __version__, engine, judges, report, score
 from ..engine import limits
 from ..engine.progress import Progress
-from ..errors import UserError
+from ..errors import ManifestError, UserError
 from ..plan import Plan
 from ..score import composite
-from ..score.run import cards_of_run
+from ..score.run import cards_of_run, stale_label
 from ..spec import JudgeSpec, Manifest
 from ..store import compact, log
 from ..store.files import write_atomic
@@ -28,6 +28,9 @@ from ..store.rundir import (
     PlanSummary,
     RunInfo,
     RunStats,
+    plan_summary_is_readable,
+    read_plan_summary,
+    read_run_info,
 )
 
 
@@ -41,6 +44,7 @@ class AuditResult(msgspec.Struct):
     failed_calls: int
     stats: RunStats
     cards: score.Cards | None = None
+    warnings: list[str] = []  # what the cards left out (see ``warnings``)
 
     @property
     def exit_code(self) -> int:
@@ -61,11 +65,26 @@ def prepare_dir(run_dir: Path) -> None:
         raise UserError(f"cannot create output directory {run_dir}: {e.strerror}") from None
 
 
+def plan_summary(plan: Plan) -> PlanSummary:
+    """plan.json's content: the same whether written with run.yaml or rebuilt from it."""
+    return PlanSummary(plan.n_items, plan.audit, plan.removed, plan.segmentation)
+
+
 def write_run_files(manifest: Manifest, plan: Plan) -> None:
     """run.yaml and plan.json: the same bytes from every process of one run."""
     run_dir = manifest.run_dir
     write_atomic(run_dir / RUN_YAML, msgspec.yaml.encode(run_info(manifest)))
-    write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(PlanSummary(plan.n_items, plan.audit, plan.removed, plan.segmentation)))
+    write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(plan_summary(plan)))
+
+
+def check_plan(plan: Plan) -> None:
+    """An empty plan (an empty corpus, filters that remove every reference, perturbations
+    that change nothing) would audit nothing and report every card within the thresholds."""
+    if plan.n_items == 0:
+        removed = sum(r.count for r in plan.removed) if plan.removed else 0
+        skipped = sum(row.skipped for row in plan.audit)
+        raise ManifestError("corpus", f"the plan has no items ({removed} reference(s) removed by filters, "
+                            f"{skipped} no-op perturbation(s) skipped): nothing to audit")
 
 
 def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> None:
@@ -174,8 +193,53 @@ def _return_freed_memory() -> None:
 
 def score_run(run_dir: Path) -> score.Cards:
     """Recompute judgements.parquet, cards.json and report.md from the log alone (and the
-    run's manifest in run.yaml: scoring settings, seed, composite judges)."""
+    run's manifest in run.yaml: scoring settings, seed, composite judges). An unreadable
+    plan.json (a summary of the plan) is rebuilt from run.yaml's manifest first."""
     run_dir = Path(run_dir)
+    if not plan_summary_is_readable(run_dir):
+        plan = Plan.from_manifest(read_run_info(run_dir).manifest)
+        write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(plan_summary(plan)))
     cards = cards_of_run(run_dir)
     write_atomic(run_dir / REPORT_MD, report.markdown(cards).encode())
     return cards
+
+
+def warnings(run_dir: Path) -> list[str]:
+    """What a finished run directory's readers had to work around, one line each: log lines
+    skipped as invalid (named ``segment:line``, from the last compaction), and planned keys
+    of the judges called on every key without a verdict (a deleted segment, a stopped judge)."""
+    run_dir = Path(run_dir)
+    out = []
+    bad = compact.bad_lines(run_dir)
+    if bad:
+        shown = ", ".join(str(b) for b in bad[:20])
+        more = f", … ({len(bad)} named in judgements.parquet's metadata)" if len(bad) > 20 else ""
+        out.append(f"{len(bad)} invalid log line(s) skipped: {shown}{more}")
+    info = read_run_info(run_dir)
+    pairs = compact.load(run_dir, ["judge", "judge_id"]).unify_dictionaries().combine_chunks()
+    pairs = pairs.group_by(["judge", "judge_id"]).aggregate([])
+    current = set(info.judge_ids.values())
+    for name, jid in zip(pairs["judge"].to_pylist(), pairs["judge_id"].to_pylist(), strict=True):
+        if name in info.judge_ids and jid not in current:
+            out.append(f"judge {name!r} also has records under an earlier judge_id {jid} (its manifest "
+                       f"changed since): they are carded apart as {stale_label(name, jid)!r}")
+    items = read_plan_summary(run_dir).items
+    every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
+    if items and every_key:
+        counted = compact.load(run_dir, ["judge_id"])["judge_id"].cast("string")
+        counts = {jid: 0 for jid in every_key}
+        for jid, n in zip(*_value_counts(counted), strict=True):
+            if jid in counts:
+                counts[jid] = n
+        missing = sum(2 * items - min(n, 2 * items) for n in counts.values())
+        if missing:
+            out.append(f"{missing} of {2 * items * len(every_key)} planned key(s) have no verdict: the cards "
+                       "leave them out; `babelrun audit MANIFEST` judges them")
+    return out
+
+
+def _value_counts(column) -> tuple[list[str], list[int]]:
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(column)
+    return counts.field("values").to_pylist(), counts.field("counts").to_pylist()

@@ -134,6 +134,9 @@ def _mix_array(x: np.ndarray) -> np.ndarray:
     return mixed
 
 
+MAX_SHARDS = 1 << 20  # far more processes than any run has; keeps N inside 64-bit arithmetic
+
+
 class Shard(msgspec.Struct, frozen=True):
     """Shard ``index`` of ``count``: the keys whose mixed (judge_id, item_id, order) word is
     ``index`` mod ``count``. The word is the done-set's 61-bit key XOR 64 bits of the judge
@@ -151,6 +154,8 @@ class Shard(msgspec.Struct, frozen=True):
             raise UserError(f"--shard {text!r}: expected i/N, e.g. 0/4") from None
         if not 0 <= i < n:
             raise UserError(f"--shard {text!r}: need 0 <= i < N")
+        if n > MAX_SHARDS:
+            raise UserError(f"--shard {text!r}: at most {MAX_SHARDS} shards")
         return cls(i, n)
 
     @property

@@ -34,13 +34,25 @@ def normalize(code: str) -> str:
     return tag
 
 
+# Codes that are valid BCP-47 but name no language a judge can be audited in: undetermined,
+# multiple, no linguistic content, uncoded, and the private-use range qaa–qtz.
+_NOT_A_LANGUAGE = {"und": "undetermined", "mul": "multiple languages", "zxx": "no linguistic content",
+                   "mis": "an uncoded language"}
+
+
 @functools.lru_cache(maxsize=4096)
 def checked(code: str, where: str) -> str:
-    """``normalize(code)``, or a ManifestError naming the manifest field ``where``."""
+    """``normalize(code)``, or a ManifestError naming the manifest field ``where``; codes that
+    name no particular language (``und``, ``mul``, ``qaa``…) are refused here."""
     try:
-        return normalize(code)
+        tag = normalize(code)
     except ValueError as e:
         raise ManifestError(where, str(e)) from None
+    base = tag.split("-")[0].lower()
+    if base in _NOT_A_LANGUAGE or (len(base) == 3 and "qaa" <= base <= "qtz"):
+        what = _NOT_A_LANGUAGE.get(base, "a private-use code")
+        raise ManifestError(where, f"{code!r} names no particular language ({what})")
+    return tag
 
 
 def name(code: str) -> str:

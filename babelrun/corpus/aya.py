@@ -40,13 +40,13 @@ def _hub_rows(spec) -> Iterator[tuple[int, dict]]:
     try:
         import datasets
     except ImportError:
-        raise ManifestError("", f"hub: loading {spec.hub!r} needs the `datasets` package "
+        raise ManifestError("", f"loading {spec.hub!r} needs the `datasets` package "
                                 "(pip install datasets), or download the files and use `path:`") from None
     try:
         data = datasets.load_dataset(spec.hub, split=spec.split)
     except Exception as e:  # datasets raises many kinds; each is the same user problem here
         where = "offline and not in the local cache" if _offline() else "could not be loaded"
-        raise ManifestError("", f"hub: {spec.hub!r} {where} ({type(e).__name__}: {str(e)[:200]})") from None
+        raise ManifestError("", f"{spec.hub!r} {where} ({type(e).__name__}: {str(e)[:200]})") from None
     yield from enumerate(data, 1)
 
 

@@ -82,8 +82,9 @@ def _text(value):
     return "\n".join(f"{role}: {text}" for role, text in turns) or None
 
 
-def rows(path: Path, kind: str, delimiter: str = ",") -> Iterator[tuple[int, dict]]:
-    """(row number, row as a dict) of a JSONL, CSV or Parquet file; row numbers from 1."""
+def rows(path: Path, kind: str, delimiter: str | None = None) -> Iterator[tuple[int, dict]]:
+    """(row number, row as a dict) of a JSONL, CSV or Parquet file; row numbers from 1. A
+    CSV's delimiter is ``delimiter``, or sniffed from its header line (``,`` ``;`` tab ``|``)."""
     if kind == "jsonl":
         decoder = msgspec.json.Decoder(dict)
         with path.open("rb") as f:
@@ -95,7 +96,7 @@ def rows(path: Path, kind: str, delimiter: str = ",") -> Iterator[tuple[int, dic
                         raise ManifestError("", f"{path}:{number}: not valid JSON ({e})") from None
     elif kind == "csv":
         with path.open(newline="", encoding="utf-8-sig") as f:
-            yield from enumerate(csv.DictReader(f, delimiter=delimiter), 1)
+            yield from enumerate(csv.DictReader(f, delimiter=delimiter or _sniff(f)), 1)
     elif kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -108,12 +109,21 @@ def rows(path: Path, kind: str, delimiter: str = ",") -> Iterator[tuple[int, dic
         raise ValueError(f"unknown table kind {kind!r}")
 
 
+def _sniff(f) -> str:
+    """The delimiter of a CSV's header line: the most frequent of , ; tab | (a comma when none)."""
+    header = f.readline()
+    f.seek(0)
+    counts = {d: header.count(d) for d in (",", ";", "\t", "|")}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else ","
+
+
 def _kind(spec) -> str:
     return type(spec).__struct_config__.tag
 
 
 def _rows(spec) -> Iterator[tuple[int, dict]]:
-    return rows(Path(spec.path), _kind(spec), getattr(spec, "delimiter", ","))
+    return rows(Path(spec.path), _kind(spec), getattr(spec, "delimiter", None))
 
 
 def check(spec, where: str) -> None:
@@ -125,9 +135,9 @@ def check(spec, where: str) -> None:
         raise ManifestError(f"{where}.path", f"file not found: {path}")
     if spec.language is not None:
         languages.checked(spec.language, f"{where}.language")
-    if len(getattr(spec, "delimiter", ",")) != 1:
-        raise ManifestError(f"{where}.delimiter", "one character (`\\t` for tabs)")
     try:
+        if getattr(spec, "delimiter", None) is not None and len(spec.delimiter) != 1:
+            raise ManifestError(f"{where}.delimiter", "one character, e.g. ';'")
         for number, row in _rows(spec):
             _check_row(spec, where, path, number, row)
     except ManifestError as e:
@@ -141,7 +151,9 @@ def check(spec, where: str) -> None:
 def _check_row(spec, where: str, path: Path, number: int, row: dict) -> None:
     for field in ("prompt", "reference"):
         if not isinstance(_text(get(row, _column(spec, field))), str):
-            raise ManifestError(f"{where}.path", f"{path}:{number}: no text column {_column(spec, field)!r}")
+            have = ", ".join(repr(k) for k in list(row)[:20])
+            raise ManifestError(f"{where}.path", f"{path}:{number}: no text column {_column(spec, field)!r} "
+                                f"(the row has: {have}; map yours with columns: {{{field}: NAME}})")
     lang = spec.language or get(row, _column(spec, "language"))
     if not isinstance(lang, str):
         raise ManifestError(f"{where}.path", f"{path}:{number}: no language (set `language:`)")

@@ -19,7 +19,9 @@ Anthropic allows only ``[A-Za-z0-9_-]{1,64}``.
 
 from __future__ import annotations
 
+import secrets
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -29,6 +31,7 @@ from anyio.abc import ObjectSendStream
 
 from ..core.keys import order_bit
 from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from ..judges.http import MAX_REPLY_BYTES, error_message, json_or_none
 from ..judges.protocol import judging
 from ..plan import Plan
 from ..store.files import write_atomic
@@ -38,15 +41,21 @@ from . import records as build
 from .state import JudgeState
 
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
+INTENT_KEY = "babelrun_intent"  # OpenAI batch metadata naming the submission (Pending.intent)
+MAX_RESULTS_BYTES = 1 << 30  # a results file: 1 GiB (50,000 results of ~20 KB)
 
 
 class Pending(msgspec.Struct):
-    """A submitted batch not yet collected (``RUN_DIR/batches/<judge_id>.json``)."""
+    """A submitted batch not yet collected (``RUN_DIR/batches/<judge_id>.json``). Written
+    first with an empty ``batch_id`` and a fresh ``intent`` BEFORE the create call, then with
+    the id: a process killed while the create was in flight leaves the intent, and the next
+    audit looks the batch up by it (``find``) instead of creating (and paying for) another."""
 
     provider: str
     batch_id: str
     custom_ids: list[str]
     created: float = 0.0
+    intent: str = ""
 
 
 def custom_id(item_id: str, order: str) -> str:
@@ -69,21 +78,36 @@ Result = tuple[str, bytes | None, str | None]
 
 
 def _jsonl(payload: bytes) -> list[dict]:
-    return [msgspec.json.decode(line) for line in payload.splitlines() if line.strip()]
+    """A results file's lines; a line that is not a JSON object is left out (its key then
+    has no result, which is recorded as a batch error and retried on resume)."""
+    docs = (json_or_none(line) for line in payload.splitlines() if line.strip())
+    return [d for d in docs if isinstance(d, dict) and isinstance(d.get("custom_id"), str)]
 
 
-def _message(error) -> str:
-    """The innermost ``message`` of a provider's (possibly nested) error object."""
-    while isinstance(error, dict):
-        if isinstance(error.get("error"), dict):
-            error = error["error"]
-        else:
-            return str(error.get("message") or error.get("code") or error.get("type") or error)[:200]
-    return str(error)[:200]
+def _message(judge, error) -> str:
+    """The innermost ``message`` of a provider's (possibly nested) error object, masked."""
+    return judge.mask(error_message(error) or str(error))
+
+
+def _timestamp(text) -> float | None:
+    """An RFC 3339 timestamp as POSIX seconds; None if absent or unreadable."""
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _id(doc: dict, what: str) -> str:
+    if not isinstance(doc.get("id"), str):
+        raise RetryableError("bad_response", f"no id in the reply to {what}")
+    return doc["id"]
 
 
 class _Api:
-    """The HTTP side shared by both providers: the judge's session, its error mapping."""
+    """The HTTP side shared by both providers: the judge's own session and its one mapping
+    of statuses to errors (``HttpJudge.call``), so the key travels in its headers only and
+    provider text is masked the same way as in calls."""
 
     provider = ""
 
@@ -91,27 +115,16 @@ class _Api:
         self.judge = judge
         self.state = state
 
-    async def request(self, method: str, url: str, **kwargs) -> bytes:
+    async def request(self, method: str, url: str, cap: int = MAX_REPLY_BYTES, **kwargs) -> bytes:
         self.state.calls += 1
-        try:
-            async with self.judge._client().request(method, url, **kwargs) as resp:
-                payload = await resp.read()
-                status, headers = resp.status, resp.headers
-        except TimeoutError:
-            raise RetryableError("timeout", f"no reply within {self.judge.spec.timeout_s:g} s") from None
-        except aiohttp.ClientError as e:
-            raise RetryableError("connection", f"{type(e).__name__}: {e}") from None
-        if status >= 400:
-            self.judge.raise_for_status(status, payload, headers)
-        return payload
+        return await self.judge.call(method, url, cap=cap, **kwargs)
 
     async def json(self, method: str, url: str, body=None) -> dict:
         data = None if body is None else msgspec.json.encode(body)
-        payload = await self.request(method, url, data=data)
-        try:
-            return msgspec.json.decode(payload)
-        except msgspec.DecodeError:
-            raise RetryableError("bad_response", f"malformed response body from {method} {url}") from None
+        doc = json_or_none(await self.request(method, url, data=data))
+        if not isinstance(doc, dict):
+            raise RetryableError("bad_response", f"malformed response body from {method} {url}")
+        return doc
 
     # each provider: submit -> batch id; poll -> (ended, batch object); results -> list[Result]
 
@@ -123,7 +136,15 @@ class _OpenAI(_Api):
         super().__init__(judge, state)
         self.base = judge.url.removesuffix("/chat/completions")
 
-    async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
+    async def find(self, pending: Pending) -> str | None:
+        """The batch created with ``pending.intent`` in its metadata, if the provider has it."""
+        listing = await self.json("GET", f"{self.base}/batches?limit=100")
+        for batch in listing.get("data") or []:
+            if isinstance(batch, dict) and (batch.get("metadata") or {}).get(INTENT_KEY) == pending.intent:
+                return _id(batch, "GET /batches")
+        return None
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]], intent: str) -> str:
         lines = bytearray()
         for cid, request in requests:
             lines += msgspec.json.encode({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
@@ -133,11 +154,14 @@ class _OpenAI(_Api):
         form.add_field("purpose", "batch")
         form.add_field("file", bytes(lines), filename="babelrun-batch.jsonl", content_type="application/jsonl")
         body = form()  # the session's JSON content type must not win over the multipart one
-        file = msgspec.json.decode(await self.request("POST", f"{self.base}/files", data=body,
-                                                      headers={"Content-Type": body.content_type}))
+        file = json_or_none(await self.request("POST", f"{self.base}/files", data=body,
+                                               headers={"Content-Type": body.content_type}))
+        if not isinstance(file, dict) or not isinstance(file.get("id"), str):
+            raise RetryableError("bad_response", f"no file id from POST {self.base}/files")
         batch = await self.json("POST", f"{self.base}/batches", {
-            "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"})
-        return batch["id"]
+            "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h",
+            "metadata": {INTENT_KEY: intent}})
+        return _id(batch, f"POST {self.base}/batches")
 
     async def poll(self, batch_id: str) -> tuple[bool, dict]:
         batch = await self.json("GET", f"{self.base}/batches/{batch_id}")
@@ -148,14 +172,15 @@ class _OpenAI(_Api):
         for key in ("output_file_id", "error_file_id"):
             if not batch.get(key):
                 continue
-            for line in _jsonl(await self.request("GET", f"{self.base}/files/{batch[key]}/content")):
+            content = await self.request("GET", f"{self.base}/files/{batch[key]}/content", cap=MAX_RESULTS_BYTES)
+            for line in _jsonl(content):
                 response = line.get("response") or {}
                 if line.get("error") is None and response.get("status_code") == 200:
                     out.append((line["custom_id"], msgspec.json.encode(response.get("body")), None))
                 else:
                     error = line.get("error") or response.get("body") or "no response"
                     said = f"HTTP {response['status_code']}: " if response.get("status_code") else ""
-                    out.append((line["custom_id"], None, said + _message(error)))
+                    out.append((line["custom_id"], None, said + _message(self.judge, error)))
         return out
 
 
@@ -166,9 +191,26 @@ class _Anthropic(_Api):
         super().__init__(judge, state)
         self.base = judge.url.removesuffix("/v1/messages")
 
-    async def submit(self, requests: list[tuple[str, JudgeRequest]]) -> str:
+    async def find(self, pending: Pending) -> str | None:
+        """Message Batches carry no metadata: the batch created within two minutes of the
+        intent with as many requests. Several such batches: stop and say so (never guess)."""
+        listing = await self.json("GET", f"{self.base}/v1/messages/batches?limit=100")
+        found = []
+        for batch in listing.get("data") or []:
+            counts = batch.get("request_counts") if isinstance(batch, dict) else None
+            when = _timestamp(batch.get("created_at")) if isinstance(batch, dict) else None
+            if (isinstance(counts, dict) and when is not None and abs(when - pending.created) <= 120
+                    and sum(v for v in counts.values() if isinstance(v, int)) == len(pending.custom_ids)):
+                found.append(_id(batch, "GET /v1/messages/batches"))
+        if len(found) > 1:
+            raise _Stopped(f"a batch submission was interrupted, and {len(found)} batches ({', '.join(found)}) "
+                           "may be it; cancel the extra ones in the console, then delete "
+                           f"batches/<judge_id>.json to submit again")
+        return found[0] if found else None
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]], intent: str) -> str:
         body = {"requests": [{"custom_id": cid, "params": msgspec.Raw(self.judge.body(r))} for cid, r in requests]}
-        return (await self.json("POST", f"{self.base}/v1/messages/batches", body))["id"]
+        return _id(await self.json("POST", f"{self.base}/v1/messages/batches", body), "POST /v1/messages/batches")
 
     async def poll(self, batch_id: str) -> tuple[bool, dict]:
         batch = await self.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
@@ -179,12 +221,12 @@ class _Anthropic(_Api):
         if not url:
             return []
         out: list[Result] = []
-        for line in _jsonl(await self.request("GET", url)):
+        for line in _jsonl(await self.request("GET", url, cap=MAX_RESULTS_BYTES)):
             result = line.get("result") or {}
             if result.get("type") == "succeeded":
                 out.append((line["custom_id"], msgspec.json.encode(result.get("message")), None))
             else:
-                detail = f": {_message(result['error'])}" if result.get("error") else ""
+                detail = f": {_message(self.judge, result['error'])}" if result.get("error") else ""
                 out.append((line["custom_id"], None, f"{result.get('type', 'no result')}{detail}"))
         return out
 
@@ -194,18 +236,15 @@ class _Stopped(Exception):
 
 
 async def _retrying(judge, state: JudgeState, op):
-    """``op()`` with the judge's retries on retryable errors (jittered backoff)."""
-    for attempt in range(1, judge.spec.retries + 2):
-        try:
-            return await op()
-        except RetryableError as e:
-            if attempt > judge.spec.retries:
-                raise
-            state.retries += 1
-            if e.kind == "rate_limited":
-                state.rate_limited += 1
-            await anyio.sleep(limits.backoff(attempt, e))
-    raise AssertionError("unreachable")
+    """``op()`` under the engine's retry policy (``limits.retrying``): the judge's retries on
+    retryable errors, the same backoff and Retry-After as calls."""
+
+    def retried(e: RetryableError) -> None:
+        state.retries += 1
+        if e.kind == "rate_limited":
+            state.rate_limited += 1
+
+    return await limits.retrying(op, judge.spec.retries, retried)
 
 
 def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
@@ -283,6 +322,14 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     requests = _requests(judge, plan, done)
     submitted: set[str] = set()
     pending = _load(path)
+    if pending is not None and not pending.batch_id:  # killed while its create was in flight
+        found = await _retrying(judge, state, lambda: api.find(pending))
+        if found is None:  # never created: submit afresh
+            path.unlink()
+            pending = None
+        else:
+            pending = msgspec.structs.replace(pending, batch_id=found)
+            write_atomic(path, msgspec.json.encode(pending), fsync=True)
     if pending is not None:
         if pending.provider != api.provider:
             raise _Stopped(f"{path} holds a {pending.provider} batch, but the judge is {api.provider}")
@@ -292,9 +339,18 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     if not todo:
         return
     with anyio.CancelScope(shield=True):  # a created batch is always written down
-        batch_id = await _retrying(judge, state, lambda: api.submit(todo))
-        pending = Pending(api.provider, batch_id, [cid for cid, _ in todo], round(time.time(), 3))
+        intent = Pending(api.provider, "", [cid for cid, _ in todo], round(time.time(), 3), secrets.token_hex(8))
         path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, msgspec.json.encode(intent), fsync=True)  # before the create: see Pending
+        tries = 0
+
+        async def find_or_submit() -> str:
+            nonlocal tries
+            tries += 1  # a retried create may have succeeded unseen (a timeout): look first
+            found = await api.find(intent) if tries > 1 else None
+            return found or await api.submit(todo, intent.intent)
+
+        pending = msgspec.structs.replace(intent, batch_id=await _retrying(judge, state, find_or_submit))
         write_atomic(path, msgspec.json.encode(pending), fsync=True)
     await _collect(api, judge, state, pending, requests, records, path)
 

@@ -34,9 +34,12 @@ from typing import Protocol
 import anyio
 import msgspec
 from aiolimiter import AsyncLimiter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from .. import judges
 from ..core.keys import Shard
+from ..errors import RetryableError
+from ..judges.http import bounded_wait
 from ..spec import JudgeSpec
 
 
@@ -97,7 +100,9 @@ class Account:
         self.paused_until = 0.0
 
     def pause(self, seconds: float) -> None:
-        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
+        seconds, _ = bounded_wait(seconds)  # a Retry-After of inf must not pause forever
+        if seconds is not None:
+            self.paused_until = max(self.paused_until, time.monotonic() + seconds)
 
     async def admit(self, estimated_tokens: int) -> int:
         """Wait for the account's budget; returns the tokens actually reserved."""
@@ -241,8 +246,44 @@ class AdaptiveConcurrency:
 
 
 def backoff(failed_attempts: int, exc: BaseException | None) -> float:
-    """Jittered exponential backoff; a server's Retry-After wins when it names a time."""
-    after = getattr(exc, "retry_after", None)
+    """Jittered exponential backoff; a server's Retry-After wins when it names a time (never
+    more than ``MAX_RETRY_AFTER_S``, whatever a backend let through)."""
+    after, _ = bounded_wait(getattr(exc, "retry_after", None))
     if after is not None:
         return after + random.uniform(0, 0.1)
     return random.uniform(0, min(20.0, 0.25 * 2 ** (failed_attempts - 1)))
+
+
+def _wait(retry_state: RetryCallState) -> float:
+    # tenacity counts from the first retry; the bare first attempt came before it.
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    return backoff(retry_state.attempt_number + 1, exc)
+
+
+def retry_policy(retries: int, sleep=anyio.sleep) -> AsyncRetrying:
+    """The retries after a first failed attempt: up to ``retries`` more on a
+    ``RetryableError``, waiting ``backoff`` between them. The one policy for calls (pipeline)
+    and provider batch requests (batches). ``sleep``: how to wait (the pipeline's ends early
+    on a drain)."""
+    return AsyncRetrying(stop=stop_after_attempt(retries), retry=retry_if_exception_type(RetryableError),
+                         wait=_wait, sleep=sleep, reraise=True)
+
+
+async def retrying(op, retries: int, on_retry=None, sleep=anyio.sleep):
+    """``await op()``, retried under ``retry_policy``; ``on_retry(error)`` before each retry."""
+    try:
+        return await op()
+    except RetryableError as e:
+        if retries <= 0:
+            raise
+        failure = e
+    await sleep(backoff(1, failure))
+    async for attempt in retry_policy(retries, sleep):
+        with attempt:
+            if on_retry is not None:
+                on_retry(failure)
+            try:
+                return await op()
+            except RetryableError as e:
+                failure = e
+                raise

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from ..judges import (
     FatalJudgeError,
@@ -41,12 +40,6 @@ from . import batches, limits
 from . import records as build
 from .progress import Progress
 from .state import EngineResult, JudgeState
-
-
-def _wait(retry_state: RetryCallState) -> float:
-    # tenacity counts from the first retry; the bare first attempt came before it.
-    exc = retry_state.outcome.exception() if retry_state.outcome else None
-    return limits.backoff(retry_state.attempt_number + 1, exc)
 
 
 async def _put(stream: ObjectSendStream, value) -> None:
@@ -77,6 +70,12 @@ class _Stop(Exception):
     """Raised inside a judge's task group when the judge must stop."""
 
 
+class _Drained(Exception):
+    """A call given up because the run is draining: it had not been sent yet (waiting on the
+    account's budget or a pause) or was between retries. It leaves no record: the key is
+    simply not done, and the next audit judges it."""
+
+
 @dataclass
 class JudgeRunner:
     """One judge's share of the run: its backend, budget, gate and counters. Also used by
@@ -87,9 +86,35 @@ class JudgeRunner:
     gate: limits.AdaptiveConcurrency | limits.FixedConcurrency
     state: JudgeState
     workers: int = 1  # worker tasks in ``run`` (``limits.CallLimits.workers``)
+    draining: bool = False
+    _waits: set | None = None  # cancel scopes of the waits a drain ends
+
+    def drain(self) -> None:
+        """Stop waiting: calls not yet sent and pending retries end without a record; calls
+        in flight finish."""
+        self.draining = True
+        for scope in list(self._waits or ()):
+            scope.cancel()
+
+    async def _interruptible(self, wait):
+        """``await wait()``, ended by a drain (``_Drained``)."""
+        if self.draining:
+            raise _Drained
+        if self._waits is None:
+            self._waits = set()
+        with anyio.CancelScope() as scope:
+            self._waits.add(scope)
+            try:
+                return await wait()
+            finally:
+                self._waits.discard(scope)
+        raise _Drained  # reached only when the drain cancelled the wait
+
+    async def _sleep(self, seconds: float) -> None:
+        await self._interruptible(lambda: anyio.sleep(seconds))
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
-        reserved = await self.account.admit(estimate)
+        reserved = await self._interruptible(lambda: self.account.admit(estimate))
         self.state.calls += 1
         try:
             async with self.gate:
@@ -127,13 +152,9 @@ class JudgeRunner:
         attempts = 1
         retries = self.judge.spec.retries
         if isinstance(failure, RetryableError) and retries > 0:
-            retrying = AsyncRetrying(
-                stop=stop_after_attempt(retries), retry=retry_if_exception_type(RetryableError),
-                wait=_wait, sleep=anyio.sleep, reraise=True,
-            )
             try:
-                await anyio.sleep(limits.backoff(1, failure))
-                async for attempt in retrying:
+                await self._sleep(limits.backoff(1, failure))
+                async for attempt in limits.retry_policy(retries, self._sleep):
                     with attempt:
                         attempts += 1
                         self.state.retries += 1
@@ -166,6 +187,8 @@ class JudgeRunner:
             async for request in _stream(calls):
                 try:
                     record = await self.call(request)
+                except _Drained:
+                    continue  # not sent, or between retries: no record, the key stays undone
                 except FatalJudgeError as e:
                     self.state.stopped = f"judge {self.state.name!r} stopped: {e}"
                     self.state.failed += 1
@@ -291,6 +314,8 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
         progress.note("interrupted: finishing the calls in flight (press again to abort them)")
         for scope in producers:
             scope.cancel()
+        for r in runs:
+            r.drain()
 
     def abort() -> None:
         result.interrupted = True

@@ -22,6 +22,8 @@ from typing import TextIO
 
 import anyio
 
+from ..core.text import neutralise
+
 BAR = 24
 MIN_BAR = 8
 NAME = 12
@@ -97,17 +99,18 @@ class Progress:
 
     def draw(self, states) -> None:
         now = time.monotonic()
-        lines = [self.line(s, now) for s in states]
+        lines = [neutralise(self.line(s, now)) for s in states]  # names come from the manifest
         if self.live:
             up = f"\x1b[{self._drawn}F" if self._drawn else ""
-            self.stream.write(up + "".join(f"\x1b[2K{line}\n" for line in lines))
+            # Our own control sequences go to the raw stream, past the CLI's SafeStream.
+            getattr(self.stream, "raw", self.stream).write(up + "".join(f"\x1b[2K{line}\n" for line in lines))
             self._drawn = len(lines)
         else:
             self.stream.write("".join(f"progress: {line}\n" for line in lines))
         self.stream.flush()
 
     def note(self, message: str) -> None:
-        self.stream.write(message + "\n")
+        self.stream.write(neutralise(message) + "\n")
         self.stream.flush()
         self._drawn = 0  # the note scrolled the bars: draw them afresh below it
 

@@ -23,19 +23,16 @@ from __future__ import annotations
 import os
 import time
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 import msgspec
 
 from ..spec import JudgeSpec
-from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
-from .http import HttpJudge
+from .base import JudgeReply, JudgeRequest, RetryableError
+from .http import FATAL, RETRYABLE, HttpJudge, ProviderError, retry_after_header
 from .protocol import THINKING_BUDGET, max_tokens
 
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-_FATAL = {401: "unauthorized", 402: "billing", 403: "forbidden", 404: "not_found"}
-_RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
 # The rate limits Anthropic reports, each with -remaining and -reset (RFC 3339) headers.
 _LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
 
@@ -71,12 +68,16 @@ _decode_error = msgspec.json.Decoder(_ErrorBody).decode
 
 
 class AnthropicJudge(HttpJudge):
+    fatal = {**FATAL, 402: "billing"}
+    retryable = {**RETRYABLE, 529: "overloaded"}
+
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         self._key = os.environ[spec.api_key_env] if spec.api_key_env else None
         if self._key:
             headers["x-api-key"] = self._key
-        super().__init__(spec, judge_id, (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/v1/messages", headers)
+        super().__init__(spec, judge_id, (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/") + "/v1/messages", headers,
+                         secrets=[self._key])
 
     def body(self, request: JudgeRequest) -> bytes:
         system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
@@ -112,53 +113,21 @@ class AnthropicJudge(HttpJudge):
             tokens_out=usage.output_tokens,
         )
 
-    def raise_for_status(self, status: int, payload: bytes, headers) -> None:
-        kind, message, details = _provider_error(payload)
-        if self._key:
-            message = message.replace(self._key, "***")
-        said = f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {message}" if message else "")
-        if status == 429:
-            if (details or {}).get("error_code") == "enforced_spend_limit_reached":
-                raise FatalJudgeError("spend_limit", f"{said} (spend limit reached)")
-            wait = _retry_after(headers)
-            raise RetryableError("rate_limited", said, wait if wait is not None else _reset(headers))
-        if status == 529:
-            raise RetryableError("overloaded", said, _retry_after(headers))
-        if status >= 500 or status in _RETRYABLE_4XX:
-            raise RetryableError("server_error" if status >= 500 else _RETRYABLE_4XX[status],
-                                 said, _retry_after(headers))
-        if status in _FATAL:
-            where = f"HTTP {status}" + (f" {kind}" if kind else "") + f" from {self.url}"
-            raise FatalJudgeError(_FATAL[status], f"{where}: {message}" if message else where)
-        raise RejectedError("rejected", said)
+    def provider_error(self, payload: bytes) -> ProviderError:
+        """The documented ``{"type": "error", "error": {"type", "message"}}``; a 429 for a
+        reached spend limit stops the judge (no wait lifts it). Other bodies: the default."""
+        try:
+            err = _decode_error(payload).error
+        except msgspec.DecodeError:
+            return super().provider_error(payload)
+        spent = (err.details or {}).get("error_code") == "enforced_spend_limit_reached"
+        return ProviderError(type=err.type, message=err.message + (" (spend limit reached)" if spent else ""),
+                             fatal="spend_limit" if spent else None)
 
-
-def _provider_error(payload: bytes) -> tuple[str, str, dict | None]:
-    """The error body's ``(type, message, details)``; a body not in the documented shape
-    (a proxy's HTML page, say) gives its first 200 characters as the message."""
-    try:
-        err = _decode_error(payload).error
-        return err.type[:60], err.message[:200], err.details
-    except msgspec.DecodeError:
-        return "", payload[:200].decode("utf-8", "replace").strip(), None
-
-
-def _retry_after(headers, now: float | None = None) -> float | None:
-    """``retry-after`` in seconds (or as an HTTP date), if given."""
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    def retry_after(self, status: int, headers, err: ProviderError) -> float | None:
+        """``retry-after``; on a 429 without it, the ``anthropic-ratelimit-*-reset`` times."""
+        wait = retry_after_header(headers.get("retry-after"))
+        return _reset(headers) if wait is None and status == 429 else wait
 
 
 def _reset(headers, now: float | None = None) -> float | None:

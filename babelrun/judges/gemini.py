@@ -29,13 +29,11 @@ import re
 import msgspec
 
 from ..spec import JudgeSpec
-from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
-from .http import HttpJudge
+from .base import JudgeReply, JudgeRequest, RetryableError
+from .http import HttpJudge, ProviderError, json_or_none, retry_after_header
 from .protocol import THINKING_BUDGET, max_tokens
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
-_FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
-_RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
 # Finish reasons that mean a filter withheld the text (as opposed to STOP, MAX_TOKENS, …).
 _BLOCKED = {"SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
             "IMAGE_SAFETY", "OTHER"}
@@ -83,7 +81,8 @@ class GeminiJudge(HttpJudge):
         self._key = os.environ[spec.api_key_env] if spec.api_key_env else None
         if self._key:
             headers["x-goog-api-key"] = self._key
-        super().__init__(spec, judge_id, f"{base}/v1beta/models/{model}:generateContent", headers)
+        super().__init__(spec, judge_id, f"{base}/v1beta/models/{model}:generateContent", headers,
+                         secrets=[self._key])
 
     def body(self, request: JudgeRequest) -> bytes:
         system = [m["content"] for m in request.messages if m["role"] == "system"]
@@ -108,9 +107,6 @@ class GeminiJudge(HttpJudge):
                                             thinkingConfig={"thinkingBudget": budget})
         return msgspec.json.encode(body)
 
-    def raise_for_status(self, status: int, payload: bytes, headers) -> None:
-        raise self._error(status, payload, _seconds(headers.get("Retry-After")))
-
     def reply(self, payload: bytes) -> JudgeReply:
         try:
             response = _decode(payload)
@@ -132,24 +128,35 @@ class GeminiJudge(HttpJudge):
             tokens_out=tokens_out,
         )
 
-    def _error(self, status: int, payload: bytes, header_after: float | None) -> Exception:
-        err = _ProviderError.of(payload)
-        message = self._mask(err.message)
-        what = f"HTTP {status}" + (f" {err.status}" if err.status else "")
-        if status == 429:
-            return RetryableError("rate_limited", f"{what}: {message}",
-                                  _larger(header_after, err.retry_delay))
-        if status >= 500 or status in _RETRYABLE_4XX:
-            return RetryableError("server_error" if status >= 500 else _RETRYABLE_4XX[status],
-                                  f"{what}: {message}", _larger(header_after, err.retry_delay))
-        if status in _FATAL:
-            return FatalJudgeError(_FATAL[status], f"{what} from {self.url}: {message}")
-        if "API_KEY_INVALID" in err.reasons:
-            return FatalJudgeError("unauthorized", f"{what} from {self.url}: {message}")
-        return RejectedError("rejected", f"{what}: {message}")
+    def provider_error(self, payload: bytes) -> ProviderError:
+        """Google's ``{"error": {"code", "message", "status", "details"}}`` (also wrapped in a
+        list): only ``message`` is quoted, never ``details`` (a ``DebugInfo`` entry can echo the
+        key); an ``ErrorInfo`` reason ``API_KEY_INVALID`` (how Google answers a wrong key, with
+        400) stops the judge; a ``RetryInfo`` ``retryDelay`` is a wait."""
+        doc = json_or_none(payload)
+        if isinstance(doc, list) and doc:  # some front ends wrap it in a list
+            doc = doc[0]
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if not isinstance(err, dict):
+            return super().provider_error(payload)
+        reasons: list[str] = []
+        delay = None
+        details = err.get("details")
+        for d in details if isinstance(details, list) else ():
+            if not isinstance(d, dict):
+                continue
+            kind = str(d.get("@type", ""))
+            if kind.endswith("google.rpc.ErrorInfo") and isinstance(d.get("reason"), str):
+                reasons.append(d["reason"])
+            elif kind.endswith("google.rpc.RetryInfo"):
+                delay = _duration(d.get("retryDelay"))
+        return ProviderError(type=str(err.get("status", "")), message=str(err.get("message", "")), wait=delay,
+                             fatal="unauthorized" if "API_KEY_INVALID" in reasons else None)
 
-    def _mask(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+    def retry_after(self, status: int, headers, err: ProviderError) -> float | None:
+        """The larger of ``Retry-After`` and the body's ``retryDelay``."""
+        present = [x for x in (retry_after_header(headers.get("Retry-After")), err.wait) if x is not None]
+        return max(present) if present else None
 
 
 def _text(response: _Response) -> str:
@@ -163,40 +170,6 @@ def _text(response: _Response) -> str:
         return text
     reason = candidate.finish_reason or "unknown"
     return f"[blocked: {reason}]" if reason in _BLOCKED else f"[no text: {reason}]"
-
-
-class _ProviderError(msgspec.Struct):
-    message: str = ""
-    status: str = ""
-    reasons: tuple[str, ...] = ()
-    retry_delay: float | None = None
-
-    @classmethod
-    def of(cls, payload: bytes) -> _ProviderError:
-        """Google's error body, read leniently: a body that is not one (a proxy's HTML page)
-        still yields its first 200 characters as the message."""
-        try:
-            doc = msgspec.json.decode(payload)
-        except msgspec.DecodeError:
-            return cls(message=payload[:200].decode("utf-8", "replace"))
-        if isinstance(doc, list) and doc:  # some front ends wrap it in a list
-            doc = doc[0]
-        err = doc.get("error") if isinstance(doc, dict) else None
-        if not isinstance(err, dict):
-            return cls(message=payload[:200].decode("utf-8", "replace"))
-        reasons: list[str] = []
-        delay = None
-        details = err.get("details")
-        for d in details if isinstance(details, list) else ():
-            if not isinstance(d, dict):
-                continue
-            kind = str(d.get("@type", ""))
-            if kind.endswith("google.rpc.ErrorInfo") and isinstance(d.get("reason"), str):
-                reasons.append(d["reason"])
-            elif kind.endswith("google.rpc.RetryInfo"):
-                delay = _duration(d.get("retryDelay"))
-        return cls(message=str(err.get("message", ""))[:200], status=str(err.get("status", "")),
-                   reasons=tuple(reasons), retry_delay=delay)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)s\s*$")
@@ -214,18 +187,3 @@ def _duration(value) -> float | None:
         except (TypeError, ValueError):
             return None
     return None
-
-
-def _seconds(value: str | None) -> float | None:
-    """``Retry-After`` in seconds; an HTTP-date is left to the backoff."""
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
-def _larger(a: float | None, b: float | None) -> float | None:
-    present = [x for x in (a, b) if x is not None]
-    return max(present) if present else None

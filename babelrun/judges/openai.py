@@ -18,26 +18,22 @@ OpenAI (backend ``azure``): ``{endpoint}/openai/deployments/{deployment}/chat/co
 
 The key is read from the environment variable the manifest names, sent only in its header,
 and never logged or echoed: error messages carry the status and the provider's message, not
-the request.
+the request. Status mapping, masking and the bounds on replies are ``http.HttpJudge``'s.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from urllib.parse import quote
 
 import msgspec
 
 from ..spec import JudgeSpec
-from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .base import JudgeReply, JudgeRequest, RetryableError
 from .http import HttpJudge
 from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
 from .protocol import max_tokens
-
-_FATAL = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
-_RETRYABLE_4XX = {408: "timeout", 409: "conflict", 425: "too_early"}
 
 
 class _Message(msgspec.Struct):
@@ -108,7 +104,12 @@ def url_of(spec: JudgeSpec) -> str:
 
 class OpenAIJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        super().__init__(spec, judge_id, url_of(spec), headers_of(spec))
+        headers = headers_of(spec)
+        # Masked out of every message that leaves the process: the key, and every value a
+        # header took from the environment.
+        secrets = [headers.get("Authorization", "").removeprefix("Bearer ") or None, headers.get("api-key"),
+                   *(os.environ.get(var) for var in spec.headers_env.values())]
+        super().__init__(spec, judge_id, url_of(spec), headers, secrets=secrets)
 
     def body(self, request: JudgeRequest) -> bytes:
         body = {"model": self.spec.model, "messages": request.messages}
@@ -121,17 +122,6 @@ class OpenAIJudge(HttpJudge):
         if self.spec.soft:  # one token, and the probabilities of its likeliest values
             body.update(max_tokens=1, logprobs=True, top_logprobs=20)
         return msgspec.json.encode(body)
-
-    def raise_for_status(self, status: int, payload: bytes, headers) -> None:
-        retry_after = _retry_after(headers)
-        if status == 429:
-            raise RetryableError("rate_limited", "429 Too Many Requests", retry_after)
-        if status >= 500 or status in _RETRYABLE_4XX:
-            raise RetryableError("server_error" if status >= 500 else _RETRYABLE_4XX[status],
-                                 f"HTTP {status}", retry_after)
-        if status in _FATAL:
-            raise FatalJudgeError(_FATAL[status], f"HTTP {status} from {self.url}: {_provider_message(payload)}")
-        raise RejectedError("rejected", f"HTTP {status}: {_provider_message(payload)}")
 
     def reply(self, payload: bytes) -> JudgeReply:
         try:
@@ -157,44 +147,3 @@ def _soft(choice: _Choice) -> tuple[float, float, float] | None:
     first = content[0]
     top = [(t.token, t.logprob) for t in first.top_logprobs] or [(first.token, first.logprob)]
     return slot_probabilities(top)
-
-
-def _retry_after(headers) -> float | None:
-    """Seconds the provider asks us to wait: ``Retry-After`` (seconds), else the larger of
-    OpenAI-style ``x-ratelimit-reset-requests`` / ``-tokens`` durations (``1s``, ``6m0s``,
-    ``20ms``). An HTTP-date Retry-After is rare from LLM providers: backoff applies instead."""
-    value = headers.get("Retry-After")
-    if value is not None:
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-    resets = [_duration(headers.get(h)) for h in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")]
-    resets = [r for r in resets if r is not None]
-    return max(resets) if resets else None
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _duration(text: str | None) -> float | None:
-    if not text:
-        return None
-    parts = _DURATION.findall(text.strip())
-    if not parts or "".join(n + u for n, u in parts) != text.strip().replace(" ", ""):
-        try:
-            return max(0.0, float(text))
-        except ValueError:
-            return None
-    return sum(float(n) * _UNIT[u] for n, u in parts)
-
-
-def _provider_message(payload: bytes) -> str:
-    try:
-        err = msgspec.json.decode(payload)
-        if isinstance(err, dict) and isinstance(err.get("error"), dict):
-            return str(err["error"].get("message", ""))[:200]
-    except msgspec.DecodeError:
-        pass
-    return payload[:200].decode("utf-8", "replace")

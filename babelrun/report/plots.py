@@ -458,7 +458,11 @@ def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
     proc = subprocess.run([sys.executable, "-m", __name__, str(out_dir)], input=msgspec.msgpack.encode(data),
                           capture_output=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"drawing the plots failed: {proc.stderr.decode(errors='replace').strip()}")
+        stderr = proc.stderr.decode(errors="replace").strip()
+        system = re.match(r"\w*Error: \[Errno (\d+)\] (.*)$", stderr.splitlines()[-1] if stderr else "")
+        if system:  # a full disk, a read-only folder: the caller reports it as the OSError it is
+            raise OSError(int(system.group(1)), system.group(2), str(out_dir / "plots"))
+        raise RuntimeError(f"drawing the plots failed: {stderr}")
     return msgspec.msgpack.decode(proc.stdout, type=list[Plot])
 
 

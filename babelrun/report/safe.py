@@ -13,18 +13,9 @@ import html
 import re
 import unicodedata
 
-# Bidi embeddings, overrides and isolates, the implicit marks, and other format characters
-# that change what is displayed without being visible (Unicode category Cf), plus C0/C1
-# controls other than tab and newline.
-_INVISIBLE = re.compile(r"[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f"
-                        r"\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]")
+from ..core.text import neutralise
 
-
-def neutralise(text: str | None) -> str:
-    """``text`` with every bidi control and invisible format character shown as ⟦U+XXXX⟧."""
-    if not text:
-        return ""
-    return _INVISIBLE.sub(lambda m: f"⟦U+{ord(m.group()):04X}⟧", text)
+__all__ = ["h", "is_visible_safe", "label", "md", "neutralise"]
 
 
 def is_visible_safe(text: str) -> bool:

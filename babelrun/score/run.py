@@ -37,7 +37,21 @@ def cards_of_run(run_dir: Path) -> Cards:
                                       confidence=scoring.confidence, seed=seed)
                        for d, t in zip(derived, tables, strict=True)]
     cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
-                                    composites=composite_cards)
+                                    composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
+                                    agentic=_label_stale(cards.agentic, info.judge_ids))
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
     return cards
+
+
+def stale_label(name: str, judge_id: str) -> str:
+    return f"{name} (earlier judge_id {judge_id})"
+
+
+def _label_stale(cards: list, judge_ids: dict[str, str]) -> list:
+    """A judge name whose manifest changed has records under its old judge_id too: those
+    cards are named apart (``name (earlier judge_id …)``), so that no ranking or row takes
+    the old verdicts for the judge as it is now configured."""
+    current = set(judge_ids.values())
+    return [msgspec.structs.replace(c, judge=stale_label(c.judge, c.judge_id))
+            if c.judge in judge_ids and c.judge_id not in current else c for c in cards]

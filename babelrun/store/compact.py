@@ -2,7 +2,8 @@
 
 ``write_parquet`` streams the log into ``RUN_DIR/judgements.parquet`` a few megabytes of
 JSON at a time — peak memory stays flat however long the run — keeping each key's first ``ok``
-record, and stamps the file with the segments (name and size) it was built from. ``load``
+record, and stamps the file with the segments (name, size, content hash) it was built from,
+and with the log lines it skipped as invalid (``bad_lines``). ``load``
 reads that file, rebuilding it first when the stamp no longer matches the log. The file is
 for scoring and for users' own tools (pandas, polars, DuckDB); the JSONL log stays the
 source of truth. Rows are in log order; string columns with few values come back
@@ -11,6 +12,7 @@ dictionary-encoded.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -27,17 +29,13 @@ from .log import Record
 PARQUET = "judgements.parquet"
 _STAMP = b"babelrun.segments"
 _FORMAT_KEY = b"babelrun.format"
-_TYPES = {
-    "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
-    "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
-    "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
-    "p_tie": pa.float64(), "score": pa.float64(),
-}
-SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
+_BAD_KEY = b"babelrun.bad_lines"
+MAX_BAD_LINES = 1000
+SCHEMA = log.RECORD_SCHEMA
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
 # (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
-_FORMAT = b"5"  # bump when the Parquet layout changes: older files are rebuilt
+_FORMAT = b"6"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
 DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "ref_id", "perturbation",
                       "verdict", "slot", "served_model", "fingerprint", "error_kind")
@@ -83,32 +81,86 @@ def counted(records: pa.Table) -> pa.Table:
     return FirstOk()(records)
 
 
+def _digest(seg: Path) -> str:
+    with seg.open("rb") as f:
+        return hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+
+
 def _segment_stamp(run_dir: Path) -> bytes:
-    return msgspec.json.encode([[p.name, p.stat().st_size] for p in log.segments(run_dir)])
+    """What the Parquet file was built from: each segment's name, size and a hash of its
+    content (an edit that keeps a segment's size still changes the stamp; hashing runs at
+    about 1 GB/s, a few tens of milliseconds for a 130,000-call log)."""
+    stamp = []
+    for p in log.segments(run_dir):
+        try:
+            stamp.append([p.name, p.stat().st_size, _digest(p)])
+        except OSError:  # unreadable: the reader skips it, and names it
+            stamp.append([p.name, -1, ""])
+    return msgspec.json.encode(stamp)
+
+
+def _metadata(path: Path) -> dict[bytes, bytes] | None:
+    """The Parquet file's metadata; None when there is no readable file (garbage, cut short:
+    it is only a cache of the log, so it is rebuilt)."""
+    try:
+        return pq.read_metadata(path).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return None
 
 
 def is_current(run_dir: str | Path) -> bool:
     run_dir = Path(run_dir)
-    path = run_dir / PARQUET
-    if not path.exists():
+    metadata = _metadata(run_dir / PARQUET)
+    return (metadata is not None and metadata.get(_FORMAT_KEY) == _FORMAT
+            and metadata.get(_STAMP) == _segment_stamp(run_dir))
+
+
+def bad_lines(run_dir: Path) -> list[log.BadLine]:
+    """The log lines the last compaction skipped (at most ``MAX_BAD_LINES`` named)."""
+    metadata = _metadata(run_dir / PARQUET) or {}
+    return msgspec.json.decode(metadata.get(_BAD_KEY, b"[]"), type=list[log.BadLine])
+
+
+def remove_stale_tmp(run_dir: Path) -> None:
+    """Delete temporary files left by a process killed mid-write (``name.<pid>.tmp``) whose
+    writer is gone. Runs under the run lock."""
+    for tmp in run_dir.glob("*.tmp"):
+        pid = tmp.suffixes[-2][1:] if len(tmp.suffixes) >= 2 else ""
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    metadata = pq.read_schema(path).metadata or {}
-    return metadata.get(_FORMAT_KEY) == _FORMAT and metadata.get(_STAMP) == _segment_stamp(run_dir)
+    except PermissionError:
+        return True
+    return True
 
 
 def write_parquet(run_dir: Path) -> Path:
-    """Stream the log's counted records into judgements.parquet, block by block."""
+    """Stream the log's counted records into judgements.parquet, block by block. Invalid log
+    lines are skipped; the file's metadata names them (``bad_lines``)."""
     stamp = _segment_stamp(run_dir)  # before reading: a later append makes the file stale
     path = run_dir / PARQUET
     tmp = path.with_name(f"{PARQUET}.{os.getpid()}.tmp")
     first_ok = FirstOk()
-    with pq.ParquetWriter(tmp, PARQUET_SCHEMA.with_metadata({_STAMP: stamp, _FORMAT_KEY: _FORMAT})) as writer:
-        for seg in log.segments(run_dir):
-            for batch in log.stream_segment(seg, SCHEMA):
-                rows = first_ok(pa.Table.from_batches([batch]))
-                if rows.num_rows:
-                    writer.write_table(rows)
-    tmp.replace(path)
+    bad: list[log.BadLine] = []
+    try:
+        with pq.ParquetWriter(tmp, PARQUET_SCHEMA) as writer:
+            for seg in log.segments(run_dir):
+                for batch in log.stream_segment(seg, SCHEMA, bad=bad):
+                    rows = first_ok(pa.Table.from_batches([batch]))
+                    if rows.num_rows:
+                        writer.write_table(rows)
+            writer.add_key_value_metadata({_STAMP: stamp, _FORMAT_KEY: _FORMAT,
+                                           _BAD_KEY: msgspec.json.encode(bad[:MAX_BAD_LINES])})
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk, an interrupt: leave no temporary file
+        raise
     return path
 
 

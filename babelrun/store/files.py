@@ -14,9 +14,13 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     the bytes reach the disk before the rename, for files that must survive a power loss
     (a submitted provider batch's id)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:  # a full disk: leave no temporary file, and name the file meant
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None

@@ -54,18 +54,19 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from ..core.keys import Shard, item_bits, keys_by_judge, order_bit, plan_keys, sorted_unique
-from ..core.records import Record
+from ..core.records import ANSWERS, ORDERS, Record
 from ..errors import RunDirBusy
 
-__all__ = ["DoneSet", "LogWriter", "Record", "RunLock", "Shard", "final_records", "read", "read_table",
-           "repair", "segments", "stream_segment"]
+__all__ = ["BadLine", "DoneSet", "LogWriter", "Record", "RunLock", "Shard", "decode_line", "final_records", "read",
+           "read_table", "repair", "segments", "stream_segment"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
 
 
 def segments(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "log").glob("*.jsonl"))
+    """The log's segment files (not a directory that happens to be named ``*.jsonl``)."""
+    return sorted(p for p in (run_dir / "log").glob("*.jsonl") if p.is_file())
 
 
 def repair(run_dir: Path, shard: Shard | None = None) -> int:
@@ -110,14 +111,81 @@ def _complete_lines(seg: Path) -> Iterator[bytes]:
                 yield line
 
 
-def read(run_dir: Path) -> Iterator[Record]:
-    """Every record in every segment, in segment order; undecodable lines are skipped."""
+# ---- one reader, two speeds ---------------------------------------------------------------
+#
+# A record is valid when it decodes as a ``Record`` (every required field, every field of its
+# type, status/verdict/slot among their values) and an ``ok`` record names its verdict and
+# slot. Both read paths apply this one rule: ``read`` decodes line by line with msgspec;
+# ``stream_segment`` parses a segment with Arrow (fast) and checks the same rule column-wise,
+# and when Arrow refuses the segment or a check fails, it reads that segment line by line
+# (``_valid_lines``), skipping each bad line and naming it (``BadLine``). A bad line never
+# stops a reader: one torn write, a power loss's NULs or a hand edit cannot brick a run.
+
+
+class BadLine(msgspec.Struct, frozen=True):
+    """A log line no reader counts: ``segment:line`` and why."""
+
+    segment: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.segment}:{self.line} ({self.reason})"
+
+
+_ORDERS = (*ORDERS, *ANSWERS)  # pairwise orders, pointwise answers
+_REQUIRED = ("judge_id", "item_id", "order", "status", "judge", "kind", "lang", "perturbation",
+             "severity", "ref_len", "pert_len")
+_VALUES = {"order": _ORDERS, "status": ("ok", "error"), "verdict": ("reference", "perturbed", "tie", "invalid"),
+           "slot": ("A", "B", "tie", "invalid")}
+
+
+def _problem(record: Record) -> str | None:
+    """What the type alone does not say is wrong with a decoded record, if anything. An ok
+    record carries its verdict: a slot and a verdict (pairwise), or a score or ``invalid``
+    (pointwise, keyed by the answer judged)."""
+    if record.order not in _ORDERS:
+        return f"order {record.order[:20]!r}"
+    if record.status != "ok":
+        return None
+    if record.order in ANSWERS:
+        return None if record.score is not None or record.verdict == "invalid" else "ok record without a score"
+    if record.verdict is None or record.slot is None:
+        return "ok record without a verdict"
+    return None
+
+
+def decode_line(line: bytes) -> Record | str:
+    """A log line as a valid ``Record``, or the reason it is not one."""
+    try:
+        record = _decoder.decode(line)
+    except msgspec.DecodeError as e:  # includes ValidationError
+        return str(e)[:120]
+    return _problem(record) or record
+
+
+def read(run_dir: Path, bad: list[BadLine] | None = None) -> Iterator[Record]:
+    """Every valid record in every segment, in segment order; invalid lines are skipped (and
+    appended to ``bad``, when given)."""
     for seg in segments(run_dir):
-        for line in _complete_lines(seg):
-            try:
-                yield _decoder.decode(line)
-            except msgspec.DecodeError:  # includes ValidationError
+        for number, line in _numbered(seg, bad):
+            if not line.strip():
                 continue
+            decoded = decode_line(line)
+            if isinstance(decoded, str):
+                if bad is not None:
+                    bad.append(BadLine(seg.name, number, decoded))
+                continue
+            yield decoded
+
+
+def _numbered(seg: Path, bad: list[BadLine] | None) -> Iterator[tuple[int, bytes]]:
+    """A segment's complete lines, numbered from 1; an unreadable segment is one bad line 0."""
+    try:
+        yield from enumerate(_complete_lines(seg), start=1)
+    except OSError as e:
+        if bad is not None:
+            bad.append(BadLine(seg.name, 0, f"unreadable: {e.strerror or e}"))
 
 
 def _source(seg: Path):
@@ -137,31 +205,123 @@ def _parse_options(schema: pa.Schema) -> pajson.ParseOptions:
     return pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
 
-def read_segment(seg: Path, schema: pa.Schema, *, threads: bool = False) -> pa.Table:
-    """The given columns of one segment's records, parsed by Arrow's JSON reader (C++;
-    multithreaded when ``threads``: faster, at ~30 MB more peak memory per 100k records).
-    Fields outside ``schema`` are skipped; a torn last line is left out."""
-    source = _source(seg)
-    if isinstance(source, io.BytesIO) and not source.getbuffer().nbytes:
-        return schema.empty_table()
-    return pajson.read_json(source, parse_options=_parse_options(schema),
-                            read_options=pajson.ReadOptions(use_threads=threads))
+_TYPES = {
+    "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
+    "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
+    "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
+    "p_tie": pa.float64(), "score": pa.float64(),
+}
+# Every field of a record, typed: the fast path parses all of them whatever the caller asked
+# for, so that a wrong-typed field anywhere refuses the line on both paths alike (the done-set
+# and the compaction never disagree about a record).
+RECORD_SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in msgspec.structs.fields(Record)])
 
 
-def stream_segment(seg: Path, schema: pa.Schema, block_bytes: int = 4 << 20) -> Iterator[pa.RecordBatch]:
-    """``read_segment`` in record batches of about ``block_bytes`` of JSON each: memory stays
-    at one block however large the segment."""
+def _all_valid(batch: pa.RecordBatch | pa.Table) -> bool:
+    """The validity rule, column-wise (types were enforced by the parse)."""
+    for name in _REQUIRED:
+        if batch.column(name).null_count:
+            return False
+    for name, allowed in _VALUES.items():
+        column = batch.column(name)
+        if not pc.all(pc.or_kleene(pc.is_null(column), pc.is_in(column, pa.array(allowed)))).as_py():
+            return False
+    ok = pc.equal(batch.column("status"), "ok")
+    verdict = batch.column("verdict")
+    slotless = pc.or_(pc.is_null(verdict), pc.is_null(batch.column("slot")))
+    scoreless = pc.and_(pc.is_null(batch.column("score")), pc.fill_null(pc.not_equal(verdict, "invalid"), True))
+    missing = pc.if_else(pc.is_in(batch.column("order"), pa.array(ANSWERS)), scoreless, slotless)
+    return not pc.any(pc.and_(ok, missing)).as_py()
+
+
+def _fast(seg: Path, schema: pa.Schema, block_bytes: int, threads: bool) -> list[pa.RecordBatch] | None:
+    """The segment parsed by Arrow, every row valid; None when Arrow refuses it (a bad line,
+    a line longer than a block) or a row breaks the rule."""
     source = _source(seg)
     if isinstance(source, io.BytesIO) and not source.getbuffer().nbytes:
+        return []
+    full = RECORD_SCHEMA
+    options = pajson.ReadOptions(use_threads=threads, block_size=block_bytes)
+    try:
+        if threads:  # the whole segment at once, on every core (the done-set at start-up)
+            table = pajson.read_json(source, parse_options=_parse_options(full), read_options=options)
+            batches, checked = table.to_batches(), [table]
+        else:
+            batches = list(pajson.open_json(source, parse_options=_parse_options(full), read_options=options))
+            checked = batches
+    except (pa.ArrowInvalid, OSError):
+        return None
+    if not all(_all_valid(part) for part in checked):
+        return None
+    return [b.select(schema.names) for b in batches]
+
+
+def _valid_lines(seg: Path, bad: list[BadLine] | None) -> Iterator[bytes]:
+    for number, line in _numbered(seg, bad):
+        if not line.strip():
+            continue
+        decoded = decode_line(line)
+        if isinstance(decoded, str):
+            if bad is not None:
+                bad.append(BadLine(seg.name, number, decoded))
+            continue
+        yield _encoder.encode(decoded) + b"\n"  # re-encoded: one form Arrow always parses
+
+
+def _slow(seg: Path, schema: pa.Schema, block_bytes: int, bad: list[BadLine] | None) -> Iterator[pa.RecordBatch]:
+    """The segment's valid lines, parsed by Arrow a block of lines at a time (a block is never
+    smaller than its longest line, so one huge reply cannot straddle two)."""
+    options = _parse_options(schema)
+    block: list[bytes] = []
+    size = 0
+
+    def parse() -> Iterator[pa.RecordBatch]:
+        data = b"".join(block)
+        longest = max(len(line) for line in block)
+        table = pajson.read_json(io.BytesIO(data), parse_options=options,
+                                 read_options=pajson.ReadOptions(use_threads=False,
+                                                                 block_size=max(block_bytes, longest + 1)))
+        yield from table.to_batches()
+
+    for line in _valid_lines(seg, bad):
+        block.append(line)
+        size += len(line)
+        if size >= block_bytes:
+            yield from parse()
+            block, size = [], 0
+    if block:
+        yield from parse()
+
+
+def stream_segment(seg: Path, schema: pa.Schema, block_bytes: int = 4 << 20,
+                   bad: list[BadLine] | None = None, threads: bool = False) -> Iterator[pa.RecordBatch]:
+    """The given columns of one segment's valid records, in record batches of about
+    ``block_bytes`` of JSON each (memory: one segment's batches, as a segment is checked whole
+    before any of it is used). Fields outside ``schema`` are skipped; a torn last line is left
+    out; invalid lines are skipped and appended to ``bad``."""
+    try:
+        batches = _fast(seg, schema, block_bytes, threads)
+    except OSError as e:  # unreadable (a directory named *.jsonl, permissions)
+        if bad is not None:
+            bad.append(BadLine(seg.name, 0, f"unreadable: {e.strerror or e}"))
         return
-    reader = pajson.open_json(source, parse_options=_parse_options(schema),
-                              read_options=pajson.ReadOptions(use_threads=False, block_size=block_bytes))
-    yield from reader
+    if batches is not None:
+        yield from batches
+    else:
+        yield from _slow(seg, schema, block_bytes, bad)
 
 
-def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False) -> pa.Table:
+def read_segment(seg: Path, schema: pa.Schema, *, threads: bool = False,
+                 bad: list[BadLine] | None = None) -> pa.Table:
+    """``stream_segment`` as one table (``threads``: Arrow parses with several threads)."""
+    batches = list(stream_segment(seg, schema, bad=bad, threads=threads))
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False,
+               bad: list[BadLine] | None = None) -> pa.Table:
     """``read_segment`` over every segment, concatenated."""
-    parts = [read_segment(seg, schema, threads=threads) for seg in segments(run_dir)]
+    parts = [read_segment(seg, schema, threads=threads, bad=bad) for seg in segments(run_dir)]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
@@ -291,16 +451,22 @@ class LogWriter:
             _encoder.encode_into(r, buf, len(buf))
             buf += b"\n"
         view = memoryview(buf)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as e:  # a full disk: name the segment (a torn last line is repaired on resume)
+            raise OSError(e.errno, e.strerror, str(self.paths[-1])) from None
         self._size += len(buf)
         self.written += len(records)
         return self._fsync_every_batch or time.monotonic() - self._last_sync >= self._fsync_interval
 
     def sync(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(self.paths[-1])) from None
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
@@ -320,7 +486,7 @@ class RunLock:
         self.path = run_dir / "lock"
         self.shard = shard
         self.shared = shared or shard is not None
-        self._fds: list[int] = []
+        self._fds: list[tuple[int, int]] = []  # (descriptor, lock mode)
 
     def _take(self, path: Path, mode: int, busy: str) -> None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -331,17 +497,22 @@ class RunLock:
             os.close(fd)
             self.__exit__()
             raise RunDirBusy(busy.format(holder=holder)) from None
-        self._fds.append(fd)
-        # Name the holder; shared holders overwrite each other, and any of them will do.
-        kind = "shards, e.g. " if mode == fcntl.LOCK_SH else ""
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"babelrun {kind}pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        self._fds.append((fd, mode))
+
+    def _name_holder(self) -> None:
+        """Write who holds each lock, once ALL are held: a process refused the second lock
+        (a shard already running) must not have overwritten the first's holder text."""
+        for fd, mode in self._fds:
+            kind = "shards, e.g. " if mode == fcntl.LOCK_SH else ""  # shared holders overwrite each other
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"babelrun {kind}pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
 
     def __enter__(self) -> RunLock:
         where = self.path.parent
         if not self.shared:
             self._take(self.path, fcntl.LOCK_EX, f"{where} is in use by {{holder}}; wait for it to "
                        "finish, or give this audit another output_dir")
+            self._name_holder()
             return self
         self._take(self.path, fcntl.LOCK_SH, f"{where} is in use by {{holder}} (a whole-run audit "
                    "or merge); wait for it to finish")
@@ -350,8 +521,9 @@ class RunLock:
             self._take(where / "locks" / self.shard.tag, fcntl.LOCK_EX,
                        f"shard {self.shard.index}/{self.shard.count} of {where} is already running "
                        "in {holder}")
+        self._name_holder()
         return self
 
     def __exit__(self, *exc) -> None:
         while self._fds:
-            os.close(self._fds.pop())  # closing releases the lock
+            os.close(self._fds.pop()[0])  # closing releases the lock

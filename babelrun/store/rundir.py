@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 
 from ..core.items import PerturbationAudit, Removed, Segmentation
-from ..errors import NotApplicable
+from ..errors import NotApplicable, UserError
 from ..spec import Manifest
 
 RUN_YAML = "run.yaml"
@@ -81,6 +81,9 @@ class ProcessStats(msgspec.Struct, frozen=True):
     elapsed_s: float
     interrupted: bool
     judges: list[JudgeStats]
+    # What the run directory's readers had to work around: log lines skipped as invalid
+    # (``segment:line (why)``), planned keys without a verdict. Empty for a healthy run.
+    warnings: list[str] = []
 
 
 class RunStats(msgspec.Struct, frozen=True):
@@ -92,6 +95,9 @@ class RunStats(msgspec.Struct, frozen=True):
     interrupted: bool
     judges: list[JudgeStats]
     processes: list[ProcessStats] = []
+    # What the run directory's readers had to work around, as of the last scoring: log lines
+    # skipped as invalid (``segment:line (why)``), planned keys without a verdict.
+    warnings: list[str] = []
 
 
 def _total(entries: list[JudgeStats]) -> JudgeStats:
@@ -123,7 +129,8 @@ def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:
         for j in proc.judges:  # two names may share an id (the same settings): kept apart
             by_judge.setdefault((j.judge, j.judge_id), []).append(j)
     judges = sorted((_total(v) for v in by_judge.values()), key=lambda j: (j.judge, j.judge_id))
-    return RunStats(round(sum(p.elapsed_s for p in processes), 3), this.interrupted, judges, processes)
+    return RunStats(round(sum(p.elapsed_s for p in processes), 3), this.interrupted, judges, processes,
+                    this.warnings)
 
 
 def read_run_info(run_dir: Path) -> RunInfo:
@@ -132,6 +139,10 @@ def read_run_info(run_dir: Path) -> RunInfo:
         return msgspec.yaml.decode((Path(run_dir) / RUN_YAML).read_bytes(), type=RunInfo)
     except FileNotFoundError:
         raise NotApplicable(f"{run_dir} is not a babelrun run directory (no run.yaml)") from None
+    except (OSError, msgspec.DecodeError) as e:  # the only record of the manifest: not guessed
+        why = " ".join(str(e).split())[:120]
+        raise UserError(f"{Path(run_dir) / RUN_YAML} is unreadable ({why}); `babelrun audit MANIFEST` "
+                        "writes it again") from None
 
 
 def read_plan_summary(run_dir: Path) -> PlanSummary:
@@ -139,4 +150,16 @@ def read_plan_summary(run_dir: Path) -> PlanSummary:
     plan_file = Path(run_dir) / PLAN_JSON
     if not plan_file.exists():
         return PlanSummary(0, [])
-    return msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary)
+    try:
+        return msgspec.json.decode(plan_file.read_bytes(), type=PlanSummary)
+    except (OSError, msgspec.DecodeError) as e:
+        why = " ".join(str(e).split())[:120]
+        raise UserError(f"{plan_file} is unreadable ({why}); `babelrun audit MANIFEST` writes it again") from None
+
+
+def plan_summary_is_readable(run_dir: Path) -> bool:
+    try:
+        read_plan_summary(run_dir)
+    except UserError:
+        return False
+    return True
