@@ -235,7 +235,7 @@ class SimulatedKnobs(_Spec, frozen=True):
     scale_offset: dict[str, float] = {}
 
 
-class PromptSpec(_Spec):
+class PromptSpec(_Spec, frozen=True):
     """A judge's own prompt template (``prompt:`` as a mapping): inline ``system`` and
     ``user`` text, or one template of a JSONL/YAML collection (``file`` + ``name``; MT-Bench's
     ``judge_prompts.jsonl`` fields ``system_prompt``, ``prompt_template``, ``type``). The
@@ -251,7 +251,7 @@ class PromptSpec(_Spec):
     source: str | None = None
 
 
-class VerdictSpec(_Spec):
+class VerdictSpec(_Spec, frozen=True):
     """How the judge's reply is read: ``pattern`` is a regex whose first group is the label;
     ``match`` picks the first or the last match (default last: explanations come first).
     Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``; exact,
@@ -268,7 +268,7 @@ class VerdictSpec(_Spec):
     reply: str | None = None
 
 
-class AzureSpec(_Spec):
+class AzureSpec(_Spec, frozen=True):
     """Azure OpenAI: the deployment (in the URL, in place of the model) and the API version
     (``api-version`` query parameter); the key goes in the ``api-key`` header."""
 

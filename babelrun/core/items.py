@@ -185,7 +185,7 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
     """A labelled pair as an item: the better output in the reference's place, the worse in
     the perturbed one's, under the perturbation name ``pairs:<set>`` (severity 0;
     ``pairs:<set>@<mix>`` for a named mix, whose name joins the id)."""
-    fields = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
+    fields: tuple[str, ...] = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
     fields += (pair.condition,) if pair.condition else ()
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
     return Item(iid, "labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,

@@ -92,9 +92,10 @@ def keys_by_judge(table: pa.Table) -> list[tuple[str, np.ndarray, np.ndarray]]:
     return out
 
 
-def second_column(order) -> np.ndarray:
+def second_column(order: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``order_bit`` of an Arrow column (plain or dictionary strings)."""
-    return pc.is_in(order, value_set=pa.array(SECOND)).to_numpy(zero_copy_only=False)
+    bits: np.ndarray = pc.is_in(order, value_set=pa.array(SECOND)).to_numpy(zero_copy_only=False)
+    return bits
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:

@@ -39,5 +39,5 @@ class SafeStream:
         self.raw.write(neutralise(text))
         return len(text)
 
-    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding, …
+    def __getattr__(self, name: str) -> object:  # flush, isatty, fileno, encoding, …
         return getattr(self.raw, name)

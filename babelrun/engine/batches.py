@@ -27,7 +27,7 @@ from pathlib import Path
 import aiohttp
 import anyio
 import msgspec
-from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..core.keys import order_bit
 from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
@@ -126,7 +126,20 @@ class _Api:
             raise RetryableError("bad_response", f"malformed response body from {method} {url}")
         return doc
 
-    # each provider: submit -> batch id; poll -> (ended, batch object); results -> list[Result]
+    # each provider: submit -> batch id; poll -> (ended, batch object); results -> list[Result];
+    # find -> the id of a batch an interrupted create made, if any
+
+    async def submit(self, todo: list, intent: str) -> str:
+        raise NotImplementedError
+
+    async def poll(self, batch_id: str) -> tuple[bool, dict]:
+        raise NotImplementedError
+
+    async def results(self, batch: dict) -> list:
+        raise NotImplementedError
+
+    async def find(self, pending: Pending) -> str | None:
+        raise NotImplementedError
 
 
 class _OpenAI(_Api):
@@ -350,9 +363,9 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
             found = await api.find(intent) if tries > 1 else None
             return found or await api.submit(todo, intent.intent)
 
-        pending = msgspec.structs.replace(intent, batch_id=await _retrying(judge, state, find_or_submit))
-        write_atomic(path, msgspec.json.encode(pending), fsync=True)
-    await _collect(api, judge, state, pending, requests, records, path)
+        created = msgspec.structs.replace(intent, batch_id=await _retrying(judge, state, find_or_submit))
+        write_atomic(path, msgspec.json.encode(created), fsync=True)
+    await _collect(api, judge, state, created, requests, records, path)
 
 
 async def run_judge(judge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream,

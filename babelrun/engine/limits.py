@@ -100,9 +100,9 @@ class Account:
         self.paused_until = 0.0
 
     def pause(self, seconds: float) -> None:
-        seconds, _ = bounded_wait(seconds)  # a Retry-After of inf must not pause forever
-        if seconds is not None:
-            self.paused_until = max(self.paused_until, time.monotonic() + seconds)
+        bounded, _ = bounded_wait(seconds)  # a Retry-After of inf must not pause forever
+        if bounded is not None:
+            self.paused_until = max(self.paused_until, time.monotonic() + bounded)
 
     async def admit(self, estimated_tokens: int) -> int:
         """Wait for the account's budget; returns the tokens actually reserved."""

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..judges import (
     FatalJudgeError,
@@ -146,7 +147,7 @@ class JudgeRunner:
             reply, latency = await self._attempt(request, estimate)
             return build.ok_record(self.judge, request, reply, 1, latency)
         except RetryableError as first:
-            failure: Exception = first
+            failure: RetryableError | RejectedError = first
         except RejectedError as e:
             failure = e
         attempts = 1
@@ -290,7 +291,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     elsewhere (the Ray executor's shared budget); by default one ``limits.Account`` per
     provider account, in this process. ``limit``: at most this many new presentations per judge
     (a trial run); the rest stay planned for the next run."""
-    accounts = accounts or limits.accounts([j.spec for j in judges])
+    budgets: dict[str, limits.Budget] = dict(accounts or limits.accounts([j.spec for j in judges]))
 
     def state(j: Judge) -> JudgeState:
         if wanted is None:
@@ -301,7 +302,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             keys = keys[plan.shard.mask(j.judge_id, keys)]
         return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys), limit=limit)
 
-    runs = [runner(j, accounts[j.spec.name], state(j), limits.CallLimits.of(j.spec, plan.shard)) for j in judges]
+    runs = [runner(j, budgets[j.spec.name], state(j), limits.CallLimits.of(j.spec, plan.shard)) for j in judges]
     result = EngineResult([r.state for r in runs])
     progress = progress or Progress()
     producers: list[anyio.CancelScope] = []

@@ -34,6 +34,7 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
         elif reply.slot is not None:  # a judge that is code named the slot itself
             slot = reply.slot
         else:
+            assert how.read_slot is not None  # a pairwise judge always has a slot reader
             slot = how.read_slot(reply.raw)
         verdict = verdict_of(slot, request.order)
     return record(

@@ -51,7 +51,7 @@ class FirstOk:
     """Keeps each key's first ``ok`` row across the tables it is shown, in order, with its
     ``item_key``; remembers 8 bytes per key seen (the done-set's keys), not the rows."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._seen: dict[str, np.ndarray] = {}
 
     def __call__(self, records: pa.Table) -> pa.Table:
@@ -73,7 +73,8 @@ def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     if len(sorted_keys) == 0:
         return np.zeros(len(keys), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
-    return sorted_keys[at] == keys
+    found: np.ndarray = sorted_keys[at] == keys
+    return found
 
 
 def counted(records: pa.Table) -> pa.Table:

@@ -188,7 +188,7 @@ def _numbered(seg: Path, bad: list[BadLine] | None) -> Iterator[tuple[int, bytes
             bad.append(BadLine(seg.name, 0, f"unreadable: {e.strerror or e}"))
 
 
-def _source(seg: Path):
+def _source(seg: Path) -> Path | io.BytesIO:
     """The segment to parse: its path, or its bytes up to the last newline when the last line
     is torn (a writer still running, or one killed mid-write before a repair)."""
     with seg.open("rb") as f:
@@ -347,7 +347,7 @@ class DoneSet:
         return cls({jid: bits for jid, _, bits in keys_by_judge(table)})
 
     @classmethod
-    def of(cls, keys) -> DoneSet:
+    def of(cls, keys: Iterable[tuple[str, str, str]]) -> DoneSet:
         """From (judge_id, item_id, order) tuples."""
         by_judge: dict[str, list[int]] = {}
         for judge_id, item_id, order in keys:
@@ -524,6 +524,6 @@ class RunLock:
         self._name_holder()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         while self._fds:
             os.close(self._fds.pop()[0])  # closing releases the lock
