@@ -117,9 +117,11 @@ class LlamaCppJudge(LocalJudge):
     """A GGUF model through llama-cpp-python (see the module docstring)."""
 
     # Decode a batch as sequences of one llama_decode call (llamacpp_batch) where the installed
-    # llama-cpp-python has the low-level API and batches hold more than one request; tests and
-    # bench/ set it False on an instance to get the one-at-a-time path on the same judge.
-    multi_sequence: bool = True
+    # llama-cpp-python has the low-level API: None (the default) when batch_size > 1. Tests and
+    # bench/ set it on an instance (False: the one-at-a-time path on the same judge), and
+    # share_prefix False to evaluate every prompt whole.
+    multi_sequence: bool | None = None
+    share_prefix: bool = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -143,7 +145,8 @@ class LlamaCppJudge(LocalJudge):
         for tokens in prompts:  # as llama-cpp-python refuses it: the whole batch fails
             if len(tokens) >= self.spec.context:
                 raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self.spec.context}")
-        if self.multi_sequence and self.spec.batch_size > 1 and llamacpp_batch.available():
+        multi = self.spec.batch_size > 1 if self.multi_sequence is None else self.multi_sequence
+        if multi and llamacpp_batch.available():
             return self._multi_sequence(llm, prompts)
         return [self._soft(llm, tokens) if self.spec.soft else self._generate(llm, tokens) for tokens in prompts]
 
@@ -176,9 +179,10 @@ class LlamaCppJudge(LocalJudge):
         """The batch as one prefix tree in one llama_decode call; generated verdicts then
         decode a token for every running sequence per call."""
         budgets = [self._budget(len(tokens)) for tokens in prompts]
-        cells = sum(s.stop - s.start for s in llamacpp_batch.prefix_tree(prompts))
+        tree = llamacpp_batch.prefix_tree(prompts) if self.share_prefix else None
+        cells = sum(s.stop - s.start for s in tree) if tree else sum(map(len, prompts))
         decoder = self._decoder_for(llm, len(prompts), cells + (0 if self.spec.soft else sum(budgets)))
-        first = decoder.prefill(prompts)
+        first = decoder.prefill(prompts, self.share_prefix)
         if self.spec.soft:
             return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE) for logits, tokens in zip(first, prompts, strict=True)]
         import llama_cpp

@@ -21,6 +21,7 @@ high-level API, one prompt at a time, where they are not.
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -90,6 +91,8 @@ class Decoder:
             raise MemoryError(f"llama.cpp could not make a context of {n_ctx} cells for {n_seq} sequences")
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_ctx, 0, n_seq)
+        self.decode_s = 0.0  # time inside llama_decode, and the prompt tokens it evaluated (bench/)
+        self.evaluated = 0
 
     def close(self) -> None:
         if self._ctx:
@@ -108,7 +111,9 @@ class Decoder:
             row = batch.seq_id[i]
             for k, s in enumerate(group):
                 row[k] = s
+        started = time.perf_counter()
         status = self._lib.llama_decode(self._ctx, batch)
+        self.decode_s += time.perf_counter() - started
         if status != 0:
             raise RuntimeError(f"llama_decode failed ({status}) on {n} tokens")
 
@@ -116,14 +121,16 @@ class Decoder:
         return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, index),
                                      shape=(self.n_vocab,)).copy()
 
-    def prefill(self, prompts: list[list[int]]) -> list[np.ndarray]:
+    def prefill(self, prompts: list[list[int]], share: bool = True) -> list[np.ndarray]:
         """Clear the cache, evaluate the prompts as one prefix tree (sequence i is prompt i),
-        and return each prompt's next-token logits."""
+        and return each prompt's next-token logits. ``share=False`` evaluates every prompt
+        whole in its own sequence (for bench/: what the shared prefix saves)."""
         self._lib.llama_memory_clear(self._memory, True)
+        tree = prefix_tree(prompts) if share else [Segment(0, len(p), (s,)) for s, p in enumerate(prompts)]
         tokens, pos, seqs, outputs = [], [], [], []
         last: dict[tuple[int, int], int] = {}  # (prompt, position) of a prompt's last token -> batch index
         ends = {(s, len(p) - 1) for s, p in enumerate(prompts)}
-        for segment in prefix_tree(prompts):
+        for segment in tree:
             source = prompts[segment.seqs[0]]
             for p in range(segment.start, segment.stop):
                 mine = [s for s in segment.seqs if (s, p) in ends]
@@ -134,6 +141,7 @@ class Decoder:
                 seqs.append(segment.seqs)
                 outputs.append(bool(mine))
         self._decode(tokens, pos, seqs, outputs)
+        self.evaluated += len(tokens)
         return [self._logits(last[(s, len(p) - 1)]) for s, p in enumerate(prompts)]
 
     def step(self, running: dict[int, tuple[int, int]]) -> dict[int, np.ndarray]:
