@@ -7,20 +7,25 @@ multi-sequence path (judges/llamacpp_batch.py) at batch 1, 2, 4, 8, with the bat
 as one prefix tree (shared prefix) and with every prompt evaluated whole in its own sequence
 (no sharing). For each: calls/s, prompt tokens/s (the prompts' lengths ÷ wall time) and the
 ratio to the baseline; for the multi-sequence rows, where the time went: inside
-``llama_decode`` (prefill and decode steps, C++) and the rest (Python: tokenising, building the
-batch, the soft verdict's top-20, detokenising, the micro-batcher).
+``llama_decode`` (prefill and decode steps, C++) against the wall time (the rest is Python:
+tokenising, building the batch, sampling, the soft verdict's top-20, detokenising, the
+micro-batcher). The rows alternate over ``--rounds`` rounds, each against its own round's
+baseline, so a machine whose load moves shows as a range, not as a bias. Last, the bound that
+counting tokens gives: what one-at-a-time evaluates ÷ what the prefix tree evaluates.
 
-    python bench/llamacpp_batching.py [--calls 32] [--soft] [--sizes 1 2 4 8]
+    python bench/llamacpp_batching.py [--calls 32] [--rounds 3] [--soft] [--sizes 1 2 4 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import anyio
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import plan  # noqa: E402
@@ -44,11 +49,13 @@ def requests(n: int) -> list[JudgeRequest]:
     return out[:n]
 
 
-class Row:
-    def __init__(self, label: str, calls_s: float, tokens_s: float, decode_s: float | None, wall: float,
-                 evaluated: int | None):
-        self.label, self.calls_s, self.tokens_s = label, calls_s, tokens_s
-        self.decode_s, self.wall, self.evaluated = decode_s, wall, evaluated
+class Row(msgspec.Struct):
+    label: str
+    calls_s: float
+    tokens_s: float
+    wall: float
+    decode_s: float | None = None  # inside llama_decode (multi-sequence rows)
+    evaluated: int | None = None  # prompt tokens llama_decode evaluated
 
 
 async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, soft: bool, batch_size: int,
@@ -56,7 +63,9 @@ async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, sof
     judge = build(JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", max_tokens=4, soft=soft,
                             batch_size=batch_size, max_wait_ms=20, threads=2), 0)
     judge.multi_sequence, judge.share_prefix = multi, share
-    await judge.judge(reqs[-1])  # load the model (and make the context) outside the timing
+    async with anyio.create_task_group() as tg:  # load the model, make the context: not timed
+        for r in reqs[:batch_size]:
+            tg.start_soon(judge.judge, r)
     decoder = judge._decoder
     before = (decoder.decode_s, decoder.evaluated) if decoder else (0.0, 0)
     queue = iter(reqs)
@@ -65,7 +74,8 @@ async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, sof
     async def worker():
         nonlocal tokens
         for r in queue:
-            tokens += (await judge.judge(r)).tokens_in
+            reply = await judge.judge(r)
+            tokens += reply.tokens_in
 
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -74,39 +84,70 @@ async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, sof
     wall = time.perf_counter() - started
     decoder = judge._decoder
     await judge.aclose()
-    if decoder is None:
-        return Row(label, len(reqs) / wall, tokens / wall, None, wall, None)
-    return Row(label, len(reqs) / wall, tokens / wall, decoder.decode_s - before[0], wall,
-               decoder.evaluated - before[1])
+    row = Row(label, len(reqs) / wall, tokens / wall, wall)
+    if decoder is not None:
+        row.decode_s, row.evaluated = decoder.decode_s - before[0], decoder.evaluated - before[1]
+    return row
+
+
+def show(row: Row, base: Row) -> None:
+    line = f"{row.label:40s} {row.calls_s:6.2f} calls/s {row.tokens_s:6.0f} prompt tok/s  ×{row.calls_s / base.calls_s:.2f}"
+    if row.decode_s is not None:
+        line += (f"  | evaluated {row.evaluated} tokens; llama_decode {row.decode_s:.1f} s of {row.wall:.1f} s "
+                 f"({row.decode_s / row.wall:.0%})")
+    print(line, flush=True)
+
+
+def one_at_a_time_evaluates(prompts: list[list[int]]) -> int:
+    """The prompt tokens the one-at-a-time path evaluates: each prompt less the prefix it
+    shares with the one before (kept in the KV cache)."""
+    total = 0
+    for before, prompt in zip([[], *prompts], prompts, strict=False):
+        same = next((k for k, (a, b) in enumerate(zip(before, prompt, strict=False)) if a != b),
+                    min(len(before), len(prompt)))
+        total += len(prompt) - same
+    return total
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--calls", type=int, default=32)
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of every row (default 3)")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--soft", action="store_true", help="soft verdicts (one forward pass) instead of 4 generated tokens")
     args = p.parse_args()
     reqs = requests(args.calls)
-    run = lambda *a: anyio.run(throughput, *a)  # noqa: E731
-    base = run("one-at-a-time (batch_size 1, high-level API)", reqs, args.concurrency, args.soft, 1, False)
-    rows = [base]
+    variants = [(f"multi-sequence batch {size}, {'shared prefix' if share else 'no sharing'}", size, share)
+                for size in args.sizes for share in (True, False) if share or size > 1]  # batch 1: nothing to share
+    print(f"calls={len(reqs)} distinct prompts, concurrency={args.concurrency}, "
+          f"{'soft verdicts' if args.soft else 'generated verdicts (max_tokens 4)'}, {args.rounds} rounds")
+    ratios: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    for round_ in range(1, args.rounds + 1):
+        print(f"-- round {round_}", flush=True)
+        base = anyio.run(throughput, "one-at-a-time (high-level API)", reqs, args.concurrency, args.soft, 1, False)
+        show(base, base)
+        for label, size, share in variants:
+            row = anyio.run(throughput, label, reqs, args.concurrency, args.soft, size, True, share)
+            show(row, base)
+            ratios[label].append(row.calls_s / base.calls_s)
+    from babelrun.judges.llamacpp import _load, model_path, prompt_tokens
+    from babelrun.judges.llamacpp_batch import prefix_tree
+
+    llm = _load(str(model_path("gemma3-270m")), 4096, 2, 0)
+    prompts = [prompt_tokens(llm, r) for r in reqs]
+    base_tokens = one_at_a_time_evaluates(prompts)
+    print(f"-- prompt tokens: {sum(map(len, prompts))} in all; one-at-a-time evaluates {base_tokens} "
+          f"(it keeps the prefix shared with the previous prompt)")
     for size in args.sizes:
-        rows.append(run(f"multi-sequence batch {size}, shared prefix", reqs, args.concurrency, args.soft, size, True))
-        rows.append(run(f"multi-sequence batch {size}, no sharing", reqs, args.concurrency, args.soft, size, True,
-                        False))
-    prompt_tokens = round(base.tokens_s * base.wall)
-    print(f"calls={len(reqs)} distinct prompts, {prompt_tokens} prompt tokens, concurrency={args.concurrency}, "
-          f"{'soft verdicts' if args.soft else 'generated verdicts (max_tokens 4)'}")
-    for row in rows:
-        line = f"{row.label:48s} {row.calls_s:6.2f} calls/s {row.tokens_s:8.0f} prompt tok/s  ×{row.calls_s / base.calls_s:.2f}"
-        if row.decode_s is not None:
-            line += (f"  | evaluated {row.evaluated} tokens; llama_decode {row.decode_s:.2f} s of {row.wall:.2f} s "
-                     f"({row.decode_s / row.wall:.0%}), rest {row.wall - row.decode_s:.2f} s")
-        print(line)
-    best = next(r for r in rows if r.label == f"multi-sequence batch {max(args.sizes)}, shared prefix")
-    print(f"llamacpp_batching_ratio={best.calls_s / base.calls_s:.3f}  (batch {max(args.sizes)} shared prefix "
-          f"÷ one-at-a-time calls/s)")
+        cells = sum(s.stop - s.start for k in range(0, len(prompts), size) for s in prefix_tree(prompts[k:k + size]))
+        print(f"   batch {size}: the prefix tree evaluates {cells}: token bound ×{base_tokens / cells:.2f}")
+    print("-- batched ÷ one-at-a-time calls/s over the rounds (median, range):")
+    for label, values in ratios.items():
+        print(f"   {label:40s} ×{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})")
+    best = f"multi-sequence batch {max(args.sizes)}, shared prefix"
+    print(f"llamacpp_batching_ratio={statistics.median(ratios[best]):.3f}  ({best} ÷ one-at-a-time calls/s, "
+          f"median of {args.rounds} rounds)")
 
 
 if __name__ == "__main__":

@@ -218,9 +218,11 @@ class LlamaCppJudge(LocalJudge):
         """The judge's own llama.cpp context, made again larger when a batch needs more."""
         n_seq = max(n_seq, self.spec.batch_size)
         if self._decoder is None or self._decoder.n_ctx < cells or self._decoder.n_seq < n_seq:
+            spent = (self._decoder.decode_s, self._decoder.evaluated) if self._decoder else (0.0, 0)
             self._close_decoder()
             n_ctx = max(self.spec.context, 1 << (cells - 1).bit_length())
             self._decoder = llamacpp_batch.Decoder(llm, n_seq, n_ctx)
+            self._decoder.decode_s, self._decoder.evaluated = spent  # the judge's totals (bench/)
             _DECODERS.append(self._decoder)
         return self._decoder
 
