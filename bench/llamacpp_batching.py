@@ -142,6 +142,9 @@ def main() -> None:
     for size in args.sizes:
         cells = sum(s.stop - s.start for k in range(0, len(prompts), size) for s in prefix_tree(prompts[k:k + size]))
         print(f"   batch {size}: the prefix tree evaluates {cells}: token bound ×{base_tokens / cells:.2f}")
+    whole = sum(s.stop - s.start for s in prefix_tree(prompts))
+    print(f"   any sharing at all (the whole run as one tree, across batches): {whole}: "
+          f"token bound ×{base_tokens / whole:.2f}")
     print("-- batched ÷ one-at-a-time calls/s over the rounds (median, range):")
     for label, values in ratios.items():
         print(f"   {label:40s} ×{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})")

@@ -35,7 +35,13 @@ def test_llamacpp_server_preset_end_to_end(tmp_path, server):
     assert {r.served_model for r in records} == {"gemma3-270m"}  # the server's own name for its model
     assert all(r.tokens_in and r.tokens_in > 100 for r in records)  # the whole prompt reached the model
     soft = [r for r in records if r.judge == "gemma-server-soft"]
-    for r in soft:  # top-20 logprobs through the server's chat completions
-        assert r.p_a is not None and math.isclose(r.p_a + r.p_b + r.p_tie, 1.0, abs_tol=1e-5)
+    assert soft and all(r.tokens_out == 1 for r in soft)  # one token, with its top-20 logprobs
+    for r in soft:
+        # The base model behind the server's fallback chat format (Gemma 270M has no chat
+        # template) seldom puts A or B among its top 20: then the verdict is invalid, not guessed.
+        if r.p_a is None:
+            assert r.slot == "invalid"
+        else:
+            assert math.isclose(r.p_a + r.p_b + r.p_tie, 1.0, abs_tol=1e-5)
     assert {card.judge for card in result.cards.judges} == {"gemma-server", "gemma-server-soft"}
     assert all(card.overall.presentations == 4 for card in result.cards.judges)

@@ -16,6 +16,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -45,16 +46,19 @@ def llama_server(model: str = "gemma3-270m", threads: int | None = None, context
     base URL. Raises RuntimeError with the server's last stderr lines when it does not come up."""
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path(model)), "--model_alias", model,
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(context)]
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(context), "--verbose", "False"]
     if threads:
         cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr to a file, not a pipe: nobody reads it while the server runs, and a full pipe
+    # would block the server's logging (and the server).
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + start_s
         while True:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not start: {_tail(proc)}")
+                raise RuntimeError(f"llama_cpp.server did not start: {_tail(proc, log)}")
             with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/models", timeout=1):
                 break
             time.sleep(0.2)
@@ -66,11 +70,13 @@ def llama_server(model: str = "gemma3-270m", threads: int | None = None, context
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        proc.stderr.close()
+        log.close()
 
 
-def _tail(proc: subprocess.Popen) -> str:
+def _tail(proc: subprocess.Popen, log) -> str:
     if proc.poll() is None:
         proc.kill()
-    err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
+        proc.wait()
+    log.seek(0)
+    err = log.read().decode("utf-8", "replace").strip().splitlines()
     return " | ".join(err[-3:]) or f"exit status {proc.returncode}"
