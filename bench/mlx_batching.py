@@ -5,7 +5,7 @@ one prompt at a time, the same distinct prompts in the same run.
 ``batch_generate``) against batch_size 2, 4, 8 (the batch's prompts left-padded and decoded
 together). The model: the tiny random-weight llama the tests build (``tests/helpers.py``:
 hidden size 32, two layers; it measures overhead, not arithmetic), or ``--model FOLDER``, any
-folder ``mlx_lm.load`` reads (``bench/gemma_mlx.py`` makes one from the Gemma 3 270M GGUF).
+folder ``mlx_lm.load`` reads.
 
     python bench/mlx_batching.py [--model FOLDER] [--calls 32] [--max-tokens 4]
 """
@@ -40,7 +40,8 @@ async def throughput(model: str, reqs: list[JudgeRequest], batch_size: int, conc
     async def worker():
         nonlocal tokens
         for r in queue:
-            tokens += (await judge.judge(r)).tokens_in
+            reply = await judge.judge(r)
+            tokens += reply.tokens_in
 
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:

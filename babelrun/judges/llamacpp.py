@@ -10,10 +10,13 @@ is no generation: one forward pass gives the next token's probabilities of A, B 
 
 The event loop never blocks on the model: calls run in a worker thread, one batch at a
 time. Micro-batching: the first request to arrive waits up to ``max_wait_ms`` for up to
-``batch_size`` others, then hands the whole batch to the model thread in one hop, so thread
-switches and scheduling are paid once per batch. llama-cpp-python's high-level API decodes
-one prompt at a time, so a batch runs its prompts in turn; the gain is the per-call overhead,
-not parallel decoding (``bench/`` measures it).
+``batch_size`` in all, then hands the batch to the model thread in one hop. There, with
+``batch_size`` > 1, the batch is decoded on llama.cpp's low-level API as sequences of one
+``llama_decode`` call sharing their common prefixes (``llamacpp_batch``); where the installed
+llama-cpp-python lacks that API, or ``batch_size`` is 1, prompts go one at a time through the
+high-level API. The record's ``fingerprint`` names which ran (``MULTI_SEQUENCE``,
+``ONE_AT_A_TIME``); the two agree to float rounding (tests/test_llamacpp.py), and
+``bench/llamacpp_batching.py`` measures one against the other.
 """
 
 from __future__ import annotations
