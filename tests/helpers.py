@@ -117,3 +117,49 @@ class LoopbackServer:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
         self._loop.close()
+
+
+_TINY_SENTENCES = [
+    "Answer A or B, or tie when both answers are equally good.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Everyone has the right to life, liberty and security of person.",
+    "Which answer is better? Answer: A",
+    "Which answer is better? Answer: B",
+]
+
+
+def tiny_mlx_model(folder: Path) -> Path:
+    """A folder ``mlx_lm.load`` reads, made from scratch offline (for the MLX tests and
+    bench/mlx_batching.py): a byte-level BPE tokenizer trained on a few sentences
+    (``tokenizers``), saved as ``tokenizer.json`` + ``tokenizer_config.json``; a two-layer llama
+    (hidden size 32) from ``mlx_lm.models.llama`` with random weights, saved as
+    ``model.safetensors`` under the parameter names the class itself uses."""
+    import json
+
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_lm.models import llama
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    folder.mkdir(parents=True)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<eos>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(_TINY_SENTENCES, trainer)  # every byte is in the vocabulary: no unknowns
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<eos>", "model_max_length": 4096}))
+
+    config = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64,
+              "num_attention_heads": 2, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
+              "vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": 4096,
+              "tie_word_embeddings": True, "eos_token_id": tokenizer.token_to_id("<eos>")}
+    (folder / "config.json").write_text(json.dumps(config))
+
+    mx.random.seed(0)
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())),
+                        metadata={"format": "mlx"})
+    return folder

@@ -23,6 +23,7 @@ def test_gemma_judges_through_the_engine_in_batches(tmp_path):
     assert all(r.status == "ok" and r.verdict in ("reference", "perturbed", "tie", "invalid") for r in records)
     assert all(r.tokens_in and r.tokens_in > 100 for r in records)  # the whole prompt was read
     assert {r.served_model for r in records} == {"gemma-3-270m-q4_k_m.gguf"}
+    assert {r.fingerprint for r in records} == {"llama.cpp multi-sequence"}  # batch_size 4: the low-level path
     card = result.cards.judges[0].overall
     assert card.presentations == 8  # whatever it answered, the card counts it honestly
 
@@ -66,3 +67,72 @@ def test_soft_verdicts_in_one_forward_pass(tmp_path):
         best = max(("A", r.p_a), ("B", r.p_b), ("tie", r.p_tie), key=lambda p: p[1])[0]
         assert r.slot == best
     assert result.cards.judges[0].overall.soft_margin.n == 2
+
+
+def _distinct_requests(n: int):
+    """``n`` distinct presentations (both orders of several items), as an audit sends them."""
+    from babelrun.judges import JudgeRequest
+    from babelrun.judges.prompt import TEMPLATES
+    from babelrun.plan import Plan
+
+    refs = babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:2]
+    plan = Plan(refs, [("truncate", [0.3, 0.6]), ("repeat_pad", [0.6])], 0)
+    out, seen = [], set()
+    for item in plan.items():
+        for order in ("ref_first", "pert_first"):
+            request = JudgeRequest.of(item, order, TEMPLATES["pairwise"])
+            if str(request.messages) not in seen:
+                seen.add(str(request.messages))
+                out.append(request)
+    return out[:n]
+
+
+def _judge(multi: bool, **spec):
+    from babelrun.judges import build
+    from babelrun.manifest import JudgeSpec
+
+    judge = build(JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", batch_size=8, threads=2, **spec), 0)
+    judge.multi_sequence = multi
+    return judge
+
+
+# The probabilities of the two paths differ by float rounding only: llama.cpp's kernels sum in
+# another order for other batch shapes. The one-at-a-time path differs from itself by ~0.01 on
+# one prompt depending on the prefix its cache held; 0.03 is the stated tolerance.
+TOLERANCE = 0.03
+
+
+def test_multi_sequence_soft_verdicts_agree_with_one_at_a_time():
+    requests = _distinct_requests(8)
+    requests.append(requests[0])  # an identical prompt shares every cell of the tree
+    one, multi = _judge(False, soft=True), _judge(True, soft=True)
+    expected = one._run_batch(requests)
+    got = multi._run_batch(requests)
+    assert multi._decoder is not None  # the low-level path ran
+    assert {r.fingerprint for r in got} == {"llama.cpp multi-sequence"}
+    assert {r.fingerprint for r in expected} == {"llama.cpp one-at-a-time"}
+    for e, g in zip(expected, got, strict=True):
+        assert g.tokens_in == e.tokens_in and g.tokens_out == 0
+        assert max(abs(a - b) for a, b in zip(e.probs, g.probs, strict=True)) <= TOLERANCE
+        ranked = sorted(e.probs, reverse=True)
+        if ranked[0] - ranked[1] > 2 * TOLERANCE:  # the verdict, where it is not a near-tie
+            assert e.probs.index(ranked[0]) == g.probs.index(max(g.probs))
+    assert got[-1] == got[0]  # the duplicate read the same logits
+
+
+def test_multi_sequence_generated_verdicts_agree_with_one_at_a_time():
+    requests = _distinct_requests(6)
+    one, multi = _judge(False, max_tokens=4), _judge(True, max_tokens=4)
+    expected = one._run_batch(requests)
+    got = multi._run_batch(requests)
+    assert [(r.raw, r.tokens_in, r.tokens_out) for r in got] == [(r.raw, r.tokens_in, r.tokens_out) for r in expected]
+    assert {r.fingerprint for r in got} == {"llama.cpp multi-sequence"}
+
+
+def test_falls_back_to_one_at_a_time_without_the_low_level_api(monkeypatch):
+    from babelrun.judges import llamacpp_batch
+
+    monkeypatch.setattr(llamacpp_batch, "available", lambda: False)
+    judge = _judge(None, max_tokens=2)  # the default: multi-sequence where it can
+    (reply,) = judge._run_batch(_distinct_requests(1))
+    assert reply.fingerprint == "llama.cpp one-at-a-time" and judge._decoder is None

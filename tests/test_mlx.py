@@ -1,30 +1,15 @@
-"""The MLX backend with a tiny random-weight llama built in the test, behind the micro-batcher.
-
-The model folder is made from scratch, offline: a byte-level BPE tokenizer trained on a few
-sentences (``tokenizers``), saved as ``tokenizer.json`` + ``tokenizer_config.json``; a two-layer
-llama (hidden size 32) instantiated from ``mlx_lm.models.llama`` with random weights, saved as
-``model.safetensors`` under the parameter names the class itself uses.
-"""
-
-import json
+"""The MLX backend with a tiny random-weight llama (``helpers.tiny_mlx_model``), behind the micro-batcher."""
 
 import pytest
 
 import babelrun
 from babelrun.store import log
-from helpers import quiet_audit, write_manifest
+from helpers import quiet_audit, tiny_mlx_model, write_manifest
 
 pytest.importorskip("mlx.core", reason="mlx is not installed (pip install mlx; mlx[cpu] on Linux)")
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (pip install mlx-lm)")
 pytest.importorskip("tokenizers", reason="the tokenizers library is not installed")
 
-SENTENCES = [
-    "Answer A or B, or tie when both answers are equally good.",
-    "The quick brown fox jumps over the lazy dog.",
-    "Everyone has the right to life, liberty and security of person.",
-    "Which answer is better? Answer: A",
-    "Which answer is better? Answer: B",
-]
 
 
 @pytest.fixture(autouse=True)
@@ -35,36 +20,7 @@ def _offline(monkeypatch):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    """A folder ``mlx_lm.load`` reads: config.json, model.safetensors, the tokenizer files."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_lm.models import llama
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    folder = tmp_path_factory.mktemp("models") / "tiny-llama"
-    folder.mkdir()
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(SENTENCES, trainer)  # every byte is in the vocabulary: no unknowns
-    tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<eos>", "model_max_length": 4096}))
-
-    config = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64,
-              "num_attention_heads": 2, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
-              "vocab_size": tokenizer.get_vocab_size(), "max_position_embeddings": 4096,
-              "tie_word_embeddings": True, "eos_token_id": tokenizer.token_to_id("<eos>")}
-    (folder / "config.json").write_text(json.dumps(config))
-
-    mx.random.seed(0)
-    model = llama.Model(llama.ModelArgs.from_dict(config))
-    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())),
-                        metadata={"format": "mlx"})
-    return folder
+    return tiny_mlx_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
 
 def test_the_folder_loads_and_generates(tiny_model):

@@ -10,10 +10,13 @@ is no generation: one forward pass gives the next token's probabilities of A, B 
 
 The event loop never blocks on the model: calls run in a worker thread, one batch at a
 time. Micro-batching: the first request to arrive waits up to ``max_wait_ms`` for up to
-``batch_size`` others, then hands the whole batch to the model thread in one hop, so thread
-switches and scheduling are paid once per batch. llama-cpp-python's high-level API decodes
-one prompt at a time, so a batch runs its prompts in turn; the gain is the per-call overhead,
-not parallel decoding (``bench/`` measures it).
+``batch_size`` in all, then hands the batch to the model thread in one hop. There, with
+``batch_size`` > 1, the batch is decoded on llama.cpp's low-level API as sequences of one
+``llama_decode`` call sharing their common prefixes (``llamacpp_batch``); where the installed
+llama-cpp-python lacks that API, or ``batch_size`` is 1, prompts go one at a time through the
+high-level API. The record's ``fingerprint`` names which ran (``MULTI_SEQUENCE``,
+``ONE_AT_A_TIME``); the two agree to float rounding (tests/test_llamacpp.py), and
+``bench/llamacpp_batching.py`` measures one against the other.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import llamacpp_batch
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
 from .prompt import slot_probabilities
@@ -66,6 +70,9 @@ def _silence_llama_log() -> object:
 
 
 def _free_models() -> None:
+    for decoder in _DECODERS:  # contexts before the weights they use
+        decoder.close()
+    _DECODERS.clear()
     for llm in _LOADED:
         llm.close()
     _LOADED.clear()
@@ -73,6 +80,7 @@ def _free_models() -> None:
 
 
 _LOADED: list = []  # every model _load made, for _free_models
+_DECODERS: list = []  # every multi-sequence context still open, for _free_models
 
 
 @functools.lru_cache(maxsize=4)
@@ -86,8 +94,43 @@ def _load(path: str, n_ctx: int, threads: int | None, seed: int):
     return llm
 
 
+# The engine that ran a verdict, in its record's ``fingerprint`` (the served model stays the file).
+MULTI_SEQUENCE = "llama.cpp multi-sequence"
+ONE_AT_A_TIME = "llama.cpp one-at-a-time"
+
+
+def prompt_tokens(llm, request: JudgeRequest) -> list[int]:
+    """The prompt's tokens, with the BOS token; corpus text is data (``special=False``): a
+    ``<start_of_turn>`` inside an answer is text, never a control token."""
+    return llm.tokenize(completion_prompt(request.messages).encode(), add_bos=True, special=False)
+
+
+def _soft_reply(llm, logits: np.ndarray, tokens_in: int, engine: str) -> JudgeReply:
+    """P(A), P(B), P(tie) from the next token's top-20 log-probabilities."""
+    logits = logits.astype(np.float64)
+    peak = logits.max()
+    logprobs = logits - (peak + np.log(np.exp(logits - peak).sum()))
+    top = np.argpartition(logprobs, -20)[-20:]
+    pairs = sorted(((llm.detokenize([int(i)]).decode("utf-8", "replace"), float(logprobs[i])) for i in top),
+                   key=lambda p: -p[1])
+    return JudgeReply(raw=pairs[0][0], served_model=Path(llm.model_path).name, fingerprint=engine,
+                      tokens_in=tokens_in, tokens_out=0, probs=slot_probabilities(pairs))
+
+
 class LlamaCppJudge(LocalJudge):
     """A GGUF model through llama-cpp-python (see the module docstring)."""
+
+    # Decode a batch as sequences of one llama_decode call (llamacpp_batch) where the installed
+    # llama-cpp-python has the low-level API: None (the default) when batch_size > 1. Tests and
+    # bench/ set it on an instance (False: the one-at-a-time path on the same judge), and
+    # share_prefix False to evaluate every prompt whole.
+    multi_sequence: bool | None = None
+    share_prefix: bool = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._decoder = None
+        self._rng = np.random.default_rng(self.seed)
 
     def _llm(self):
         if self._model is None:
@@ -100,36 +143,99 @@ class LlamaCppJudge(LocalJudge):
                 raise FatalJudgeError("not_installed", "the llamacpp backend needs `pip install babelrun[local]`") from None
         return self._model
 
-    def _soft(self, llm, request: JudgeRequest) -> JudgeReply:
-        """One forward pass over the prompt: the next token's top-20 log-probabilities give
-        P(A), P(B), P(tie). The logits come from the context directly: llama-cpp-python's
-        ``logprobs`` needs ``logits_all``, which keeps n_ctx × vocabulary floats (4 GB for
-        Gemma's 262k-token vocabulary)."""
-        tokens = llm.tokenize(completion_prompt(request.messages).encode())
+    def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
+        llm = self._llm()
+        prompts = [prompt_tokens(llm, r) for r in requests]
+        for tokens in prompts:  # as llama-cpp-python refuses it: the whole batch fails
+            if len(tokens) >= self.spec.context:
+                raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self.spec.context}")
+        multi = self.spec.batch_size > 1 if self.multi_sequence is None else self.multi_sequence
+        if multi and llamacpp_batch.available():
+            return self._multi_sequence(llm, prompts)
+        return [self._soft(llm, tokens) if self.spec.soft else self._generate(llm, tokens) for tokens in prompts]
+
+    # -- one at a time, llama-cpp-python's high-level API ------------------------------------
+
+    def _soft(self, llm, tokens: list[int]) -> JudgeReply:
+        """One forward pass over the prompt. The logits come from the context directly:
+        llama-cpp-python's ``logprobs`` needs ``logits_all``, which keeps n_ctx × vocabulary
+        floats (4 GB for Gemma's 262k-token vocabulary)."""
         # Keep the KV cache of the prefix this prompt shares with the last one (the judge's
         # instructions), as llama-cpp-python's own completion does; evaluate the rest.
         cached = llm.input_ids[: llm.n_tokens]
         same = int(np.argmin(np.append(cached[: len(tokens)] == tokens[: len(cached)], False)))
         llm.n_tokens = min(same, len(tokens) - 1)  # at least one token to evaluate
         llm.eval(tokens[llm.n_tokens:])
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
-        peak = logits.max()
-        logprobs = logits - (peak + np.log(np.exp(logits - peak).sum()))
-        top = np.argpartition(logprobs, -20)[-20:]
-        pairs = sorted(((llm.detokenize([int(i)]).decode("utf-8", "replace"), float(logprobs[i])) for i in top),
-                       key=lambda p: -p[1])
-        return JudgeReply(raw=pairs[0][0], served_model=Path(llm.model_path).name, tokens_in=len(tokens),
-                          tokens_out=0, probs=slot_probabilities(pairs))
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+        return _soft_reply(llm, logits, len(tokens), ONE_AT_A_TIME)
 
-    def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
-        llm = self._llm()
+    def _generate(self, llm, tokens: list[int]) -> JudgeReply:
+        out = llm.create_completion(tokens, max_tokens=max_tokens(self.spec), temperature=self.spec.temperature,
+                                    stop=["\n"])
+        usage = out.get("usage", {})
+        return JudgeReply(raw=out["choices"][0]["text"], served_model=Path(llm.model_path).name,
+                          fingerprint=ONE_AT_A_TIME, tokens_in=usage.get("prompt_tokens"),
+                          tokens_out=usage.get("completion_tokens"))
+
+    # -- a batch at once, llama.cpp's low-level API -------------------------------------------
+
+    def _multi_sequence(self, llm, prompts: list[list[int]]) -> list[JudgeReply]:
+        """The batch as one prefix tree in one llama_decode call; generated verdicts then
+        decode a token for every running sequence per call."""
+        budgets = [self._budget(len(tokens)) for tokens in prompts]
+        tree = llamacpp_batch.prefix_tree(prompts) if self.share_prefix else None
+        cells = sum(s.stop - s.start for s in tree) if tree else sum(map(len, prompts))
+        decoder = self._decoder_for(llm, len(prompts), cells + (0 if self.spec.soft else sum(budgets)))
+        first = decoder.prefill(prompts, self.share_prefix)
         if self.spec.soft:
-            return [self._soft(llm, request) for request in requests]
-        replies = []
-        for request in requests:
-            out = llm.create_completion(completion_prompt(request.messages), max_tokens=max_tokens(self.spec),
-                                        temperature=self.spec.temperature, stop=["\n"])
-            usage = out.get("usage", {})
-            replies.append(JudgeReply(raw=out["choices"][0]["text"], served_model=Path(llm.model_path).name,
-                                      tokens_in=usage.get("prompt_tokens"), tokens_out=usage.get("completion_tokens")))
-        return replies
+            return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE) for logits, tokens in zip(first, prompts, strict=True)]
+        import llama_cpp
+
+        generated: list[list[int]] = [[] for _ in prompts]
+        texts: dict[int, bytes] = {}
+        logits = dict(enumerate(first))
+        while logits:
+            running = {}
+            for s, row in logits.items():
+                token = llamacpp_batch.sample(row, self.spec.temperature, self._rng)
+                if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):  # end of text: not counted
+                    texts[s] = llm.detokenize(generated[s], prev_tokens=prompts[s])
+                    continue
+                generated[s].append(token)
+                text = llm.detokenize(generated[s], prev_tokens=prompts[s])
+                if b"\n" in text or len(generated[s]) >= budgets[s]:  # create_completion's stop=["\n"], max_tokens
+                    texts[s] = text.split(b"\n", 1)[0]
+                    continue
+                running[s] = (token, len(prompts[s]) + len(generated[s]) - 1)
+            logits = decoder.step(running) if running else {}
+        return [JudgeReply(raw=texts[s].decode("utf-8", errors="ignore"), served_model=Path(llm.model_path).name,
+                           fingerprint=MULTI_SEQUENCE, tokens_in=len(tokens), tokens_out=len(generated[s]))
+                for s, tokens in enumerate(prompts)]
+
+    def _budget(self, n_prompt: int) -> int:
+        """Tokens a verdict may generate: ``max_tokens``, cut to the context window as
+        llama-cpp-python's completion cuts it."""
+        limit = max_tokens(self.spec)
+        return limit if limit + n_prompt < self.spec.context else self.spec.context - n_prompt
+
+    def _decoder_for(self, llm, n_seq: int, cells: int):
+        """The judge's own llama.cpp context, made again larger when a batch needs more."""
+        n_seq = max(n_seq, self.spec.batch_size)
+        if self._decoder is None or self._decoder.n_ctx < cells or self._decoder.n_seq < n_seq:
+            spent = (self._decoder.decode_s, self._decoder.evaluated) if self._decoder else (0.0, 0)
+            self._close_decoder()
+            n_ctx = max(self.spec.context, 1 << (cells - 1).bit_length())
+            self._decoder = llamacpp_batch.Decoder(llm, n_seq, n_ctx)
+            self._decoder.decode_s, self._decoder.evaluated = spent  # the judge's totals (bench/)
+            _DECODERS.append(self._decoder)
+        return self._decoder
+
+    def _close_decoder(self) -> None:
+        if self._decoder is not None:
+            self._decoder.close()
+            _DECODERS.remove(self._decoder)
+            self._decoder = None
+
+    async def aclose(self) -> None:
+        self._close_decoder()
+        await super().aclose()

@@ -1,11 +1,13 @@
 """What the in-process model backends (llamacpp, mlx) share: the completion-style prompt and
 the micro-batcher.
 
-Micro-batching: the first request to arrive leads. It waits up to ``max_wait_ms`` for up to
-``batch_size`` others, then hands the whole batch to the model thread in one hop (one batch
-at a time: a ``CapacityLimiter`` of 1), and gives every request its reply. There is no
-background task: the leader does the work inside its own call, so every task still has an
-owner. A subclass gives ``_run_batch(requests) -> replies``, which runs in the model thread.
+Micro-batching: the first request to arrive leads. It waits up to ``max_wait_ms`` for
+``batch_size`` requests in all, then hands the first ``batch_size`` of those waiting to the
+model thread in one hop (one batch at a time: a ``CapacityLimiter`` of 1), and gives every
+request its reply. Requests left over (more arrived than a batch holds) are not lost: the
+first of them is woken to lead the next batch. There is no background task: a leader does the
+work inside its own call, so every task still has an owner. A subclass gives
+``_run_batch(requests) -> replies``, which runs in the model thread.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ def completion_prompt(messages: list[dict[str, str]]) -> str:
 
 class _Pending(msgspec.Struct):
     request: JudgeRequest
-    done: anyio.Event
+    wake: anyio.Event  # set when the reply (or error) is in, or when this request is to lead
     reply: JudgeReply | None = None
     error: BaseException | None = None
+    lead: bool = False
 
 
 class LocalJudge:
@@ -47,21 +50,38 @@ class LocalJudge:
         mine = _Pending(request, anyio.Event())
         self._pending.append(mine)
         if len(self._pending) == 1:
-            await self._lead()
+            mine.lead = True
         elif len(self._pending) >= self.spec.batch_size:
             self._full.set()
-        await mine.done.wait()
+        if not mine.lead:
+            try:
+                await mine.wake.wait()
+            except anyio.get_cancelled_exc_class():
+                if mine.lead:  # woken to lead as it was cancelled: the others wait on it
+                    await self._lead()
+                elif mine in self._pending:  # never cut into a batch: it will not run
+                    self._pending.remove(mine)
+                raise
+        if mine.lead:
+            await self._lead()
         if mine.error is not None:
             raise mine.error
         return mine.reply
 
     async def _lead(self) -> None:
-        """Collect a batch, run it on the model thread, hand every request its reply. Shielded:
-        the followers wait on this leader, so it must finish what it started."""
+        """Collect a batch, run it on the model thread, hand every request its reply; wake the
+        first request left over to lead the next. Shielded: the followers wait on this leader,
+        so it must finish what it started."""
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self.spec.max_wait_ms / 1000):
                 await self._full.wait()
-            batch, self._pending, self._full = self._pending, [], anyio.Event()
+            size = self.spec.batch_size
+            batch, self._pending, self._full = self._pending[:size], self._pending[size:], anyio.Event()
+            if self._pending:
+                if len(self._pending) >= size:
+                    self._full.set()
+                self._pending[0].lead = True
+                self._pending[0].wake.set()
             self.batches.append(len(batch))
             try:
                 replies = await anyio.to_thread.run_sync(self._run_batch, [p.request for p in batch],
@@ -72,7 +92,8 @@ class LocalJudge:
                 for p in batch:
                     p.error = e
             for p in batch:
-                p.done.set()
+                p.lead = False
+                p.wake.set()
 
     async def aclose(self) -> None:
         self._model = None  # cached weights stay loaded for the process's other judges
