@@ -256,7 +256,8 @@ class VerdictSpec(_Spec, frozen=True):
     ``match`` picks the first or the last match (default last: explanations come first).
     Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``; exact,
     case-sensitive, after trimming spaces). Pointwise: the group is a number inside
-    ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an unmapped label or an out-of-scale number: invalid.
+    ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an
+    unmapped label or an out-of-scale number: invalid.
     ``reply``: how the simulated judge writes a verdict (``Rating: [[{label}]]``); derived
     from a simple ``pattern`` when unset."""
 
@@ -338,7 +339,8 @@ class JudgeSpec(_Spec, frozen=True):
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
-    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8  # calls in flight (the ceiling, with adaptive_concurrency)
+    # calls in flight (the ceiling, with adaptive_concurrency)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
     adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
     rate_limit: RateLimit = RateLimit()
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
@@ -347,7 +349,8 @@ class JudgeSpec(_Spec, frozen=True):
     # Local models (llamacpp): the micro-batcher and the runtime.
     batch_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_SIZE)] = 8  # requests collected into one batch at most
     max_wait_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT_S * 1000)] = 20.0  # how long the first one waits
-    threads: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] | None = None  # CPU threads (llama.cpp's default when unset)
+    # CPU threads (llama.cpp's default when unset)
+    threads: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] | None = None
     context: PositiveInt = 4096  # context window, tokens
     # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
     # each hold the model and serve every worker's calls in micro-batches.

@@ -71,7 +71,8 @@ def main() -> None:
     args = p.parse_args()
     planned = plan(args.calls)
     bodies = [
-        msgspec.json.encode({"model": "m", "messages": render(PAIRWISE, it.prompt, a, b), "temperature": 0, "max_tokens": 8})
+        msgspec.json.encode({"model": "m", "messages": render(PAIRWISE, it.prompt, a, b), "temperature": 0,
+                             "max_tokens": 8})
         for it in planned.items() for a, b in ((it.reference, it.perturbed), (it.perturbed, it.reference))
     ]
     # Alternate the two, several rounds, and compare medians: client and server share the

@@ -47,7 +47,8 @@ def run(per_lang: int, folder: Path) -> dict:
     rss_kb = int(next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("MAXRSS_KB")))
     stats = json.loads((folder / "run" / "stats.json").read_text())["judges"][0]
     ok_keys = Counter(r.key for r in log.read(folder / "run") if r.status == "ok")
-    return {"planned": stats["planned"], "ok_keys": len(ok_keys), "ok_pct": round(100 * len(ok_keys) / stats["planned"], 4),
+    return {"planned": stats["planned"], "ok_keys": len(ok_keys),
+            "ok_pct": round(100 * len(ok_keys) / stats["planned"], 4),
             "duplicated": sum(n - 1 for n in ok_keys.values()), "calls": stats["calls"],
             "retries": stats["retries"], "injected": served.counters.get("injected"),
             "failed_after_retries": stats["errors"], "wall_s": round(wall, 1), "peak_rss_mb": round(rss_kb / 1024),

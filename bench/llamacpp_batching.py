@@ -91,7 +91,8 @@ async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, sof
 
 
 def show(row: Row, base: Row) -> None:
-    line = f"{row.label:40s} {row.calls_s:6.2f} calls/s {row.tokens_s:6.0f} prompt tok/s  ×{row.calls_s / base.calls_s:.2f}"
+    line = (f"{row.label:40s} {row.calls_s:6.2f} calls/s {row.tokens_s:6.0f} prompt tok/s  "
+            f"×{row.calls_s / base.calls_s:.2f}")
     if row.decode_s is not None:
         line += (f"  | evaluated {row.evaluated} tokens; llama_decode {row.decode_s:.1f} s of {row.wall:.1f} s "
                  f"({row.decode_s / row.wall:.0%})")

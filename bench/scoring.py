@@ -35,7 +35,8 @@ def synthetic(n_records: int, seed: int = 0) -> pa.Table:
     pert = rng.integers(0, len(PERTS), n_items)
     ref_len = rng.integers(200, 600, n_items)
     pert_len = np.where(pert == 4, ref_len * 2, np.where(pert == 0, ref_len // 2, ref_len))
-    verdict = rng.choice(np.array(["reference", "perturbed", "tie", "invalid"]), size=n_records, p=[0.7, 0.2, 0.05, 0.05])
+    verdict = rng.choice(np.array(["reference", "perturbed", "tie", "invalid"]), size=n_records,
+                         p=[0.7, 0.2, 0.05, 0.05])
     idx = np.repeat(np.arange(n_items), 2)
     return pa.table({
         "judge_id": pa.array(np.where(idx % 2 == 0, "j1", "j2")),

@@ -51,8 +51,8 @@ def main() -> None:
         started = time.perf_counter()
         theirs = [count(t) for _, t in texts]
         icu_s = time.perf_counter() - started
-    print(f"units {len(texts)}; regex {regex_s:.2f} s" + (f"; ICU {icu_s:.2f} s; ratio regex/ICU "
-                                                           f"{regex_s / icu_s:.1f}" if icu_s else "; ICU not installed"))
+    print(f"units {len(texts)}; regex {regex_s:.2f} s"
+          + (f"; ICU {icu_s:.2f} s; ratio regex/ICU {regex_s / icu_s:.1f}" if icu_s else "; ICU not installed"))
     by: dict[str, list] = defaultdict(lambda: [0, 0, 0])
     for i, (lang, _) in enumerate(texts):
         row = by[languages.script(lang)]

@@ -194,7 +194,8 @@ def test_every_perturbation_changes_the_trace_in_both_focus_modes_or_is_counted(
 
 def test_a_perturbation_the_focus_cannot_show_is_skipped_and_counted():
     # No tool with a required argument: missing_required_arg has nothing to drop.
-    free = msgspec.structs.replace(BUNDLED[0], tools=[msgspec.structs.replace(t, required=[]) for t in BUNDLED[0].tools])
+    free = msgspec.structs.replace(BUNDLED[0],
+                                   tools=[msgspec.structs.replace(t, required=[]) for t in BUNDLED[0].tools])
     plan = Plan([], [], 0, trajectories=[free], agentic_spec=manifest.AgenticSpec(
         focus="tool_calls", perturbations=[manifest.PerturbationSpec(name="missing_required_arg")]))
     assert plan.n_items == 0
@@ -321,14 +322,16 @@ TRAJ = BASE + "corpus: {sources: [{kind: trajectories}]}\n"
      "unknown perturbation"),
     (TRAJ + "agentic: {perturbations: [{name: step_pad, severities: [0]}]}\n",
      "agentic.perturbations[0].severities[0]", "> 0.0"),
-    (BASE + "corpus: {sources: [{kind: trajectories, path: none.jsonl}]}\n", "corpus.sources[0].path", "file not found"),
+    (BASE + "corpus: {sources: [{kind: trajectories, path: none.jsonl}]}\n",
+     "corpus.sources[0].path", "file not found"),
     (BASE + "corpus: {sources: [{kind: trajectories, format: csv}]}\n", "corpus.sources[0].format", "invalid enum"),
     (BASE + "corpus: {sources: [{kind: trajectories, format: bfcl, language: en, answers: a.json, path: q.json}]}\n",
      "corpus.sources[0].answers", "file not found"),
     (BASE + "corpus: {sources: [{kind: trajectories, path: bad.jsonl}]}\n", "corpus.sources[0].path", "line 2"),
     (BASE + "corpus: {sources: [{kind: trajectories, path: bad.jsonl, language: xx}]}\n",
      "corpus.sources[0].language", "'xx' is not"),
-    (TRAJ.replace("backend: simulated", "backend: simulated, simulated: {accuracy_by_perturbation: {agent:sleep: 0.5}}"),
+    (TRAJ.replace("backend: simulated",
+                  "backend: simulated, simulated: {accuracy_by_perturbation: {agent:sleep: 0.5}}"),
      "judges[0].simulated.accuracy_by_perturbation.agent:sleep", "unknown perturbation"),
     (TRAJ.replace("backend: simulated", "backend: simulated, simulated: {accuracy_by_perturbation: {step_pad: 2}}"),
      "judges[0].simulated.accuracy_by_perturbation.step_pad", "probability"),

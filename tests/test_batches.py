@@ -111,8 +111,9 @@ class FakeBatchServer(LoopbackServer):
         for line in batch["lines"]:
             completion = {"id": "chatcmpl-b", "object": "chat.completion", "model": "batch-model",
                           "system_fingerprint": "fp_batch",
-                          "choices": [{"index": 0, "message": {"role": "assistant",
-                                                               "content": choose(line["body"]["messages"][-1]["content"])},
+                          "choices": [{"index": 0,
+                                       "message": {"role": "assistant",
+                                                   "content": choose(line["body"]["messages"][-1]["content"])},
                                        "finish_reason": "stop"}],
                           "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
             out += msgspec.json.encode({"id": "batch_req_1", "custom_id": line["custom_id"],

@@ -263,7 +263,8 @@ def test_the_report_shows_mitigations_beside_their_base_and_agentic_cards(tmp_pa
     assert "<b>" in row  # the targeted metrics stand out
     assert "Agent trajectories" in page and "R_agent" in page
     markdown = (tmp_path / "run" / "report.md").read_text()
-    assert "## Mitigations against their base judge" in markdown and "| leaning-2x | dual_order | leaning | 2.00 |" in markdown
+    assert ("## Mitigations against their base judge" in markdown
+            and "| leaning-2x | dual_order | leaning | 2.00 |" in markdown)
     identities = page[page.index("Judge identities"):]
     assert "dual_order (composite)" in identities
 

@@ -150,8 +150,9 @@ class GeminiServer(LoopbackServer):
             return self._json(429, _error(
                 429, "RESOURCE_EXHAUSTED", "You exceeded your current quota.",
                 [{"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                  "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
-                                  "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+                  "violations": [{
+                      "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                      "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
                  {"@type": "type.googleapis.com/google.rpc.Help", "links": [{"description": "quota",
                   "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
                  {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": self.retry_delay}]))

@@ -110,7 +110,8 @@ def test_judge_ls_recovers_a_known_flip_rate_on_all_and_on_audit_passing_pairs(t
     # independently per presentation: P(correctness flips) = p(1-q) + q(1-p).
     judge = simulated(accuracy={"en": 0.95, "zh": 0.6})
     sources = [{"kind": "labelled_pairs", "path": str(LLMBAR / s)} for s in SETS] + [{"kind": "labelled_pairs"}]
-    path = write_manifest(tmp_path, [judge], corpus={"sources": sources, "parallel": {"pivot": "en", "tie_probes": True}},
+    path = write_manifest(tmp_path, [judge],
+                          corpus={"sources": sources, "parallel": {"pivot": "en", "tie_probes": True}},
                           scoring={"bootstrap": 20})
     _audit(path)
     # a stricter length rule than the default, so that the audit flags some Chinese fields
@@ -147,7 +148,8 @@ def test_tie_half_accuracy_counts_a_tie_as_half(tmp_path):
              for i in range(200)]
     (tmp_path / "en.json").write_text(json.dumps(pairs))
     path = write_manifest(tmp_path, [simulated(default_accuracy=1.0, tie_rate=0.5)],
-                          corpus={"sources": [{"kind": "labelled_pairs", "path": "en.json"}]}, scoring={"bootstrap": 20})
+                          corpus={"sources": [{"kind": "labelled_pairs", "path": "en.json"}]},
+                          scoring={"bootstrap": 20})
     _audit(path)
     (row,) = invariance.run(tmp_path / "run", pivot="en").labelled.all_pairs.rows[:1]
     ties = 1 - row.accuracy.value  # every decisive verdict is right

@@ -15,7 +15,8 @@ def test_gemma_judges_through_the_engine_in_batches(tmp_path):
              "batch_size": 4, "max_wait_ms": 50, "max_tokens": 4, "threads": 2}
     corpus = {"languages": ["en"], "references_per_language": 2}
     path = write_manifest(tmp_path, [judge], corpus=corpus,
-                          perturbations=[{"name": "truncate", "severities": [0.6]}, {"name": "repeat_pad", "severities": [0.6]}])
+                          perturbations=[{"name": "truncate", "severities": [0.6]},
+                                         {"name": "repeat_pad", "severities": [0.6]}])
     result = quiet_audit(path)
     assert result.exit_code == 0
     records = list(log.read(tmp_path / "run"))

@@ -21,7 +21,8 @@ class Echo(LocalJudge):
 def _requests(n):
     refs = babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:n]
     items = list(Plan(refs, [("truncate", [0.6])], 0).items())
-    return [JudgeRequest.of(item, order, TEMPLATES["pairwise"]) for item in items for order in ("ref_first", "pert_first")]
+    return [JudgeRequest.of(item, order, TEMPLATES["pairwise"])
+            for item in items for order in ("ref_first", "pert_first")]
 
 
 def _judge(batch_size, max_wait_ms=500.0):

@@ -23,7 +23,8 @@ BASE = "name: t\noutput_dir: out\njudges:\n  - {name: j, backend: simulated}\n"
     ("name: t\njudges: []\ncolour: red\n", "colour", "unknown field"),
     ("judges:\n  - {name: j, backend: simulated}\n", "name", "required field is missing"),
     (BASE.replace("judges:\n  - {name: j, backend: simulated}",
-                  "judges:\n  - {name: j, backend: simulated}\n  - {name: k, backend: openai, model: m, rate_limit: {rpm: fast}}"),
+                  "judges:\n  - {name: j, backend: simulated}\n"
+                  "  - {name: k, backend: openai, model: m, rate_limit: {rpm: fast}}"),
      "judges[1].rate_limit.rpm", "expected `float"),
     (BASE.replace("backend: simulated", "backend: simulated, temprature: 0"), "judges[0].temprature", "unknown field"),
     (BASE.replace("backend: simulated", "backend: telepathy"), "judges[0].backend", "unknown backend 'telepathy'"),

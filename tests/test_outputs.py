@@ -66,7 +66,8 @@ def test_export_reads_back_in_pandas_with_the_cards_numbers(run_dir, tmp_path, f
     out = tmp_path / fmt
     assert main(["export", str(run_dir), "--format", fmt, "--out", str(out)]) == 0
     ext = "jsonl" if fmt == "json" else fmt
-    read = {"parquet": pd.read_parquet, "csv": pd.read_csv, "json": lambda p: pd.read_json(p, lines=True, precise_float=True)}[fmt]
+    read = {"parquet": pd.read_parquet, "csv": pd.read_csv,
+            "json": lambda p: pd.read_json(p, lines=True, precise_float=True)}[fmt]
     cards = read(out / f"cards.{ext}")
     assert list(cards.columns) == ["run", "judge", "judge_id", "family", "lang", "perturbation", "metric",
                                    "value", "lo", "hi", "n"]
@@ -154,8 +155,8 @@ def test_show_prints_the_item_as_the_judge_saw_it(run_dir, capsys):
 
 
 def test_stats_json_accumulates_across_processes(tmp_path):
-    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.85)], corpus={**CORPUS, "languages": ["en"]},
-                          scoring={"bootstrap": 0})
+    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.85)],
+                          corpus={**CORPUS, "languages": ["en"]}, scoring={"bootstrap": 0})
     first = quiet_audit(path)
     again = quiet_audit(path)  # a rerun on a finished run: no calls
     assert again.new_records == 0
@@ -167,8 +168,8 @@ def test_stats_json_accumulates_across_processes(tmp_path):
 
 
 def test_audit_limit_and_judge(tmp_path, capsys):
-    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.85)], corpus={**CORPUS, "languages": ["en"]},
-                          scoring={"bootstrap": 0})
+    path = write_manifest(tmp_path, [simulated("a"), simulated("b", default_accuracy=0.85)],
+                          corpus={**CORPUS, "languages": ["en"]}, scoring={"bootstrap": 0})
     assert main(["audit", str(path), "--limit", "5", "--judge", "a"]) == 0
     assert "presentation(s) left" in capsys.readouterr().out
     table = babelrun.load_run(tmp_path / "run", ["judge"])
@@ -181,7 +182,8 @@ def test_audit_limit_and_judge(tmp_path, capsys):
 
 def test_validate_estimates_tokens_and_cost(tmp_path, capsys):
     priced = {**simulated("priced"), "price": {"input_per_mtok": 2.5, "output_per_mtok": 10}}
-    path = write_manifest(tmp_path, [priced, simulated("free", default_accuracy=0.85)], corpus={**CORPUS, "languages": ["en"]})
+    path = write_manifest(tmp_path, [priced, simulated("free", default_accuracy=0.85)],
+                          corpus={**CORPUS, "languages": ["en"]})
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.strip().startswith("priced:"))

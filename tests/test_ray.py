@@ -196,7 +196,8 @@ def test_replicas_of_an_in_process_judge_serve_every_worker_and_survive_a_death(
     records = list(log.read(tmp_path / "ray" / "run"))
     assert len(records) == len({r.key for r in records}) == result.planned_calls
     assert {r.key: r.raw for r in records} == {r.key: r.raw for r in log.read(tmp_path / "local" / "run")}
-    assert (tmp_path / "ray" / "run" / "cards.json").read_bytes() == (tmp_path / "local" / "run" / "cards.json").read_bytes()
+    assert ((tmp_path / "ray" / "run" / "cards.json").read_bytes()
+            == (tmp_path / "local" / "run" / "cards.json").read_bytes())
 
 
 def test_replicas_need_the_ray_executor(tmp_path):
@@ -206,7 +207,8 @@ def test_replicas_need_the_ray_executor(tmp_path):
         _audit(babelrun.load_manifest(path))
     remote = write_manifest(tmp_path, [{"name": "r", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
                                         "replicas": 2}])
-    with pytest.raises(babelrun.errors.ManifestError, match=r"judges\[0\].replicas: does not apply to the openai backend"):
+    with pytest.raises(babelrun.errors.ManifestError,
+                       match=r"judges\[0\].replicas: does not apply to the openai backend"):
         babelrun.load_manifest(remote)
 
 

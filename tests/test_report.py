@@ -86,8 +86,8 @@ def test_html_holds_no_live_markup_from_references_or_replies(tmp_path):
     corpus = tmp_path / "refs.jsonl"
     _hostile_corpus(corpus)
     with HostileJudge() as server:
-        judge = {"name": "hostile<svg onload=alert(1)>", "backend": "openai", "model": "m", "endpoint": server.url + "/v1",
-                 "retries": 0, "concurrency": 2}
+        judge = {"name": "hostile<svg onload=alert(1)>", "backend": "openai", "model": "m",
+                 "endpoint": server.url + "/v1", "retries": 0, "concurrency": 2}
         path = write_manifest(tmp_path, [judge], corpus={"sources": [{"kind": "jsonl", "path": str(corpus)}],
                                                          "languages": "all", "references_per_language": 3},
                               perturbations=[{"name": "truncate", "severities": [0.5]},
@@ -247,7 +247,8 @@ def _card(r=0.8, k=0.9, d=(0.0, -0.05, 0.05), v=(0.5, 0.45, 0.55)) -> Card:
     (_card(d=(0.2, -0.02, 0.4)), []),           # the interval holds 0: not shown to be biased
     (_card(v=(0.7, 0.6, 0.8)), ["verbosity"]),
     (_card(v=(0.7, 0.45, 0.9)), []),
-    (_card(r=0.3, k=0.5, d=(0.4, 0.3, 0.5), v=(0.8, 0.7, 0.9)), ["reliability", "consistency", "position", "verbosity"]),
+    (_card(r=0.3, k=0.5, d=(0.4, 0.3, 0.5), v=(0.8, 0.7, 0.9)),
+     ["reliability", "consistency", "position", "verbosity"]),
 ])
 def test_recommendation_rules(card, expected):
     assert [rule for rule, _ in recommend.rules(card)] == expected

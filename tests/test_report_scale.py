@@ -52,7 +52,8 @@ def test_ten_judges_by_two_hundred_languages(tmp_path):
     body = page.split("<body>", 1)[1]
     sections = re.findall(r'<section id="(\w+)"', body)
     assert sections[0] == "matrix" and sections[1] == "leaderboard"
-    assert body.index('<section id="matrix">') < body.index("<nav class=toc>") < body.index('<section id="leaderboard">')
+    assert (body.index('<section id="matrix">') < body.index("<nav class=toc>")
+            < body.index('<section id="leaderboard">'))
     assert body.index('<section id="matrix">') < body.index("<h2")
     # Its default view (by language code) has one row per language and a cell per judge.
     view = page.split('<div class=view id="m-lang">')[1].split("</div>")[0]

@@ -92,7 +92,8 @@ def test_definitions_on_a_hand_counted_table():
     assert card.verbosity.value == pytest.approx(0.75)
     r = (0.6 * 0.5 + 0.4 / 3) * (1 - 0.8 / 3) * (1 - 0.7 * 0.5)
     assert card.reliability.value == pytest.approx(r, abs=1e-4)
-    assert card.tie_rate.value == pytest.approx(1 / 6, abs=1e-4) and card.invalid_rate.value == pytest.approx(1 / 6, abs=1e-4)
+    assert (card.tie_rate.value == pytest.approx(1 / 6, abs=1e-4)
+            and card.invalid_rate.value == pytest.approx(1 / 6, abs=1e-4))
 
 
 def test_record_order_never_changes_a_card():

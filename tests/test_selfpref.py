@@ -26,7 +26,8 @@ def _pairs(path, n=1500, seed=5):
     rows = []
     for i in range(n):
         better_family, worse_family = KINDS[i % len(KINDS)]
-        better, worse = f"a good answer to {i}" + " and more" * rng.randrange(3), f"a poor answer {i}" + "!" * rng.randrange(30)
+        better, worse = (f"a good answer to {i}" + " and more" * rng.randrange(3),
+                         f"a poor answer {i}" + "!" * rng.randrange(30))
         first = rng.random() < 0.5
         rows.append({"input": f"question {i}", "label": 1 if first else 2,
                      "output_1": better if first else worse, "output_2": worse if first else better,

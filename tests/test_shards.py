@@ -91,7 +91,8 @@ def test_three_shard_processes_merge_to_the_one_process_run(tmp_path):
     shutil.copy(segments[0], run_dir / "log" / f"s1of2-otherhost-1-{segments[0].name[6:]}")
     again = subprocess.run(_cmd("merge", run_dir), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert f"{len(planned)} of {len(planned)} planned keys counted once each ({len(by_shard[0])} repeated" in again.stdout
+    assert (f"{len(planned)} of {len(planned)} planned keys counted once each ({len(by_shard[0])} repeated"
+            in again.stdout)
     assert (run_dir / "cards.json").read_bytes() == cards
     assert babelrun.load_run(run_dir).num_rows == len(planned)
 
@@ -132,7 +133,8 @@ def test_a_shard_repairs_only_its_own_segments(tmp_path):
     folder = tmp_path / "log"
     folder.mkdir()
     torn = b'{"judge_id":"j","item_id":"a","order":"ref_first"}\n{"judge_id":"j","it'
-    mine, other, whole = folder / "s0of2-h-1-x-0001.jsonl", folder / "s1of2-h-2-x-0001.jsonl", folder / "h-3-x-0001.jsonl"
+    mine, other, whole = (folder / "s0of2-h-1-x-0001.jsonl", folder / "s1of2-h-2-x-0001.jsonl",
+                          folder / "h-3-x-0001.jsonl")
     for seg in (mine, other, whole):
         seg.write_bytes(torn)
     assert log.repair(tmp_path, log.Shard(0, 2)) == len(torn) - torn.index(b"\n") - 1
@@ -159,7 +161,8 @@ def test_ray_executor_without_ray_says_how_to_install_it(tmp_path, small_corpus,
 @pytest.mark.parametrize(("args", "message"), [
     (["--shard", "3/3"], "--shard '3/3': need 0 <= i < N"),
     (["--shard", "one/3"], "--shard 'one/3': expected i/N, e.g. 0/4"),
-    (["--shard", "0/2", "--executor", "ray"], "--shard runs one shard here; the Ray executor runs them all: use one or the other"),
+    (["--shard", "0/2", "--executor", "ray"],
+     "--shard runs one shard here; the Ray executor runs them all: use one or the other"),
     (["--workers", "0", "--executor", "ray"], "--workers must be at least 1"),
 ])
 def test_bad_shard_arguments_are_one_line_and_write_nothing(tmp_path, small_corpus, capsys, args, message):

@@ -104,7 +104,8 @@ def test_labelled_pairs_never_pool_into_a_language_card(tmp_path):
     (pair_judge,) = family.judges
     assert pair_judge.overall.items == 40 and [lc.lang for lc in pair_judge.languages] == ["en"]
     board = (tmp_path / "run" / "report.md").read_text().split("## Leaderboard")[1].split("\n## ")[0]
-    families = [line.split(" | ")[1] for line in board.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
+    families = [line.split(" | ")[1] for line in board.splitlines()
+                if line.startswith("| 1 ") or line.startswith("| 2 ")]
     assert families == ["degradation", "pairs:Natural"]
 
 

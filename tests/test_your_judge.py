@@ -64,7 +64,8 @@ def test_pointwise_scores_must_be_numbers_inside_the_scale():
     read = score_reader(VerdictSpec(pattern=r"Rating: \[\[([^\]]*)\]\]", scale=(1, 10)))
     assert read("Good. Rating: [[7]]") == 7.0
     assert read("Rating: [[2]] at first, then Rating: [[8.5]]") == 8.5
-    for bad in ("Rating: [[11]]", "Rating: [[0]]", "Rating: [[seven]]", "Rating: [[nan]]", "Rating: [[inf]]", "Rating: [[1_0]]", "Rating: [[1e1]]", "7"):
+    for bad in ("Rating: [[11]]", "Rating: [[0]]", "Rating: [[seven]]", "Rating: [[nan]]", "Rating: [[inf]]",
+                "Rating: [[1_0]]", "Rating: [[1e1]]", "7"):
         assert read(bad) is None, bad
 
 

@@ -169,11 +169,13 @@ def _fmt(r: Interval) -> str:
 
 
 def _switch_table(rows: list[LanguageSwitch], first: str, second: str) -> list[str]:
-    lines = [f"| judge | language | matched | judgment flips | correctness flips | right in {first} only / {second} only | McNemar p |",
+    lines = [f"| judge | language | matched | judgment flips | correctness flips | "
+             f"right in {first} only / {second} only | McNemar p |",
              "|---|---|---:|---|---|---|---:|"]
     for r in rows:
         lines.append(f"| {r.judge} | {r.lang} ({r.language}) | {r.matched} | {_fmt(r.judgment_flip)} | "
-                     f"{_fmt(r.correctness_flip)} | {r.right_in_pivot_only} / {r.right_in_target_only} | {r.mcnemar_p:.3g} |")
+                     f"{_fmt(r.correctness_flip)} | {r.right_in_pivot_only} / {r.right_in_target_only} | "
+                     f"{r.mcnemar_p:.3g} |")
     return lines
 
 
@@ -186,7 +188,8 @@ def text(result: Invariance) -> str:
     if not any(r.matched for r in result.rows):
         lines += ["", "No unit was judged in both languages: is the corpus parallel (UDHR, FLORES)?"]
     if result.code_switched:
-        lines += ["", f"Code-switched (target and {result.pivot} sentences alternating) against the target language", ""]
+        lines += ["", f"Code-switched (target and {result.pivot} sentences alternating) against the target language",
+                  ""]
         lines += _switch_table(result.code_switched, "target", "code-switched")
     if result.tie_probes:
         lines += ["", f"Translation tie probes (the same answer in {result.pivot} and in the target language)", "",

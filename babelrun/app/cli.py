@@ -307,7 +307,8 @@ def _audit(args) -> int:
         print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
               f"{result.run_dir}`) writes the cards")
     if result.cards is not None:
-        print(f"cards: {Path(result.run_dir) / 'cards.json'}  report: {Path(result.run_dir) / 'report.html'}, report.md")
+        print(f"cards: {Path(result.run_dir) / 'cards.json'}  "
+              f"report: {Path(result.run_dir) / 'report.html'}, report.md")
         for jc in result.cards.judges:
             r = jc.overall.reliability
             print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")

@@ -186,7 +186,8 @@ class ReplicaPool:
         try:
             reply = await self._actors[i].call.remote(request)
         except self._ray.exceptions.RayActorError as e:
-            raise RetryableError("replica_died", f"replica {i} of {self.spec.name!r} died: {type(e).__name__}") from None
+            raise RetryableError("replica_died",
+                                 f"replica {i} of {self.spec.name!r} died: {type(e).__name__}") from None
         finally:
             self._busy[i] -= 1
         if isinstance(reply, _Failure):

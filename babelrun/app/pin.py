@@ -261,7 +261,8 @@ def check(lock: LockFile, only: str | None = None, alpha: float | None = None, s
 
 
 def summary(results: list[CheckResult], alpha: float) -> str:
-    lines = [f"{'judge':<20} {'asked':>5} {'failed':>6} {'flips':>5} {'flip p':>8} {'b/c':>7} {'McNemar p':>10}  verdict"]
+    lines = [f"{'judge':<20} {'asked':>5} {'failed':>6} {'flips':>5} {'flip p':>8} "
+             f"{'b/c':>7} {'McNemar p':>10}  verdict"]
     for r in results:
         what = "ok"
         if r.drift:

@@ -93,7 +93,8 @@ def show(run_dir: str | Path, item_id: str, judge: str | None = None) -> Shown:
         spec = specs.get(r["judge"])
         messages = None
         if item is not None and spec is not None and spec.prompt in TEMPLATES:
-            messages = JudgeRequest.of(item, r["order"], TEMPLATES[spec.prompt], spec.prompt_language == "item").messages
+            messages = JudgeRequest.of(item, r["order"], TEMPLATES[spec.prompt],
+                                       spec.prompt_language == "item").messages
         probs = (r["p_a"], r["p_b"], r["p_tie"]) if r["p_a"] is not None else None
         out.append(Presentation(r["judge"], r["judge_id"], r["order"], messages, r["raw"], r["slot"], r["verdict"],
                                 r["latency_ms"], r["attempts"] or 1, r["served_model"], probs))

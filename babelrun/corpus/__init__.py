@@ -33,8 +33,8 @@ from . import labelled
 if TYPE_CHECKING:
     from ..spec import CorpusSource, Manifest
 
-__all__ = ["LabelledPair", "Reference", "Removed", "Selection", "available_languages", "check_source", "has_reference_answers", "read",
-           "read_pairs", "read_trajectories", "select"]
+__all__ = ["LabelledPair", "Reference", "Removed", "Selection", "available_languages", "check_source",
+           "has_reference_answers", "read", "read_pairs", "read_trajectories", "select"]
 
 
 # The manifest's ``kind`` -> the module that reads it (imported when first used).
@@ -125,7 +125,8 @@ def _duplicate(ref: Reference, kept: dict[str, Reference]) -> str | None:
     if ref.ref_id not in kept:
         return None
     same = kept[ref.ref_id].response == ref.response
-    return "duplicates of an earlier source's reference" if same else "the id of an earlier source's reference, another text"
+    return ("duplicates of an earlier source's reference" if same
+            else "the id of an earlier source's reference, another text")
 
 
 def select(manifest: Manifest) -> Selection:

@@ -3,7 +3,8 @@ other names.
 
 Fields: ``prompt``, ``reference``, ``language``, ``id`` (optional; the row number is used
 when absent) and ``reference_answer`` (optional: a separate reference answer for
-reference-guided judge templates, ``{reference}``; never the answer under judgement). ``columns: {prompt: question, reference: answer}`` maps them to the file's
+reference-guided judge templates, ``{reference}``; never the answer under judgement).
+``columns: {prompt: question, reference: answer}`` maps them to the file's
 columns; ``language: sw`` names the language of a file that has no language column. Language
 values may be BCP-47 or ISO 639-3 codes. A CSV file's ``delimiter`` (one character; ``,``
 unless set) is a source option.

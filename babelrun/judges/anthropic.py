@@ -92,7 +92,8 @@ class AnthropicJudge(HttpJudge):
             # Extended thinking: a budget by effort, inside max_tokens (which must exceed it);
             # no temperature (thinking takes none but 1). The thinking blocks never enter raw.
             budget = THINKING_BUDGET[self.spec.reasoning_effort or "medium"]
-            body.update(max_tokens=budget + max_tokens(self.spec), thinking={"type": "enabled", "budget_tokens": budget})
+            body.update(max_tokens=budget + max_tokens(self.spec),
+                        thinking={"type": "enabled", "budget_tokens": budget})
             del body["temperature"]
         if system:
             body["system"] = system

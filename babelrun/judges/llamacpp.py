@@ -140,7 +140,8 @@ class LlamaCppJudge(LocalJudge):
             try:
                 self._model = _load(str(path), self.spec.context, self.spec.threads, self.seed)
             except ImportError:
-                raise FatalJudgeError("not_installed", "the llamacpp backend needs `pip install babelrun[local]`") from None
+                raise FatalJudgeError("not_installed",
+                                      "the llamacpp backend needs `pip install babelrun[local]`") from None
         return self._model
 
     def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
@@ -188,7 +189,8 @@ class LlamaCppJudge(LocalJudge):
         decoder = self._decoder_for(llm, len(prompts), cells + (0 if self.spec.soft else sum(budgets)))
         first = decoder.prefill(prompts, self.share_prefix)
         if self.spec.soft:
-            return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE) for logits, tokens in zip(first, prompts, strict=True)]
+            return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE)
+                    for logits, tokens in zip(first, prompts, strict=True)]
         import llama_cpp
 
         generated: list[list[int]] = [[] for _ in prompts]

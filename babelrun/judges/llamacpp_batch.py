@@ -88,7 +88,8 @@ class Decoder:
         # Every token attends over the whole unified cache, masked to its own sequence. Plain
         # attention multiplies by the masked cells too (at batch 8, ~1,500 cells for a prompt
         # that sees ~300); llama.cpp's CPU flash attention skips them.
-        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash
+                                  else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         self.n_ctx, self.n_seq, self.n_vocab = n_ctx, n_seq, llm.n_vocab()
         self._ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self._ctx:

@@ -10,7 +10,8 @@ Templates are Python ``str.format`` text. Pairwise fields: ``{question}``, ``{an
 separate ``reference_answer``, never the answer under judgement) and ``{language}`` (the
 item's language name). Aliases: ``{prompt}`` (the built-in templates' name for the question)
 MT-Bench's ``{ref_answer_1}``, alpaca_eval's ``{instruction}``/``{output_1}``/``{output_2}``
-(pointwise ``{output}``) and inspect_ai's ``{criterion}`` (the reference answer). Corpus text is substituted as data: ``str.format`` does
+(pointwise ``{output}``) and inspect_ai's ``{criterion}`` (the reference answer). Corpus text is
+substituted as data: ``str.format`` does
 not re-read substituted values, and field names must be plain names (no ``{a.b}`` or
 ``{a[0]}``), so a template cannot reach into objects.
 

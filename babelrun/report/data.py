@@ -211,7 +211,8 @@ def _in_mode(mine: pa.Table, mode: str) -> pa.Array:
         return pc.unique(mine.filter(pc.equal(verdict, mode))["item_id"])
     import numpy as np
 
-    decisive = pc.fill_null(pc.is_in(verdict, pa.array(["reference", "perturbed"])), False).to_numpy(zero_copy_only=False)
+    decisive = pc.fill_null(pc.is_in(verdict, pa.array(["reference", "perturbed"])),
+                            False).to_numpy(zero_copy_only=False)
     rows = np.flatnonzero(decisive)
     keys = mine["item_key"].to_numpy()[rows]  # the item's 60 bits (compact.py): sorts as integers
     right = pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)[rows]
@@ -370,7 +371,8 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     del records  # before the log is read again for the statistics
     stats = _optional(run_dir / "stats.json", RunStats)
     return RunReport(
-        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir), stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
+        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
+        stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
         _optional(run_dir / CALIBRATION_JSON, Calibration), _optional(run_dir / INVARIANCE_JSON, Invariance),
         _stale(run_dir), _optional(run_dir / AGREEMENT_JSON, Agreement))
 

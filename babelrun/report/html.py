@@ -3,7 +3,8 @@
 The page opens with the answer: the judge × language matrix of R (``_matrix``; its sort
 orders are views picked by the link's fragment through CSS ``:target``, no script), then a
 table of contents, then the sections, a list of functions ``(ReportData, plots) -> str`` with
-their anchors (``SECTIONS``); a new card family adds a function. Every piece of judge, corpus or manifest text goes through
+their anchors (``SECTIONS``); a new card family adds a function. Every piece of judge, corpus or
+manifest text goes through
 ``safe.h`` (HTML-escaped with quotes, bidi controls made visible); plots are inlined as SVG
 drawn with glyph paths (``plots.py``). A Content-Security-Policy forbids scripts and every
 outside fetch, as a second line of defence.
@@ -40,14 +41,17 @@ from .summary import number as _num
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222;overflow-wrap:anywhere}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;\
+padding:0 1em;color:#222;overflow-wrap:anywhere}
 section{max-width:100%;overflow-x:auto}
-.matrix td{padding:1px 5px;white-space:nowrap;font-variant-numeric:tabular-nums;text-align:right}.matrix td.l{text-align:left}
+.matrix td{padding:1px 5px;white-space:nowrap;font-variant-numeric:tabular-nums;text-align:right}\
+.matrix td.l{text-align:left}
 .matrix th{font-size:12px;max-width:9em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .views>.view{display:none}.views>.view:target,.views>.view:last-child{display:block}.views>.view:target~.view:last-child{display:none}
 nav.toc ol{columns:2;margin:.3em 0}.sorts a{margin-right:.6em}
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}h3{margin-top:1.4em}
-table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.6em 0}\
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(170px,1fr));gap:8px}
 .card{border:1px solid #ccc;border-radius:6px;padding:6px 8px;font-size:12px}
@@ -56,7 +60,8 @@ th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .fill{position:absolute;left:0;top:0;bottom:0;background:#555}.ci{position:absolute;top:3px;height:2px;background:#000}
 .mark{position:absolute;top:-3px;bottom:-3px;width:2px;background:#c00}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-weight:bold}
-.text{white-space:pre-wrap;border-left:3px solid #ccc;padding:2px 8px;margin:2px 0;background:#fafafa;max-height:16em;overflow:auto}
+.text{white-space:pre-wrap;border-left:3px solid #ccc;padding:2px 8px;margin:2px 0;background:#fafafa;\
+max-height:16em;overflow:auto}
 .raw{font-family:ui-monospace,monospace;white-space:pre-wrap;background:#f4f4f4;padding:1px 4px}
 .note{color:#555}details{margin:.4em 0}summary{cursor:pointer}
 """
@@ -354,7 +359,8 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
 def _identities(data: ReportData, plots: list[Plot]) -> str:
     rows = [[h(j.judge), f"<code>{h(j.judge_id)}</code>", h(j.backend or "not in run.yaml"), h(j.model or "–"),
              h(j.endpoint or "–"),
-             "–" if j.prompt is None else (f"{h(j.prompt)}" + ("" if j.prompt_version is None else f" v{h(j.prompt_version)}")
+             "–" if j.prompt is None else (f"{h(j.prompt)}"
+                                           + ("" if j.prompt_version is None else f" v{h(j.prompt_version)}")
                                            + f" ({h(j.prompt_language)})"),
              h(", ".join(j.served_models) or "–"), h(", ".join(j.fingerprints) or "–")]
             for run in data.runs for j in run.identities]

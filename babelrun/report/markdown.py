@@ -355,8 +355,9 @@ def _judge_ls(lab) -> list[str]:
            "| pairs | judge | condition | accuracy | tie-half accuracy | position inconsistency | "
            "correctness flips | McNemar p |", "|---|---|---|---|---|---|---|---:|"]
     for label, part in (("all", lab.all_pairs), ("audit-passing", lab.audit_passing)):
-        out += [f"| {label} | {md(r.judge)} | {_cell(r.condition)} | {_num(r.accuracy)} | {_num(r.accuracy_tie_half)} | "
-                f"{_num(r.position_inconsistency)} | {'–' if r.correctness_flip is None else _num(r.correctness_flip)} | "
+        out += [f"| {label} | {md(r.judge)} | {_cell(r.condition)} | {_num(r.accuracy)} | "
+                f"{_num(r.accuracy_tie_half)} | {_num(r.position_inconsistency)} | "
+                f"{'–' if r.correctness_flip is None else _num(r.correctness_flip)} | "
                 f"{'–' if r.mcnemar_p is None else f'{r.mcnemar_p:.3g}'} |" for r in part.rows if r.subset == "all"]
     return out + [""]
 
@@ -365,7 +366,8 @@ def _stats(data) -> list[str]:
     out = ["## Run statistics", "",
            "From the log: every record of every audit process (a retried key counts each try). "
            "429s and calls/s of the audit processes are in report.html and stats.json.", "",
-           "| run | judge | records | ok | errors | calls | retries | p50 ms | p95 ms | p99 ms | tokens in | tokens out |",
+           "| run | judge | records | ok | errors | calls | retries | p50 ms | p95 ms | p99 ms | "
+           "tokens in | tokens out |",
            "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run in data.runs:
         for s in run.log_stats:

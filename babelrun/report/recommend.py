@@ -14,7 +14,8 @@ the report and the README):
   answer: do not deploy it for this language (its κ_ord may be 1: consistently wrong).
 
 Every item family's cards are checked (degradation, each labelled set, agentic; an agentic
-card has no text verbosity, its length bias is not a rule here). A rule needs the metric to be defined (``None`` values never trigger anything). Requiring the
+card has no text verbosity, its length bias is not a rule here). A rule needs the metric to be
+defined (``None`` values never trigger anything). Requiring the
 interval to exclude the neutral value keeps a small sample's noise from triggering advice.
 """
 

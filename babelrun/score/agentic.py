@@ -205,7 +205,8 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
     by = by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
-    code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES), lookup(data["verdict"], metrics.VERDICTS),
+    code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),
+                                     lookup(data["verdict"], metrics.VERDICTS),
                                      data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
     table = metrics.item_table(starts, code[by])
     # An item's row with its block as one more column: the distinct such rows (a few dozen)
