@@ -18,6 +18,7 @@ import msgspec
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
 from .core import languages
+from .core.items import bare_name
 from .corpus import available_languages, check_source, has_reference_answers
 from .errors import ManifestError
 from .judges.prompt import TEMPLATES
@@ -589,7 +590,7 @@ def _check_knobs(knobs: SimulatedKnobs, where: str) -> None:
 
 def _check_accuracy_by_perturbation(table: dict[str, float], where: str) -> None:
     for name, value in table.items():
-        bare = name.split(":", 1)[-1]
+        bare = bare_name(name)
         if bare not in TEXT_PERTURBATIONS and bare not in AGENTIC_PERTURBATIONS:
             raise ManifestError(f"{where}.{name}", f"unknown perturbation {name!r}")
         if not 0.0 <= value <= 1.0:

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.items import bare_name
 from ..corpus import labelled
 from ..errors import NotApplicable
 from ..score import lookup
@@ -257,7 +258,7 @@ def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray,
     for j in range(len(jids)):
         a, b = np.searchsorted(judge, [j, j + 1])
         bounds = a + np.searchsorted(pset[a:b], np.arange(len(sets) + 1))
-        per_set = [SetAgreement(sets[s].removeprefix("pairs:"),
+        per_set = [SetAgreement(bare_name(sets[s]),
                                 _views(order[x:y], item[x:y], choice[x:y], human[x:y], confidence))
                    for s, (x, y) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)) if y > x]
         if len(per_set) > 1:  # an item lies in one set: the judge's slice is sorted by item too

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from ..core.items import LabelledPair
+from ..core.items import LabelledPair, bare_name
 from ..score import Interval, stats
 from ..score.pointwise import pairwise_only
 from ..store import compact
@@ -80,7 +80,7 @@ def _rate(k: int, n: int, confidence: float) -> Interval:
 
 def _keyed(table: pa.Table) -> dict[tuple, str]:
     """(unit, perturbation without its family prefix, severity, order) -> verdict."""
-    perturbation = [p.removeprefix("cs:") for p in table["perturbation"].to_pylist()]
+    perturbation = [bare_name(p) for p in table["perturbation"].to_pylist()]
     keys = zip(table["ref_id"].to_pylist(), perturbation, table["severity"].to_pylist(),
                table["order"].to_pylist(), strict=True)
     return dict(zip(keys, table["verdict"].to_pylist(), strict=True))

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from ..core.items import LabelledPair
+from ..core.items import LabelledPair, bare_name
 from ..score import Interval, stats
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -119,7 +119,7 @@ def condition(lang: str, perturbation: str) -> str:
 
 
 def subset(perturbation: str) -> str:
-    return perturbation.split("@", 1)[0].removeprefix("pairs:")
+    return bare_name(perturbation.split("@", 1)[0])
 
 
 # ---- the transformation audit ---------------------------------------------------------------

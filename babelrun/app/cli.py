@@ -238,6 +238,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _validate(args) -> int:
     from .. import manifest
+    from ..core.items import is_family
     from ..plan import Plan
     from .phases import check_plan
 
@@ -245,7 +246,7 @@ def _validate(args) -> int:
     p = Plan.from_manifest(m)
     check_plan(p)
     skipped = sum(row.skipped for row in p.audit)
-    agentic = sum(row.emitted for row in p.audit if row.perturbation.startswith("agent:"))
+    agentic = sum(row.emitted for row in p.audit if is_family(row.perturbation, "agentic"))
     lazy = sum(j.calls == "escalations" for j in m.judges)
     calls = f"{p.calls_per_judge * (len(m.judges) - lazy)} judge calls"
     if lazy:

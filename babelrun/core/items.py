@@ -20,6 +20,23 @@ ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic"]
 # are "cs:truncate", …, agent trajectories "agent:step_pad", …, so they never share a card
 # cell with the plain items.
 FAMILY_PREFIX = {"text": "", "code_switched": "cs:", "agentic": "agent:"}
+PAIRS_PREFIX = "pairs:"  # labelled pairs: "pairs:<set>" (and "pairs:<set>@<mix>")
+TIE_PROBE_PREFIX = "tie_probe:"  # translation tie probes: "tie_probe:<pivot>"
+
+
+def bare_name(perturbation: str) -> str:
+    """A perturbation's own name, its family's prefix removed (``agent:step_pad`` ->
+    ``step_pad``; a labelled set's name for ``pairs:<set>``). The one place that knows the
+    prefixes' shape."""
+    return perturbation.split(":", 1)[-1]
+
+
+def is_family(perturbation: str, kind: ItemKind) -> bool:
+    """Whether a perturbation name belongs to item family ``kind``."""
+    prefix = {"labelled": PAIRS_PREFIX, "tie_probe": TIE_PROBE_PREFIX}.get(kind, FAMILY_PREFIX.get(kind, ""))
+    if not prefix:  # plain text items carry no prefix: any name without a family's
+        return ":" not in perturbation
+    return perturbation.startswith(prefix)
 
 
 class Reference(msgspec.Struct, frozen=True):

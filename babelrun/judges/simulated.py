@@ -50,6 +50,7 @@ from statistics import NormalDist
 
 import anyio
 
+from ..core.items import bare_name
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 from .prompt import parse
@@ -124,7 +125,7 @@ class SimulatedJudge:
     def accuracy(self, request: JudgeRequest) -> float:
         """The item's perturbation's accuracy where listed, else its language's."""
         item = request.item
-        for key in (item.perturbation, item.perturbation.split(":", 1)[-1]):
+        for key in (item.perturbation, bare_name(item.perturbation)):
             if key in self._by_perturbation:
                 return self._by_perturbation[key]
         lang = item.lang  # a regional tag (ha-NG) falls back to its language (ha)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-from ..core.items import Item, LabelledPair, Reference
+from ..core.items import TIE_PROBE_PREFIX, Item, LabelledPair, Reference
 from ..perturb import script
 
 
@@ -52,7 +52,7 @@ def tie_probe(pivot: Reference, target: Reference, seed: int, mix: str = "") -> 
     fields = ("tie_probe", pivot.lang, target.lang, target.ref_id, pivot.response, target.response, str(seed))
     fields += (mix,) if mix else ()
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
-    name = f"tie_probe:{pivot.lang}" + (f"@{mix}" if mix else "")
+    name = f"{TIE_PROBE_PREFIX}{pivot.lang}" + (f"@{mix}" if mix else "")
     return Item(iid, "tie_probe", target.lang, target.ref_id, target.prompt, pivot.response,
                 target.response, name, 0.0, len(pivot.response), len(target.response))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ..core.items import bare_name
 from ..plan import WEAK_SENTENCES
 from ..score import Card, Cards
 from ..score.agentic import AgenticCard
@@ -143,7 +144,7 @@ def _agentic(cards: Cards) -> list[str]:
         out += _unjudged(cards, "agentic", judge.judge, 10)
         out += ["", "Accuracy by agentic perturbation:", ""]
         names = [p.perturbation for p in judge.overall.by_perturbation]
-        out += ["| language | " + " | ".join(_cell(n.removeprefix("agent:")) for n in names) + " |",
+        out += ["| language | " + " | ".join(_cell(bare_name(n)) for n in names) + " |",
                 "|---|" + "---|" * len(names)]
         for label, card in [("all", judge.overall), *((lc.lang, lc.card) for lc in judge.languages)]:
             acc = {p.perturbation: p.accuracy for p in card.by_perturbation}

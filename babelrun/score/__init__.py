@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from ..core.items import PerturbationAudit, Removed, Segmentation
+from ..core.items import PAIRS_PREFIX, PerturbationAudit, Removed, Segmentation
 from . import agentic, metrics, pointwise, stats, verdict
 from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import ROUND, Interval, rounded  # noqa: F401 (ROUND: re-exported)
@@ -248,7 +248,7 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         separate = data.filter(pc.is_in(kind, pa.array(SEPARATE_KINDS)))
         data = data.filter(pc.invert(pc.is_in(kind, pa.array(UNSCORED_KINDS + SEPARATE_KINDS))))
     if data.num_rows:
-        labelled = pc.starts_with(data["perturbation"].cast(pa.string()), "pairs:")
+        labelled = pc.starts_with(data["perturbation"].cast(pa.string()), PAIRS_PREFIX)
         pairs, data = data.filter(labelled), data.filter(pc.invert(labelled))
     cards = cells(data, audit, replicates=replicates, confidence=confidence, seed=seed)
     weak = {s.lang for s in segmentation if s.weak}

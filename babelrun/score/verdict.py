@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import msgspec
 
-from ..core.items import Segmentation  # noqa: F401 (re-exported: the plan computes it)
+from ..core.items import (
+    Segmentation,  # noqa: F401 (re-exported: the plan computes it)
+    is_family,
+)
 from .stats import Interval
 
 DEPLOY_R = 0.65  # the research's deployment threshold for R (and R_agent)
@@ -43,9 +46,9 @@ class NotJudged(msgspec.Struct, frozen=True):
 
 def family(perturbation: str) -> str:
     """The card family of an item, from its perturbation name."""
-    if perturbation.startswith("pairs:"):
+    if is_family(perturbation, "labelled"):
         return perturbation
-    if perturbation.startswith("agent:"):
+    if is_family(perturbation, "agentic"):
         return AGENTIC
     return DEGRADATION
 
