@@ -77,7 +77,8 @@ def test_server_rate_limit_reported_with_its_429s(tmp_path, capsys):
 
 def test_identical_judges_get_identical_advice(tmp_path, capsys):
     with FakeJudgeServer(latency_s=0.02) as server:
-        judges = [{"name": n, "backend": "openai", "model": "m", "endpoint": server.url} for n in ("a", "b")]
+        # Two names for one server; the models differ only in name (one judge_id each)
+        judges = [{"name": n, "backend": "openai", "model": f"m-{n}", "endpoint": server.url} for n in ("a", "b")]
         a, b = _bench(tmp_path, capsys, judges, "--seconds", "0.4", "--max-concurrency", "8")
     assert (a["recommended"], a["binding"]) == (b["recommended"], b["binding"])
 
