@@ -230,7 +230,7 @@ def _perturbation_matrix(jc) -> str:
 def _language_cards(data: ReportData, plots: list[Plot]) -> str:
     t = data.thresholds.reliability
     out = ["<h2>Reliability cards per language</h2><p class=note>"
-           f"{h(VERDICTS.replace('**', ''))} Worst R first (the {CARD_GRID} worst where a judge has more "
+           f"{h(VERDICTS.replace('*', ''))} Worst R first (the {CARD_GRID} worst where a judge has more "
            "languages); every language is in the table below each grid, by language code.</p>"]
     for run, family, jc in data.families():
         if family == "agentic":
