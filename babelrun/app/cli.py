@@ -107,12 +107,15 @@ def _parser() -> argparse.ArgumentParser:
                        "direction and how many references and labelled pairs it has.")
     g.add_argument("manifest", type=Path)
 
-    inv = sub.add_parser("invariance", help="language-switch flip rates on a parallel corpus",
+    inv = sub.add_parser("invariance", help="language-switch flip rates on a parallel corpus or labelled pairs",
                          description="For a run over a parallel corpus (UDHR, FLORES): per judge "
                          "and language, how often the verdict and its correctness flip between the "
                          "pivot language and that language for the same unit, perturbation and "
-                         "order, with Wilson intervals and an exact McNemar test. Also written to "
-                         "RUN_DIR/invariance.json, which babelrun report shows.")
+                         "order, with Wilson intervals and an exact McNemar test. For labelled pairs in "
+                         "several conditions (Judge-LS): strict and tie-half accuracy, flips against the "
+                         "pivot condition, position inconsistency, per subset, and a transformation audit "
+                         "with every figure given for all pairs and for audit-passing pairs. Also written "
+                         "to RUN_DIR/invariance.json, which babelrun report shows.")
     inv.add_argument("run_dir", type=Path)
     inv.add_argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, "
                      "else en)")

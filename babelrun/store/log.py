@@ -168,15 +168,20 @@ def read(run_dir: Path, bad: list[BadLine] | None = None) -> Iterator[Record]:
     """Every valid record in every segment, in segment order; invalid lines are skipped (and
     appended to ``bad``, when given)."""
     for seg in segments(run_dir):
-        for number, line in _numbered(seg, bad):
-            if not line.strip():
-                continue
-            decoded = decode_line(line)
-            if isinstance(decoded, str):
-                if bad is not None:
-                    bad.append(BadLine(seg.name, number, decoded))
-                continue
-            yield decoded
+        yield from _valid_records(seg, bad)
+
+
+def _valid_records(seg: Path, bad: list[BadLine] | None) -> Iterator[Record]:
+    """A segment's valid records; each invalid line named in ``bad`` (when given)."""
+    for number, line in _numbered(seg, bad):
+        if not line.strip():
+            continue
+        decoded = decode_line(line)
+        if isinstance(decoded, str):
+            if bad is not None:
+                bad.append(BadLine(seg.name, number, decoded))
+            continue
+        yield decoded
 
 
 def _numbered(seg: Path, bad: list[BadLine] | None) -> Iterator[tuple[int, bytes]]:
@@ -257,15 +262,8 @@ def _fast(seg: Path, schema: pa.Schema, block_bytes: int, threads: bool) -> list
 
 
 def _valid_lines(seg: Path, bad: list[BadLine] | None) -> Iterator[bytes]:
-    for number, line in _numbered(seg, bad):
-        if not line.strip():
-            continue
-        decoded = decode_line(line)
-        if isinstance(decoded, str):
-            if bad is not None:
-                bad.append(BadLine(seg.name, number, decoded))
-            continue
-        yield _encoder.encode(decoded) + b"\n"  # re-encoded: one form Arrow always parses
+    for record in _valid_records(seg, bad):
+        yield _encoder.encode(record) + b"\n"  # re-encoded: one form Arrow always parses
 
 
 def _slow(seg: Path, schema: pa.Schema, block_bytes: int, bad: list[BadLine] | None) -> Iterator[pa.RecordBatch]:
