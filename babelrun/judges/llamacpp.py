@@ -151,7 +151,7 @@ class LlamaCppJudge(LocalJudge):
             if len(tokens) >= self.spec.context:
                 raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self.spec.context}")
         multi = self.spec.batch_size > 1 if self.multi_sequence is None else self.multi_sequence
-        if multi and llamacpp_batch.available():
+        if multi and llamacpp_batch.available() and len(prompts) <= llamacpp_batch.max_sequences():
             return self._multi_sequence(llm, prompts)
         return [self._soft(llm, tokens) if self.spec.soft else self._generate(llm, tokens) for tokens in prompts]
 
@@ -184,10 +184,10 @@ class LlamaCppJudge(LocalJudge):
         """The batch as one prefix tree in one llama_decode call; generated verdicts then
         decode a token for every running sequence per call."""
         budgets = [self._budget(len(tokens)) for tokens in prompts]
-        tree = llamacpp_batch.prefix_tree(prompts) if self.share_prefix else None
-        cells = sum(s.stop - s.start for s in tree) if tree else sum(map(len, prompts))
+        tree = (llamacpp_batch.prefix_tree if self.share_prefix else llamacpp_batch.apart)(prompts)
+        cells = sum(s.stop - s.start for s in tree)
         decoder = self._decoder_for(llm, len(prompts), cells + (0 if self.spec.soft else sum(budgets)))
-        first = decoder.prefill(prompts, self.share_prefix)
+        first = decoder.prefill(prompts, tree)
         if self.spec.soft:
             return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE)
                     for logits, tokens in zip(first, prompts, strict=True)]
@@ -222,7 +222,7 @@ class LlamaCppJudge(LocalJudge):
 
     def _decoder_for(self, llm, n_seq: int, cells: int):
         """The judge's own llama.cpp context, made again larger when a batch needs more."""
-        n_seq = max(n_seq, self.spec.batch_size)
+        n_seq = min(max(n_seq, self.spec.batch_size), llamacpp_batch.max_sequences())
         if self._decoder is None or self._decoder.n_ctx < cells or self._decoder.n_seq < n_seq:
             spent = (self._decoder.decode_s, self._decoder.evaluated) if self._decoder else (0.0, 0)
             self._close_decoder()

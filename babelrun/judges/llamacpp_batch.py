@@ -11,7 +11,9 @@ and a prefix's cells carry every sequence id below them.
 
 After that prefill, soft verdicts read each sequence's next-token logits; generated verdicts
 decode their few tokens together, one token for every still-running sequence per
-``llama_decode`` call.
+``llama_decode`` call. Tokens are chosen here (``sample``): greedy at temperature 0, as
+llama-cpp-python's completion is; above 0, its default filters and a draw from the judge's
+seeded generator (sampled verdicts then depend on how requests fell into batches).
 
 This needs the low-level names of llama-cpp-python ≥ 0.3.10 (``llama_batch_init``,
 ``llama_decode``, ``llama_get_memory``, ``llama_memory_clear``, a ``kv_unified`` context
@@ -38,6 +40,13 @@ def available() -> bool:
         return False
     fields = {name for name, _ in llama_cpp.llama_context_params._fields_}
     return all(hasattr(llama_cpp, name) for name in NEEDED) and "kv_unified" in fields
+
+
+def max_sequences() -> int:
+    """The most sequences one llama.cpp context holds (``LLAMA_MAX_SEQ``)."""
+    import llama_cpp
+
+    return int(llama_cpp.llama_max_parallel_sequences()) if hasattr(llama_cpp, "llama_max_parallel_sequences") else 64
 
 
 class Segment(NamedTuple):
@@ -68,6 +77,11 @@ def prefix_tree(prompts: list[list[int]]) -> list[Segment]:
                 children.setdefault(prompts[s][stop], []).append(s)
         stack.extend((tuple(group), stop) for group in reversed(children.values()))
     return out
+
+
+def apart(prompts: list[list[int]]) -> list[Segment]:
+    """Every prompt whole in its own sequence, nothing shared (what bench/ compares against)."""
+    return [Segment(0, len(p), (s,)) for s, p in enumerate(prompts)]
 
 
 class Decoder:
@@ -126,12 +140,11 @@ class Decoder:
         return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, index),
                                      shape=(self.n_vocab,)).copy()
 
-    def prefill(self, prompts: list[list[int]], share: bool = True) -> list[np.ndarray]:
-        """Clear the cache, evaluate the prompts as one prefix tree (sequence i is prompt i),
-        and return each prompt's next-token logits. ``share=False`` evaluates every prompt
-        whole in its own sequence (for bench/: what the shared prefix saves)."""
+    def prefill(self, prompts: list[list[int]], tree: list[Segment]) -> list[np.ndarray]:
+        """Clear the cache, evaluate the prompts as the segments of ``tree`` (sequence i is
+        prompt i: ``prefix_tree``, or ``apart`` for bench/), and return each prompt's
+        next-token logits."""
         self._lib.llama_memory_clear(self._memory, True)
-        tree = prefix_tree(prompts) if share else [Segment(0, len(p), (s,)) for s, p in enumerate(prompts)]
         tokens, pos, seqs, outputs = [], [], [], []
         last: dict[tuple[int, int], int] = {}  # (prompt, position) of a prompt's last token -> batch index
         ends = {(s, len(p) - 1) for s, p in enumerate(prompts)}
