@@ -43,13 +43,9 @@ above still holds: a corpus loader may use a perturbation's segmentation, never 
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING
 
-try:
-    __version__ = _metadata.version("babelrun")
-except _metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from .core.version import __version__
 
 # public name -> (module, attribute), imported on first use
 _LAZY = {

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import __version__
+from ..core.version import __version__
 
 EPILOG = """\
 exit codes (every command; the README's table gives them command by command):

@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from .. import __version__, engine, judges, report, score
+from .. import engine, judges, report, score
+from ..core.version import __version__
 from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import ManifestError, UserError

@@ -35,8 +35,9 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import __version__, corpus, judges
+from .. import corpus, judges
 from ..core.items import Item
+from ..core.version import __version__
 from ..engine import FixedConcurrency, JudgeRunner, JudgeState, limits
 from ..errors import NotApplicable, UsageError
 from ..judges import ORDERS, JudgeRequest

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import __version__
+from ..core.version import __version__
 from ..score import Card, Interval
 from ..score.verdict import mark
 from . import summary
