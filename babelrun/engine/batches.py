@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp
 import anyio
@@ -30,8 +32,9 @@ import msgspec
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..core.keys import order_bit
+from ..core.records import Record
 from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
-from ..judges.http import MAX_REPLY_BYTES, error_message, json_or_none
+from ..judges.http import MAX_REPLY_BYTES, HttpJudge, error_message, json_or_none
 from ..judges.protocol import judging
 from ..plan import Plan
 from ..store.files import write_atomic
@@ -43,6 +46,8 @@ from .state import JudgeState
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
 INTENT_KEY = "babelrun_intent"  # OpenAI batch metadata naming the submission (Pending.intent)
 MAX_RESULTS_BYTES = 1 << 30  # a results file: 1 GiB (50,000 results of ~20 KB)
+
+_T = TypeVar("_T")
 
 
 class Pending(msgspec.Struct):
@@ -77,19 +82,19 @@ def _load(path: Path) -> Pending | None:
 Result = tuple[str, bytes | None, str | None]
 
 
-def _jsonl(payload: bytes) -> list[dict]:
+def _jsonl(payload: bytes) -> list[dict[str, Any]]:
     """A results file's lines; a line that is not a JSON object is left out (its key then
     has no result, which is recorded as a batch error and retried on resume)."""
     docs = (json_or_none(line) for line in payload.splitlines() if line.strip())
     return [d for d in docs if isinstance(d, dict) and isinstance(d.get("custom_id"), str)]
 
 
-def _message(judge, error) -> str:
+def _message(judge: HttpJudge, error: object) -> str:
     """The innermost ``message`` of a provider's (possibly nested) error object, masked."""
     return judge.mask(error_message(error) or str(error))
 
 
-def _timestamp(text) -> float | None:
+def _timestamp(text: object) -> float | None:
     """An RFC 3339 timestamp as POSIX seconds; None if absent or unreadable."""
     try:
         when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
@@ -98,10 +103,11 @@ def _timestamp(text) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-def _id(doc: dict, what: str) -> str:
+def _id(doc: dict[str, Any], what: str) -> str:
     if not isinstance(doc.get("id"), str):
         raise RetryableError("bad_response", f"no id in the reply to {what}")
-    return doc["id"]
+    found: str = doc["id"]
+    return found
 
 
 class _Api:
@@ -111,15 +117,15 @@ class _Api:
 
     provider = ""
 
-    def __init__(self, judge, state: JudgeState):
+    def __init__(self, judge: HttpJudge, state: JudgeState) -> None:
         self.judge = judge
         self.state = state
 
-    async def request(self, method: str, url: str, cap: int = MAX_REPLY_BYTES, **kwargs) -> bytes:
+    async def request(self, method: str, url: str, cap: int = MAX_REPLY_BYTES, **kwargs: Any) -> bytes:
         self.state.calls += 1
         return await self.judge.call(method, url, cap=cap, **kwargs)
 
-    async def json(self, method: str, url: str, body=None) -> dict:
+    async def json(self, method: str, url: str, body: object = None) -> dict[str, Any]:
         data = None if body is None else msgspec.json.encode(body)
         doc = json_or_none(await self.request(method, url, data=data))
         if not isinstance(doc, dict):
@@ -129,13 +135,13 @@ class _Api:
     # each provider: submit -> batch id; poll -> (ended, batch object); results -> list[Result];
     # find -> the id of a batch an interrupted create made, if any
 
-    async def submit(self, todo: list, intent: str) -> str:
+    async def submit(self, todo: list[tuple[str, JudgeRequest]], intent: str) -> str:
         raise NotImplementedError
 
-    async def poll(self, batch_id: str) -> tuple[bool, dict]:
+    async def poll(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
         raise NotImplementedError
 
-    async def results(self, batch: dict) -> list:
+    async def results(self, batch: dict[str, Any]) -> list[Result]:
         raise NotImplementedError
 
     async def find(self, pending: Pending) -> str | None:
@@ -145,7 +151,7 @@ class _Api:
 class _OpenAI(_Api):
     provider = "openai"
 
-    def __init__(self, judge, state):
+    def __init__(self, judge: HttpJudge, state: JudgeState) -> None:
         super().__init__(judge, state)
         self.base = judge.url.removesuffix("/chat/completions")
 
@@ -176,11 +182,11 @@ class _OpenAI(_Api):
             "metadata": {INTENT_KEY: intent}})
         return _id(batch, f"POST {self.base}/batches")
 
-    async def poll(self, batch_id: str) -> tuple[bool, dict]:
+    async def poll(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
         batch = await self.json("GET", f"{self.base}/batches/{batch_id}")
         return batch.get("status") in OPENAI_TERMINAL, batch
 
-    async def results(self, batch: dict) -> list[Result]:
+    async def results(self, batch: dict[str, Any]) -> list[Result]:
         out: list[Result] = []
         for key in ("output_file_id", "error_file_id"):
             if not batch.get(key):
@@ -200,7 +206,7 @@ class _OpenAI(_Api):
 class _Anthropic(_Api):
     provider = "anthropic"
 
-    def __init__(self, judge, state):
+    def __init__(self, judge: HttpJudge, state: JudgeState) -> None:
         super().__init__(judge, state)
         self.base = judge.url.removesuffix("/v1/messages")
 
@@ -225,11 +231,11 @@ class _Anthropic(_Api):
         body = {"requests": [{"custom_id": cid, "params": msgspec.Raw(self.judge.body(r))} for cid, r in requests]}
         return _id(await self.json("POST", f"{self.base}/v1/messages/batches", body), "POST /v1/messages/batches")
 
-    async def poll(self, batch_id: str) -> tuple[bool, dict]:
+    async def poll(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
         batch = await self.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
         return batch.get("processing_status") == "ended", batch
 
-    async def results(self, batch: dict) -> list[Result]:
+    async def results(self, batch: dict[str, Any]) -> list[Result]:
         url = batch.get("results_url")
         if not url:
             return []
@@ -248,7 +254,7 @@ class _Stopped(Exception):
     pass
 
 
-async def _retrying(judge, state: JudgeState, op):
+async def _retrying(judge: HttpJudge, state: JudgeState, op: Callable[[], Awaitable[_T]]) -> _T:
     """``op()`` under the engine's retry policy (``limits.retrying``): the judge's retries on
     retryable errors, the same backoff and Retry-After as calls."""
 
@@ -260,7 +266,7 @@ async def _retrying(judge, state: JudgeState, op):
     return await limits.retrying(op, judge.spec.retries, retried)
 
 
-def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
+def _requests(judge: HttpJudge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
     """The judge's undone keys, by custom id, in plan order."""
     how = judging(judge.spec, judge.judge_id)
     out: dict[str, JudgeRequest] = {}
@@ -271,7 +277,7 @@ def _requests(judge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
     return out
 
 
-def _count(state: JudgeState, record) -> None:
+def _count(state: JudgeState, record: Record) -> None:
     if record.status == "ok":
         state.ok += 1
         state.tokens_in += record.tokens_in or 0
@@ -281,11 +287,11 @@ def _count(state: JudgeState, record) -> None:
         state.errors[record.error_kind or "error"] += 1
 
 
-def _records(judge, pending: Pending, results: list[Result], requests: dict[str, JudgeRequest],
-             outcome: str) -> list:
+def _records(judge: HttpJudge, pending: Pending, results: list[Result], requests: dict[str, JudgeRequest],
+             outcome: str) -> list[Record]:
     """One record per submitted key still undone; a key without a result is a batch error."""
     by_id = {cid: (payload, error) for cid, payload, error in results}
-    out = []
+    out: list[Record] = []
     for cid in pending.custom_ids:
         request = requests.get(cid)
         if request is None:  # done meanwhile (its records were written before a crash)
@@ -303,8 +309,8 @@ def _records(judge, pending: Pending, results: list[Result], requests: dict[str,
     return out
 
 
-async def _collect(api: _Api, judge, state, pending: Pending, requests, records: ObjectSendStream,
-                   path: Path) -> None:
+async def _collect(api: _Api, judge: HttpJudge, state: JudgeState, pending: Pending,
+                   requests: dict[str, JudgeRequest], records: ObjectSendStream[Record], path: Path) -> None:
     """Poll ``pending`` until it ends, hand its records to the writer, forget the batch."""
     failures = 0
     while True:
@@ -329,14 +335,15 @@ async def _collect(api: _Api, judge, state, pending: Pending, requests, records:
         path.unlink(missing_ok=True)
 
 
-async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: ObjectSendStream,
-               run_dir: Path) -> None:
+async def _run(api: _Api, judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet,
+               records: ObjectSendStream[Record], run_dir: Path) -> None:
     path = state_path(run_dir, judge.judge_id)
     requests = _requests(judge, plan, done)
     submitted: set[str] = set()
     pending = _load(path)
     if pending is not None and not pending.batch_id:  # killed while its create was in flight
-        found = await _retrying(judge, state, lambda: api.find(pending))
+        interrupted: Pending = pending  # the narrowed type, for the lambda (pending is reassigned below)
+        found = await _retrying(judge, state, lambda: api.find(interrupted))
         if found is None:  # never created: submit afresh
             path.unlink()
             pending = None
@@ -368,7 +375,7 @@ async def _run(api: _Api, judge, state, plan: Plan, done: DoneSet, records: Obje
     await _collect(api, judge, state, created, requests, records, path)
 
 
-async def run_judge(judge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream,
+async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
                     run_dir: Path, producers: list[anyio.CancelScope]) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
     Ctrl-C stops the polling (the batch stays pending; the next audit resumes it)."""

@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar, overload
 
 import anyio
 import msgspec
@@ -60,7 +61,19 @@ class TokenLimiter(AsyncLimiter):
         return delta - taken
 
 
-def _bucket(per_minute: float | None, depth: float, cls=AsyncLimiter):
+_L = TypeVar("_L", bound=AsyncLimiter)
+_T = TypeVar("_T")
+
+
+@overload
+def _bucket(per_minute: float | None, depth: float) -> AsyncLimiter | None: ...
+
+
+@overload
+def _bucket(per_minute: float | None, depth: float, cls: type[_L]) -> _L | None: ...
+
+
+def _bucket(per_minute: float | None, depth: float, cls: type[AsyncLimiter] = AsyncLimiter) -> AsyncLimiter | None:
     """A bucket ``depth`` deep that drains at ``per_minute``."""
     if per_minute is None:
         return None
@@ -169,7 +182,7 @@ class FixedConcurrency:
     async def __aenter__(self) -> None:
         pass
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         pass
 
     def success(self) -> None:
@@ -224,7 +237,7 @@ class AdaptiveConcurrency:
             await self._changed.wait()
         self.in_flight += 1
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.in_flight -= 1
         self._notify()
 
@@ -260,7 +273,7 @@ def _wait(retry_state: RetryCallState) -> float:
     return backoff(retry_state.attempt_number + 1, exc)
 
 
-def retry_policy(retries: int, sleep=anyio.sleep) -> AsyncRetrying:
+def retry_policy(retries: int, sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> AsyncRetrying:
     """The retries after a first failed attempt: up to ``retries`` more on a
     ``RetryableError``, waiting ``backoff`` between them. The one policy for calls (pipeline)
     and provider batch requests (batches). ``sleep``: how to wait (the pipeline's ends early
@@ -269,7 +282,11 @@ def retry_policy(retries: int, sleep=anyio.sleep) -> AsyncRetrying:
                          wait=_wait, sleep=sleep, reraise=True)
 
 
-async def retrying(op, retries: int, on_retry=None, sleep=anyio.sleep):
+# ignore[return]: under reraise=True tenacity's loop ends in a return or a raise, never by
+# running out, which its types cannot say.
+async def retrying(op: Callable[[], Awaitable[_T]], retries: int,  # type: ignore[return]
+                   on_retry: Callable[[RetryableError], object] | None = None,
+                   sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> _T:
     """``await op()``, retried under ``retry_policy``; ``on_retry(error)`` before each retry."""
     try:
         return await op()

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
@@ -42,8 +44,13 @@ from . import records as build
 from .progress import Progress
 from .state import EngineResult, JudgeState
 
+if TYPE_CHECKING:
+    from ..judges.http import HttpJudge
 
-async def _put(stream: ObjectSendStream, value) -> None:
+_T = TypeVar("_T")
+
+
+async def _put(stream: ObjectSendStream[_T], value: _T) -> None:
     """Send without a checkpoint when the buffer has room. anyio's ``send`` always yields to
     the event loop first; at thousands of calls a second those yields were most of the
     engine's own cost. Waits (back pressure) only when the buffer is full."""
@@ -53,7 +60,7 @@ async def _put(stream: ObjectSendStream, value) -> None:
         await stream.send(value)
 
 
-async def _stream(stream: ObjectReceiveStream):
+async def _stream(stream: ObjectReceiveStream[_T]) -> AsyncIterator[_T]:
     """Iterate a stream, taking what is buffered without a checkpoint (see ``_put``)."""
     while True:
         try:
@@ -88,7 +95,7 @@ class JudgeRunner:
     state: JudgeState
     workers: int = 1  # worker tasks in ``run`` (``limits.CallLimits.workers``)
     draining: bool = False
-    _waits: set | None = None  # cancel scopes of the waits a drain ends
+    _waits: set[anyio.CancelScope] | None = None  # cancel scopes of the waits a drain ends
 
     def drain(self) -> None:
         """Stop waiting: calls not yet sent and pending retries end without a record; calls
@@ -97,7 +104,7 @@ class JudgeRunner:
         for scope in list(self._waits or ()):
             scope.cancel()
 
-    async def _interruptible(self, wait):
+    async def _interruptible(self, wait: Callable[[], Awaitable[_T]]) -> _T:
         """``await wait()``, ended by a drain (``_Drained``)."""
         if self.draining:
             raise _Drained
@@ -183,7 +190,7 @@ class JudgeRunner:
                          f"in a row (last: {record.error})")
             raise _Stop
 
-    async def work(self, calls: ObjectReceiveStream, records: ObjectSendStream) -> None:
+    async def work(self, calls: ObjectReceiveStream[JudgeRequest], records: ObjectSendStream[Record]) -> None:
         async with calls, records:
             async for request in _stream(calls):
                 try:
@@ -200,7 +207,7 @@ class JudgeRunner:
                 await _put(records, record)
                 self.count(record)
 
-    async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream,
+    async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream[JudgeRequest],
                       wanted: DoneSet | None = None) -> None:
         how = judging(self.judge.spec, self.judge.judge_id)
         jid = self.judge.judge_id
@@ -222,7 +229,7 @@ class JudgeRunner:
                     if left is not None:
                         left -= 1
 
-    async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream,
+    async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
                   producers: list[anyio.CancelScope], wanted: DoneSet | None = None) -> None:
         workers = self.workers
         send, recv = anyio.create_memory_object_stream[JudgeRequest](max_buffer_size=2 * workers)
@@ -251,7 +258,7 @@ class JudgeRunner:
                 await self.judge.aclose()
 
 
-async def _write(records: ObjectReceiveStream, writer: LogWriter) -> None:
+async def _write(records: ObjectReceiveStream[Record], writer: LogWriter) -> None:
     async with records:
         async for record in records:
             batch = [record]
@@ -264,7 +271,7 @@ async def _write(records: ObjectReceiveStream, writer: LogWriter) -> None:
                 await anyio.to_thread.run_sync(writer.sync)
 
 
-async def _signals(on_first, on_second) -> None:
+async def _signals(on_first: Callable[[], None], on_second: Callable[[], None]) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
         count = 0
         async for _ in received:
@@ -332,9 +339,9 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             with judges_scope:
                 async with send, anyio.create_task_group() as tg:
                     for r in runs:
-                        if r.judge.spec.batch:  # one provider batch instead of calls
-                            tg.start_soon(batches.run_judge, r.judge, r.state, plan, done, send.clone(),
-                                          writer.run_dir, producers)
+                        if r.judge.spec.batch:  # one provider batch instead of calls (an HTTP backend's)
+                            tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, plan, done,
+                                          send.clone(), writer.run_dir, producers)
                         else:
                             tg.start_soon(r.run, plan, done, send.clone(), producers, wanted)
         helpers.cancel_scope.cancel()

@@ -18,11 +18,15 @@ import shutil
 import sys
 import time
 from collections import deque
-from typing import TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
 from ..core.text import neutralise
+
+if TYPE_CHECKING:
+    from .state import JudgeState
 
 BAR = 24
 MIN_BAR = 8
@@ -44,7 +48,7 @@ class Progress:
         self.live = self.stream.isatty() if live is None else live
         self.interval = interval if interval is not None else (0.5 if self.live else 10.0)
         self.window_s = window_s
-        self._history: dict[str, deque] = {}
+        self._history: dict[str, deque[tuple[float, int]]] = {}
         self._drawn = 0  # lines on screen from the last live redraw
         self._width = width  # None: the terminal's, at each redraw
 
@@ -52,7 +56,7 @@ class Progress:
     def width(self) -> int:
         return self._width or shutil.get_terminal_size((100, 24)).columns
 
-    def _rate(self, state, now: float) -> float:
+    def _rate(self, state: JudgeState, now: float) -> float:
         """Calls/s over the last ``window_s`` seconds (the whole run until then); the run's
         average once the judge has ended."""
         if state.ended is not None or (state.remaining == 0 and state.ok):
@@ -66,7 +70,7 @@ class Progress:
             return (n1 - n0) / (t1 - t0)
         return state.ok / state.elapsed if state.elapsed > 0 else 0.0  # the first report
 
-    def line(self, state, now: float | None = None) -> str:
+    def line(self, state: JudgeState, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         done = state.done_before + state.ok
         frac = done / state.planned if state.planned else 1.0
@@ -97,7 +101,7 @@ class Progress:
                 return f"{name[:8]:<8} {tail}"
         return f"{name[:8]} {fields[0]}{status}"[:room]
 
-    def draw(self, states) -> None:
+    def draw(self, states: Sequence[JudgeState]) -> None:
         now = time.monotonic()
         lines = [neutralise(self.line(s, now)) for s in states]  # names come from the manifest
         if self.live:
@@ -114,11 +118,11 @@ class Progress:
         self.stream.flush()
         self._drawn = 0  # the note scrolled the bars: draw them afresh below it
 
-    async def run(self, states) -> None:
+    async def run(self, states: Sequence[JudgeState]) -> None:
         while True:
             await anyio.sleep(self.interval)
             self.draw(states)
 
-    def finish(self, states) -> None:
+    def finish(self, states: Sequence[JudgeState]) -> None:
         if self.live:
             self.draw(states)

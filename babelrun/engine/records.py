@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..core.items import Item
 from ..core.records import Record, verdict_of
 from ..judges import Judge, JudgeReply, JudgeRequest
-from ..judges.protocol import judging
+from ..judges.protocol import Judging, judging
 
 
-def record(judge: Judge, item: Item, order: str, **fields) -> Record:
+def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
     return Record(
         judge_id=judge.judge_id, item_id=item.item_id, order=order, judge=judge.spec.name,
         kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
@@ -45,11 +46,13 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
     )
 
 
-_NO_PROBS: dict = {}
+_NO_PROBS: dict[str, float] = {}
 
 
-def _score(reply: JudgeReply, how) -> float | None:
+def _score(reply: JudgeReply, how: Judging) -> float | None:
     if reply.score is None:
+        assert how.read_score is not None  # only pointwise judges are scored (the caller checked)
         return how.read_score(reply.raw)
+    assert how.verdict is not None and how.verdict.scale is not None  # pointwise: its score reader needed both
     lo, hi = how.verdict.scale
     return reply.score if lo <= reply.score <= hi else None

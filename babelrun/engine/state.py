@@ -29,8 +29,8 @@ class JudgeState:
     tokens_in: int = 0
     tokens_out: int = 0
     consecutive_failures: int = 0
-    errors: Counter = field(default_factory=Counter)
-    latencies: array = field(default_factory=lambda: array("d"))
+    errors: Counter[str] = field(default_factory=Counter)
+    latencies: array[float] = field(default_factory=lambda: array("d"))
     stopped: str | None = None
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
