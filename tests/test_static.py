@@ -1,6 +1,6 @@
 """The static checks, run by the test command so that CI runs them: ruff (its rules and the
 line length pyproject.toml declares) over the package, tests and benchmarks, and mypy (strict
-on errors, core, spec and store; the engine checked, see pyproject.toml). Each skips where
+on errors, core, spec, store and engine). Each skips where
 its tool is not installed (the ``dev`` extra installs both)."""
 
 import shutil
