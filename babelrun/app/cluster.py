@@ -121,6 +121,9 @@ class RemoteAccount:
         if self.tpm is not None and used is not None:
             await self._actor.settle.remote(reserved, used)
 
+    def open_now(self) -> bool:
+        return False  # admit may ask the actor: always a wait a drain can end
+
     def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, time.monotonic() + seconds)
         # A message, not a task: the actor applies it in order with the admissions after it.

@@ -101,6 +101,11 @@ class Budget(Protocol):
 
     def pause(self, seconds: float) -> None: ...
 
+    def open_now(self) -> bool:
+        """Whether ``admit`` would return at once (nothing to pace, no pause): the engine then
+        skips the cancel scope a drain needs around a wait, ~10 µs a call."""
+        ...
+
 
 class Account:
     """The shared budget of one provider account."""
@@ -111,6 +116,9 @@ class Account:
         self.requests = _request_bucket(rpm)
         self.tokens: TokenLimiter | None = _bucket(tpm, max(1.0, (tpm or 0) / 60.0), TokenLimiter)
         self.paused_until = 0.0
+
+    def open_now(self) -> bool:
+        return self.requests is None and self.tokens is None and self.paused_until <= time.monotonic()
 
     def pause(self, seconds: float) -> None:
         bounded, _ = bounded_wait(seconds)  # a Retry-After of inf must not pause forever

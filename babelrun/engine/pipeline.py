@@ -122,7 +122,10 @@ class JudgeRunner:
         await self._interruptible(lambda: anyio.sleep(seconds))
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
-        reserved = await self._interruptible(lambda: self.account.admit(estimate))
+        if self.account.open_now() and not self.draining:  # nothing to wait for: no scope
+            reserved = await self.account.admit(estimate)
+        else:
+            reserved = await self._interruptible(lambda: self.account.admit(estimate))
         self.state.calls += 1
         try:
             async with self.gate:

@@ -140,8 +140,8 @@ def error_message(doc) -> str | None:
 async def _read(resp: aiohttp.ClientResponse, cap: int) -> tuple[bytes, bool]:
     """At most ``cap`` bytes of the body, and whether there was more (never read)."""
     length = resp.content_length
-    if length is not None and length > cap:
-        return b"", True
+    if length is not None:  # the usual reply: its size is declared, one read takes it all
+        return (b"", True) if length > cap else (await resp.read(), False)
     chunks: list[bytes] = []
     size = 0
     while size <= cap:
