@@ -4,7 +4,7 @@ where the manifest gives a judge's ``price``.
 Input tokens are counted the way the rate limiter counts them (``limits.estimate_tokens``:
 the prompt's UTF-8 bytes / 3, a deliberate overestimate for most tokenizers and close for
 scripts that spend a token per character); output tokens at each judge's ``max_tokens``, the
-most it may reply. Every item is rendered once per judge identity (template, language, protocol).
+most it may reply. Every item is rendered once per (template, prompt language, protocol), not per judge.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import msgspec
 from ..judges import judge_id
 from ..judges.protocol import judging, max_tokens
 from ..plan import Plan
-from ..spec import Manifest
+from ..spec import JudgeSpec, Manifest
 
 
 class Estimate(msgspec.Struct, frozen=True):
@@ -30,19 +30,22 @@ class Estimate(msgspec.Struct, frozen=True):
 
 
 def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
-    ids = {j.name: judge_id(j) for j in manifest.judges}
-    # One rendering per judge identity: the id covers template, language, protocol and verdict.
-    how = {ids[spec.name]: judging(spec, ids[spec.name]) for spec in manifest.judges}
+    # What a request says depends on the template, its language and the protocol only: render
+    # each such group once, whatever the number of judges (models) sharing it.
+    def group(spec: JudgeSpec) -> tuple[bytes, str, str]:
+        return msgspec.json.encode(spec.prompt), spec.prompt_language, spec.protocol
+
+    how = {group(spec): judging(spec, judge_id(spec)) for spec in manifest.judges}
     prompt_bytes = dict.fromkeys(how, 0)
     for item in plan.items():
-        for jid, protocol in how.items():
+        for g, protocol in how.items():
             for key in protocol.keys:  # both orders, or both answers (pointwise)
                 messages = protocol.request(item, key).messages
-                prompt_bytes[jid] += sum(len(m["content"].encode()) for m in messages)
+                prompt_bytes[g] += sum(len(m["content"].encode()) for m in messages)
     out = []
     for j in manifest.judges:
         calls = plan.calls_per_judge
-        tokens_in = math.ceil(prompt_bytes[ids[j.name]] / 3)
+        tokens_in = math.ceil(prompt_bytes[group(j)] / 3)
         tokens_out = calls * max_tokens(j)
         cost = (None if j.price is None else
                 round((tokens_in * j.price.input_per_mtok + tokens_out * j.price.output_per_mtok) / 1e6, 2))
