@@ -37,11 +37,11 @@ import pyarrow.compute as pc
 
 from .. import corpus, judges
 from ..core.items import Item
+from ..core.records import ORDERS
 from ..core.version import __version__
-from ..engine import FixedConcurrency, JudgeRunner, JudgeState, limits
+from ..engine import CallLimits, JudgeState, limits, runner
 from ..errors import NotApplicable, UsageError
-from ..judges import ORDERS, JudgeRequest
-from ..judges.prompt import TEMPLATES
+from ..judges.protocol import TemplateError, judging, template_of
 from ..plan.lookup import lookup
 from ..score import Interval, stats
 from ..spec import JudgeSpec
@@ -107,8 +107,13 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def _template_name(spec: JudgeSpec) -> str:
+    t = template_of(spec)
+    return f"{t.name}@v{t.version}"
+
+
 def template_sha(spec: JudgeSpec) -> str:
-    t = TEMPLATES[spec.prompt]
+    t = template_of(spec)
     texts = [t.system, t.user, *(s + "\x1f" + u for _, (s, u) in sorted(t.translations.items()))]
     return hashlib.blake2b("\x1e".join(texts).encode(), digest_size=12).hexdigest()
 
@@ -162,7 +167,7 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
             verdicts.setdefault(r["item_id"], {})[r["order"]] = r["verdict"]
         canaries = [Canary(items[i], verdicts[i]) for i in ids if i in items]
         locked.append(LockedJudge(
-            spec.name, jid, spec, f"{TEMPLATES[spec.prompt].name}@v{TEMPLATES[spec.prompt].version}",
+            spec.name, jid, spec, _template_name(spec),
             template_sha(spec), _most_common(mine["served_model"].to_pylist()),
             _most_common(mine["fingerprint"].to_pylist()), _labelled_accuracy(mine),
             agreement.get(spec.name, []), canaries))
@@ -188,21 +193,21 @@ def read(path: Path) -> LockFile:
 async def _ask(locked: LockedJudge, seed: int) -> list:
     spec = locked.spec
     judge = judges.build(spec, seed)
-    template = TEMPLATES[spec.prompt]
-    requests = [JudgeRequest.of(c.item, order, template, spec.prompt_language == "item")
-                for c in locked.canary for order in ORDERS]
+    how = judging(spec, locked.judge_id)  # the request the audit sent: built-in or the user's template
+    requests = [how.request(c.item, key) for c in locked.canary for key in how.keys]
     state = JudgeState(spec.name, locked.judge_id, len(requests), 0)
-    runner = JudgeRunner(judge, limits.accounts([spec])[spec.name], FixedConcurrency(), state)
+    calls = CallLimits.of(spec)
+    run = runner(judge, limits.accounts([spec])[spec.name], state, calls)
     records = [None] * len(requests)
     queue = iter(enumerate(requests))
 
     async def worker() -> None:
         for i, request in queue:  # one shared iterator: each request taken once
-            records[i] = await runner.call(request)
+            records[i] = await run.call(request)
 
     try:
         async with anyio.create_task_group() as tg:
-            for _ in range(min(spec.concurrency, max(len(requests), 1))):
+            for _ in range(min(calls.workers, max(len(requests), 1))):
                 tg.start_soon(worker)
     finally:
         await judge.aclose()
@@ -224,7 +229,8 @@ def _identity(locked: LockedJudge, served: str | None, fingerprint: str | None) 
 
 
 def check_judge(locked: LockedJudge, records: list, alpha: float, tolerance: float) -> CheckResult:
-    then = [c.verdicts.get(order) for c in locked.canary for order in ORDERS]
+    keys = judging(locked.spec, locked.judge_id).keys  # the order _ask asked them in
+    then = [c.verdicts.get(key) for c in locked.canary for key in keys]
     ok = [(t, r) for t, r in zip(then, records, strict=True) if t is not None and r is not None and r.status == "ok"]
     failed = len(then) - len(ok)
     b = sum(t == "reference" and r.verdict != "reference" for t, r in ok)
@@ -250,8 +256,10 @@ def check(lock: LockFile, only: str | None = None, alpha: float | None = None, s
     if not chosen:
         raise UsageError(f"no judge named {only!r} in the lock file")
     for j in chosen:
-        if j.spec.prompt not in TEMPLATES:
-            raise UsageError(f"judge {j.name!r}: prompt template {j.spec.prompt!r} is not in this babelrun")
+        try:
+            template_of(j.spec)
+        except TemplateError as e:
+            raise UsageError(f"judge {j.name!r}: {e}") from None
         if not j.canary:
             raise UsageError(f"judge {j.name!r} has no canary items in the lock file")
 
