@@ -69,23 +69,39 @@ class RunDirBusy(UserError):
 
 
 class ErrorKind(StrEnum):
-    """What went wrong with a call, as recorded in a log record's ``error_kind``. Backends
-    may add finer kinds (``overloaded``, ``bad_json``); these are the ones the engine knows."""
+    """The one vocabulary of ``JudgeError.kind``, as recorded in a log record's
+    ``error_kind``. Every kind the package raises or records is a member (a test reads the
+    source for them); a third-party backend may use its own words beside these."""
 
-    RATE_LIMITED = "rate_limited"
-    SERVER = "server_error"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
-    BAD_REPLY = "bad_reply"
-    BAD_REQUEST = "bad_request"
-    AUTH = "auth"
-    NOT_FOUND = "not_found"
-    BATCH = "batch_error"
+    # retried: the next attempt (or the next audit) may pass
+    RATE_LIMITED = "rate_limited"  # 429
+    SERVER = "server_error"  # 5xx
+    OVERLOADED = "overloaded"  # Anthropic's 529
+    TIMEOUT = "timeout"  # no reply in time (408, or the client's timeout)
+    CONFLICT = "conflict"  # 409
+    TOO_EARLY = "too_early"  # 425
+    CONNECTION = "connection"  # refused, reset, DNS
+    BAD_RESPONSE = "bad_response"  # a 2xx whose body is not the documented shape
+    OVERSIZE = "oversize"  # a reply past the size cap
+    REPLICA_DIED = "replica_died"  # a Ray replica of a local model ended
+    # this request refused; others may pass
+    REJECTED = "rejected"  # 400, 413, 422, …
+    CALLABLE_ERROR = "callable_error"  # a python judge raised
+    RULE_ERROR = "rule_error"  # a rule judge's function raised
+    BATCH = "batch_error"  # a key of a provider batch without a result
+    # fatal: no request of this judge can pass
+    UNAUTHORIZED = "unauthorized"  # 401
+    FORBIDDEN = "forbidden"  # 403
+    NOT_FOUND = "not_found"  # 404, or an unknown model or endpoint
+    REDIRECT = "redirect"  # 3xx: never followed with credentials
+    SPEND_LIMIT = "spend_limit"  # a provider's spend limit reached
+    BILLING = "billing"  # Anthropic's 402: the account cannot pay
+    NOT_INSTALLED = "not_installed"  # a local backend's runtime or model package missing
 
 
 class JudgeError(BabelrunError):
-    """One call to a judge failed. ``kind`` names how (an ``ErrorKind`` value or a backend's
-    own finer word); the message is for people and is masked of keys by the backend."""
+    """One call to a judge failed. ``kind`` names how (an ``ErrorKind`` value; a plugin may
+    use its own word); the message is for people and is masked of keys by the backend."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

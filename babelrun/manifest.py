@@ -18,11 +18,10 @@ import msgspec
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
 from .core import languages
-from .core.items import bare_name
 from .corpus import available_languages, check_source, has_reference_answers
 from .errors import ManifestError
-from .judges.prompt import TEMPLATES
-from .judges.protocol import Judging, TemplateError, reply_format
+from .judges import templates
+from .judges.protocol import Judging, TemplateError
 from .perturb import TEXT_PERTURBATIONS
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
 from .spec import (
@@ -33,8 +32,6 @@ from .spec import (
     JudgeSpec,
     Manifest,
     PerturbationSpec,
-    PromptSpec,
-    SimulatedKnobs,
     TrajectoriesSource,
     inner_judges,
 )
@@ -168,95 +165,17 @@ def _named(template: str, name: str) -> str:
 
 
 def _resolve_judges(manifest: Manifest, base: Path, environ) -> Manifest:
-    """Read each judge's template files into its spec (the text, hashed, is its identity;
+    """Resolve each judge's template (``judges.templates``: a file's or a collection's text
+    into the spec, so run.yaml keeps what the judge saw: the text, hashed, is its identity;
     the path is not) and apply the OpenAI client's environment defaults."""
     judges_ = []
     for i, judge in enumerate(manifest.judges):
-        judge = msgspec.structs.replace(judge, prompt=_read_prompt(judge, base, f"judges[{i}]"))
+        try:
+            judge = msgspec.structs.replace(judge, prompt=templates.resolve(judge, base))
+        except TemplateError as e:
+            raise ManifestError(f"judges[{i}].{e.field}", str(e)) from None
         judges_.append(_openai_defaults(judge, environ))
     return msgspec.structs.replace(manifest, judges=judges_)
-
-
-def _read_prompt(judge: JudgeSpec, base: Path, where: str) -> str | PromptSpec:
-    prompt = judge.prompt
-    if isinstance(prompt, str):
-        if prompt in TEMPLATES:
-            return prompt
-        path = _path(prompt, base)
-        if not path.is_file():
-            raise ManifestError(f"{where}.prompt", f"judge {judge.name!r}: {prompt!r} is neither a built-in template "
-                                                   f"({', '.join(TEMPLATES)}) nor a file")
-        return PromptSpec(user=_text(path, f"{where}.prompt"), source=path.name)
-    if prompt.file is None:
-        if prompt.name is not None:
-            raise ManifestError(f"{where}.prompt.name", "name picks a template of a file: set file too")
-        if prompt.user is None:
-            raise ManifestError(f"{where}.prompt.user", f"judge {judge.name!r}: the template's user text is missing")
-        return prompt
-    if prompt.user is not None or prompt.system:
-        raise ManifestError(f"{where}.prompt.file", "either file (+ name) or system/user text, not both")
-    path = _path(prompt.file, base)
-    if not path.is_file():
-        raise ManifestError(f"{where}.prompt.file", f"file not found: {path}")
-    system, user, kind = _from_collection(path, prompt.name, f"{where}.prompt")
-    if kind is not None and kind != judge.protocol:
-        raise ManifestError(f"{where}.protocol", f"judge {judge.name!r}: template {prompt.name!r} is {kind}; "
-                                                 f"set protocol: {kind}")
-    return PromptSpec(system=system, user=user, source=f"{path.name}#{prompt.name}" if prompt.name else path.name)
-
-
-def _path(text: str, base: Path) -> Path:
-    p = Path(text).expanduser()
-    return p if p.is_absolute() else base / p
-
-
-def _text(path: Path, where: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ManifestError(where, f"cannot read {path}: {e}") from None
-
-
-# A collection's ``type`` (MT-Bench: pairwise, single) -> our protocol.
-_KINDS = {"pairwise": "pairwise", "pair": "pairwise", "single": "pointwise", "pointwise": "pointwise"}
-
-
-def _from_collection(path: Path, name: str | None, where: str) -> tuple[str, str, str | None]:
-    """(system, user, protocol) of template ``name`` in a JSONL or YAML collection (MT-Bench's
-    fields ``system_prompt``/``prompt_template``/``type``, or ``system``/``user``), or of a
-    plain text file (the user message)."""
-    text = _text(path, f"{where}.file")
-    if path.suffix not in (".jsonl", ".yaml", ".yml", ".json"):
-        if name is not None:
-            raise ManifestError(f"{where}.name", f"{path.name} is a plain text template: it has no names")
-        return "", text, None
-    try:
-        if path.suffix == ".jsonl":
-            entries = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
-        else:
-            loaded = msgspec.yaml.decode(text) if path.suffix != ".json" else msgspec.json.decode(text)
-            entries = ([{"name": k, **v} for k, v in loaded.items() if isinstance(v, dict)]
-                       if isinstance(loaded, dict) else loaded)
-    except msgspec.DecodeError as e:
-        raise ManifestError(f"{where}.file", f"{path.name}: not valid {path.suffix[1:].upper()}: {e}") from None
-    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-    names = [str(e.get("name")) for e in entries]
-    if name is None:
-        if len(entries) != 1:
-            raise ManifestError(f"{where}.name", f"{path.name} holds {len(entries)} templates: name one "
-                                                 f"({', '.join(names[:8])})")
-        entry = entries[0]
-    else:
-        found = [e for e in entries if str(e.get("name")) == name]
-        if not found:
-            raise ManifestError(f"{where}.name", f"no template {name!r} in {path.name}{_did_you_mean(name, names)}")
-        entry = found[0]
-    system = entry.get("system_prompt", entry.get("system", ""))
-    user = entry.get("prompt_template", entry.get("user"))
-    if not isinstance(user, str) or not isinstance(system, str):
-        raise ManifestError(f"{where}.name", f"template {name!r} has no text prompt_template/user")
-    kind = entry.get("type")
-    return system, user, _KINDS.get(kind) if isinstance(kind, str) else None
 
 
 def _openai_defaults(judge: JudgeSpec, environ) -> JudgeSpec:
@@ -285,17 +204,18 @@ def check(manifest: Manifest, environ) -> None:
     if not manifest.judges:
         raise ManifestError("judges", "at least one judge is required")
     seen: set[str] = set()
+    protocols: list[Judging] = []
     for i, judge in enumerate(manifest.judges):
         where = f"judges[{i}]"
         if judge.name in seen:
             raise ManifestError(f"{where}.name", f"duplicate judge name {judge.name!r}")
         seen.add(judge.name)
-        _check_judge(judge, where, environ)
+        protocols.append(_check_judge(judge, where, environ))
     _check_identities(manifest)
     _check_output_dir(Path(manifest.output_dir))
 
     _check_composites(manifest)
-    _check_reference_guided(manifest)
+    _check_reference_guided(manifest, protocols)
 
     if not manifest.perturbations and manifest.agentic is None:
         raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
@@ -426,11 +346,11 @@ def _check_composites(manifest: Manifest) -> None:
             raise ManifestError(f"judges[{i}].calls", "escalations and batch cannot be combined")
 
 
-def _check_reference_guided(manifest: Manifest) -> None:
+def _check_reference_guided(manifest: Manifest, protocols: list[Judging]) -> None:
     """A template that uses {reference} needs a corpus whose every source gives a separate
     reference answer: binding it to the answer under judgement would hand the judge the gold."""
-    for i, judge in enumerate(manifest.judges):
-        if "reference" not in Judging.of(judge).fields:
+    for i, (judge, protocol) in enumerate(zip(manifest.judges, protocols, strict=True)):
+        if "reference" not in protocol.fields:
             continue
         for k, source in enumerate(manifest.corpus.sources):
             if not has_reference_answers(source):
@@ -469,7 +389,8 @@ def _did_you_mean(word: str, known) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _check_judge(judge: JudgeSpec, where: str, environ) -> None:
+def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
+    """The judge's checks, through its backend's registration; returns its protocol."""
     if not judges.known(judge.backend):
         raise ManifestError(f"{where}.backend", f"unknown backend {judge.backend!r}"
                                                 f"{_did_you_mean(judge.backend, judges.BACKENDS)} "
@@ -477,33 +398,20 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> None:
     caps = judges.capabilities(judge.backend)
     _check_options(judge, where, caps)
     try:
-        Judging.of(judge)
+        protocol = Judging.of(judge)
     except TemplateError as e:
         raise ManifestError(f"{where}.{e.field}", f"judge {judge.name!r}: {e}") from None
     _check_protocol(judge, where)
+    wrong = judges.check(judge, environ)  # the backend's own checks (its module's ``check``)
+    if wrong is not None:
+        raise ManifestError(f"{where}.{wrong[0]}", wrong[1])
     _check_model(judge, where, environ, caps)
     if judge.soft and not caps.soft:
         raise ManifestError(f"{where}.soft", f"the {judge.backend} backend gives no token log-probabilities "
                                              f"(soft verdicts: {', '.join(_having('soft'))})")
     if judge.batch and judge.soft:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
-    if judge.backend == "simulated":
-        _check_knobs(judge.simulated or SimulatedKnobs(), f"{where}.simulated")
-        judging = Judging.of(judge)
-        if judging.verdict is not None and reply_format(judging.verdict) is None:
-            raise ManifestError(f"{where}.verdict.reply", f"judge {judge.name!r}: the simulated judge cannot write "
-                                                          "a reply this pattern reads: give one, e.g. "
-                                                          "'Verdict: [[{label}]]'")
-
-    if judge.backend == "rule":
-        from .judges.rule import problem
-
-        if judge.rule is None:
-            raise ManifestError(f"{where}.rule", "the rule backend needs a rule (kind: length, regex, "
-                                                 "exact_match, json or python)")
-        wrong = problem(judge.rule)
-        if wrong:
-            raise ManifestError(f"{where}.rule.{wrong[0]}", wrong[1])
+    return protocol
 
 
 def _check_protocol(judge: JudgeSpec, where: str) -> None:
@@ -515,9 +423,6 @@ def _check_protocol(judge: JudgeSpec, where: str) -> None:
                                                 "not a verdict pattern")
     if judge.callable is not None and not re.fullmatch(r"[\w.]+:[\w.]+", judge.callable):
         raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: expected 'package.module:function'")
-    if judge.backend == "python" and judge.callable is None:
-        raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: the python backend needs "
-                                                 "callable: 'package.module:function'")
 
 
 def _having(capability: str) -> list[str]:
@@ -539,63 +444,20 @@ def _check_options(judge: JudgeSpec, where: str, caps: judges.Capabilities) -> N
 
 
 def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilities) -> None:
-    if judge.backend == "llamacpp":
-        from .judges.llamacpp import PACKAGED
+    """A remote judge's endpoint and key variables (every HTTP backend alike)."""
+    if not caps.remote:
+        return
+    if not judge.model and caps.model_required:
+        raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
+    if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
+        raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
+    if judge.endpoint is not None and not _host(judge.endpoint):
+        raise ManifestError(f"{where}.endpoint", f"{judge.endpoint!r} names no host")
+    from .judges.presets import key_env
 
-        if not judge.model:
-            raise ManifestError(f"{where}.model", f"a GGUF file's path, or one of: {', '.join(PACKAGED)}")
-        if judge.model not in PACKAGED and not Path(judge.model).expanduser().is_file():
-            raise ManifestError(f"{where}.model", f"file not found: {judge.model}")
-    elif judge.backend == "mlx":
-        if not judge.model:
-            raise ManifestError(f"{where}.model", "an MLX model folder's path (config.json, *.safetensors, tokenizer)")
-        if not Path(judge.model).expanduser().is_dir():
-            raise ManifestError(f"{where}.model", f"folder not found: {judge.model}")
-    elif judge.backend == "azure":
-        if judge.azure is None:
-            raise ManifestError(f"{where}.azure", "the azure backend needs azure: {deployment: NAME}")
-        if judge.endpoint is None:
-            raise ManifestError(f"{where}.endpoint", "your resource's URL (https://NAME.openai.azure.com), "
-                                                     "or set AZURE_OPENAI_ENDPOINT")
-    if caps.remote:
-        if not judge.model and judge.backend != "azure":
-            raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
-        if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
-            raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
-        if judge.endpoint is not None and not _host(judge.endpoint):
-            raise ManifestError(f"{where}.endpoint", f"{judge.endpoint!r} names no host")
-        from .judges.presets import key_env
-
-        variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)
-        if variable and variable not in environ:
-            raise ManifestError(f"{where}.api_key_env", f"environment variable {variable} is not set")
-        for name, var in judge.headers_env.items():
-            if var not in environ:
-                raise ManifestError(f"{where}.headers_env.{name}", f"environment variable {var} is not set")
-
-
-def _check_knobs(knobs: SimulatedKnobs, where: str) -> None:
-    if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:
-        raise ManifestError(where, "|position_bias| + verbosity_bias must not exceed 1")
-    if knobs.invalid_rate + knobs.tie_rate > 1.0:
-        raise ManifestError(where, "invalid_rate + tie_rate must not exceed 1")
-    for code in knobs.scale_offset:
-        languages.checked(code, f"{where}.scale_offset.{code}")
-    for code, value in knobs.accuracy.items():
-        languages.checked(code, f"{where}.accuracy.{code}")
-        if not 0.0 <= value <= 1.0:
-            raise ManifestError(f"{where}.accuracy.{code}", "expected a probability in [0, 1]")
-    _check_accuracy_by_perturbation(knobs.accuracy_by_perturbation, f"{where}.accuracy_by_perturbation")
-
-
-def _check_accuracy_by_perturbation(table: dict[str, float], where: str) -> None:
-    for name, value in table.items():
-        bare = bare_name(name)
-        if bare not in TEXT_PERTURBATIONS and bare not in AGENTIC_PERTURBATIONS:
-            raise ManifestError(f"{where}.{name}", f"unknown perturbation {name!r}")
-        if not 0.0 <= value <= 1.0:
-            raise ManifestError(f"{where}.{name}", "expected a probability in [0, 1]")
-
-
-def to_yaml(manifest: Manifest) -> bytes:
-    return msgspec.yaml.encode(manifest)
+    variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)
+    if variable and variable not in environ:
+        raise ManifestError(f"{where}.api_key_env", f"environment variable {variable} is not set")
+    for name, var in judge.headers_env.items():
+        if var not in environ:
+            raise ManifestError(f"{where}.headers_env.{name}", f"environment variable {var} is not set")

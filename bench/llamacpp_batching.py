@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import plan  # noqa: E402
 
 from babelrun.judges import JudgeRequest, build  # noqa: E402
-from babelrun.judges.prompt import TEMPLATES  # noqa: E402
+from babelrun.judges.protocol import Judging  # noqa: E402
 from babelrun.manifest import JudgeSpec  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def requests(n: int) -> list[JudgeRequest]:
     out, seen = [], set()
     for item in plan(4 * n).items():
         for order in ("ref_first", "pert_first"):
-            request = JudgeRequest.of(item, order, TEMPLATES["pairwise"])
+            request = Judging.of(JudgeSpec(name="b", backend="simulated")).request(item, order)
             key = str(request.messages)
             if key not in seen:
                 seen.add(key)

@@ -163,3 +163,24 @@ def tiny_mlx_model(folder: Path) -> Path:
     mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())),
                         metadata={"format": "mlx"})
     return folder
+
+
+def request(item, key: str = "ref_first", prompt: str = "pairwise", prompt_language: str = "en", **spec):
+    """The request a judge of this template sends for ``item`` under ``key``: through the
+    judge's protocol (``Judging``), the one way babelrun renders requests."""
+    from babelrun.judges.protocol import Judging
+    from babelrun.spec import JudgeSpec
+
+    judge = JudgeSpec(name="t", backend="simulated", prompt=prompt, prompt_language=prompt_language, **spec)
+    return Judging.of(judge).request(item, key)
+
+
+def messages(prompt_text: str, answer_a: str, answer_b: str, lang: str | None = None,
+             prompt: str = "pairwise") -> list[dict[str, str]]:
+    """The messages of a built-in template for a question and two answers (slot A, slot B),
+    in ``lang`` where the template is written in it."""
+    from babelrun.core.items import Item
+
+    item = Item("i", "text", lang or "en", "r", prompt_text, answer_a, answer_b, "truncate", 0.3,
+                len(answer_a), len(answer_b))
+    return request(item, "ref_first", prompt, "item" if lang else "en").messages

@@ -16,10 +16,9 @@ from babelrun.agentic import serialise, trajectory
 from babelrun.agentic.perturb import AGENTIC_PERTURBATIONS, corrupt_value
 from babelrun.core import items
 from babelrun.errors import ManifestError
-from babelrun.judges import JudgeRequest, judge_id
-from babelrun.judges.prompt import PAIRWISE
+from babelrun.judges import judge_id
 from babelrun.plan import Plan
-from helpers import quiet_audit, simulated, write_manifest
+from helpers import quiet_audit, request, simulated, write_manifest
 
 BUNDLED = list(agentic.bundled())
 SEVERITIES = [0.3, 0.6, 1.0]
@@ -277,7 +276,7 @@ def test_rendered_prompt_holds_the_two_trajectories_in_slots_a_and_b():
     assert item.reference == serialise.full_trace(BUNDLED[0])
     for order, (a, b) in (("ref_first", (item.reference, item.perturbed)),
                           ("pert_first", (item.perturbed, item.reference))):
-        user = JudgeRequest.of(item, order, PAIRWISE).messages[1]["content"]
+        user = request(item, order).messages[1]["content"]
         question = user.split("[Answer A]")[0]
         assert f"[Answer A]\n{a}\n[End of Answer A]" in user
         assert f"[Answer B]\n{b}\n[End of Answer B]" in user

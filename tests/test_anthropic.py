@@ -13,13 +13,13 @@ from aiohttp import web
 
 from babelrun.core.items import Item
 from babelrun.judges.anthropic import AnthropicJudge, _reset
-from babelrun.judges.base import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from babelrun.judges.base import FatalJudgeError, RejectedError, RetryableError
 from babelrun.judges.http import bounded_wait, retry_after_header
 from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.store import log
 from babelrun.testing import choose
-from helpers import LoopbackServer, quiet_audit, write_manifest
+from helpers import LoopbackServer, quiet_audit, request, write_manifest
 
 SECRET = "sk-ant-test-xyz789-never-log-me"
 KEY_ENV = "BABELRUN_TEST_ANTHROPIC_KEY"
@@ -191,7 +191,7 @@ def test_rate_limits_and_overload_are_retried_to_success(tmp_path, monkeypatch, 
 ITEM = Item(item_id="i1", kind="text", lang="en", ref_id="r1", prompt="What is 2 + 2?",
             reference="Four.", perturbed="Five.", perturbation="negation", severity=0.3,
             ref_len=5, pert_len=5)
-REQUEST = JudgeRequest.of(ITEM, "ref_first", TEMPLATES["pairwise"])
+REQUEST = request(ITEM, "ref_first")
 
 
 def _one(server_or_url, **spec_fields):

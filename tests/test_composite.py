@@ -11,11 +11,11 @@ import pytest
 import babelrun
 from babelrun.errors import ManifestError
 from babelrun.judges import judge_id
-from babelrun.judges.prompt import TEMPLATES, render
+from babelrun.judges.prompt import TEMPLATES
 from babelrun.score import composite
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, kill_after_records, quiet_audit, simulated, write_manifest
+from helpers import ROOT, kill_after_records, messages, quiet_audit, simulated, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "references_per_language": 12}
 PERTURBATIONS = [{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
@@ -134,9 +134,9 @@ def test_prompt_variant_is_a_judge_setting_with_its_own_id():
     base = msgspec.convert({"name": "a", "backend": "openai", "model": "m"}, babelrun.manifest.JudgeSpec)
     variant = msgspec.structs.replace(base, prompt="pairwise_length_neutral")
     assert judge_id(base) != judge_id(variant)
-    system = render(TEMPLATES["pairwise_length_neutral"], "q", "a", "b")[0]["content"]
+    system = messages("q", "a", "b", prompt="pairwise_length_neutral")[0]["content"]
     assert "Length is not quality" in system
-    assert "Length is not quality" not in render(TEMPLATES["pairwise"], "q", "a", "b")[0]["content"]
+    assert "Length is not quality" not in messages("q", "a", "b")[0]["content"]
 
 
 @pytest.mark.parametrize("composite_spec, field, problem", [

@@ -24,12 +24,12 @@ from babelrun.judges.base import (
 )
 from babelrun.judges.gemini import GeminiJudge, _decode, _text
 from babelrun.judges.identity import judge_id
-from babelrun.judges.prompt import PAIRWISE, TEMPLATES
+from babelrun.judges.prompt import PAIRWISE
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from babelrun.store import log
 from babelrun.testing import choose
-from helpers import LoopbackServer, files_bytes, quiet_audit, write_manifest
+from helpers import LoopbackServer, files_bytes, quiet_audit, request, write_manifest
 
 SECRET = "AIza-test-gemini-key-never-log-me"
 KEY_ENV = "BABELRUN_TEST_GEMINI_KEY"
@@ -213,11 +213,10 @@ def _judge(server: GeminiServer, **extra) -> dict:
 
 def _expected_slots(path) -> dict:
     """(item_id, order) -> what the server's judge names, from the prompts the plan renders."""
-    template = TEMPLATES["pairwise"]
     out = {}
     for item in Plan.from_manifest(babelrun.load_manifest(path)).items():
         for order in ("ref_first", "pert_first"):
-            user = JudgeRequest.of(item, order, template).messages[1]["content"]
+            user = request(item, order).messages[1]["content"]
             out[item.item_id, order] = choose(user)
     return out
 
@@ -289,7 +288,7 @@ def _request() -> JudgeRequest:
     item = Item(item_id="i1", kind="perturbation", lang="en", ref_id="r1", prompt="What is 2+2?",
                 reference="Four.", perturbed="Five.", perturbation="number_corrupt",
                 severity=0.5, ref_len=5, pert_len=5)
-    return JudgeRequest.of(item, "ref_first", TEMPLATES["pairwise"])
+    return request(item, "ref_first")
 
 
 def _backend(url: str, **extra) -> GeminiJudge:

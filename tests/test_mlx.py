@@ -4,7 +4,7 @@ import pytest
 
 import babelrun
 from babelrun.store import log
-from helpers import quiet_audit, tiny_mlx_model, write_manifest
+from helpers import quiet_audit, request, tiny_mlx_model, write_manifest
 
 pytest.importorskip("mlx.core", reason="mlx is not installed (pip install mlx; mlx[cpu] on Linux)")
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (pip install mlx-lm)")
@@ -60,8 +60,7 @@ def test_manifest_refuses_a_missing_folder(tmp_path):
 def test_micro_batcher_collects_concurrent_requests(tiny_model):
     import anyio
 
-    from babelrun.judges import JudgeRequest, build
-    from babelrun.judges.prompt import TEMPLATES
+    from babelrun.judges import build
     from babelrun.manifest import JudgeSpec
     from babelrun.plan import Plan
 
@@ -70,7 +69,7 @@ def test_micro_batcher_collects_concurrent_requests(tiny_model):
     plan = Plan(babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:1],
                 [("truncate", [0.6])], 0)
     (item,) = list(plan.items())
-    requests = [JudgeRequest.of(item, order, TEMPLATES["pairwise"]) for order in ("ref_first", "pert_first")] * 2
+    requests = [request(item, order) for order in ("ref_first", "pert_first")] * 2
     pairs = []
 
     async def one(r):

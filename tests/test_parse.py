@@ -1,7 +1,8 @@
 import pytest
 
 from babelrun.core.records import verdict_of as _verdict
-from babelrun.judges.prompt import PAIRWISE, parse, render
+from babelrun.judges.prompt import PAIRWISE, parse
+from helpers import messages
 
 TABLE = [
     ("A", "A"), ("B", "B"), ("tie", "tie"), ("a", "A"), ("b", "B"), ("TIE", "tie"), ("Tie", "tie"),
@@ -33,9 +34,9 @@ def test_slot_maps_to_verdict_by_order():
 
 
 def test_render_treats_corpus_text_as_data():
-    messages = render(PAIRWISE, "What is {prompt}?", "{answer_b}", "x")
-    assert "What is {prompt}?" in messages[1]["content"]
-    assert "[Answer A]\n{answer_b}\n[End of Answer A]" in messages[1]["content"]
+    shown = messages("What is {prompt}?", "{answer_b}", "x")
+    assert "What is {prompt}?" in shown[1]["content"]
+    assert "[Answer A]\n{answer_b}\n[End of Answer A]" in shown[1]["content"]
 
 
 def test_the_prompt_in_twelve_languages():
@@ -45,7 +46,7 @@ def test_the_prompt_in_twelve_languages():
     langs = {r.lang for r in bundled.read(None)}
     assert langs <= {"en"} | set(PAIRWISE.translations)
     for lang in sorted(langs):
-        system, user = render(PAIRWISE, "Q", "first answer", "second answer", lang)
+        system, user = messages("Q", "first answer", "second answer", lang)
         assert (system["content"], user["content"].split("\n")[0]) != ("", "")
         text = user["content"]
         for line in ("[Answer A]", "[End of Answer A]", "[Answer B]", "[End of Answer B]"):
@@ -55,8 +56,8 @@ def test_the_prompt_in_twelve_languages():
         if lang != "en":
             assert system["content"] != PAIRWISE.system  # really translated
     # A language without a translation falls back to English.
-    assert render(PAIRWISE, "Q", "a", "b", "cy")[0]["content"] == PAIRWISE.system
-    assert render(PAIRWISE, "Q", "a", "b", "zh-Hans")[0]["content"] == PAIRWISE.translations["zh"][0]
+    assert messages("Q", "a", "b", "cy")[0]["content"] == PAIRWISE.system
+    assert messages("Q", "a", "b", "zh-Hans")[0]["content"] == PAIRWISE.translations["zh"][0]
 
 
 def test_prompt_language_is_part_of_the_judge_id():

@@ -9,18 +9,17 @@ import pytest
 import babelrun
 from babelrun.core.items import Item
 from babelrun.errors import ManifestError
-from babelrun.judges import JudgeRequest, build, judge_id
+from babelrun.judges import build, judge_id
 from babelrun.judges import rule as rules
-from babelrun.judges.prompt import TEMPLATES
 from babelrun.plan import Plan
 from babelrun.spec import JudgeSpec, RuleSpec
-from helpers import quiet_audit, simulated, write_manifest
+from helpers import quiet_audit, request, simulated, write_manifest
 
 
 def _verdict(rule: dict, reference: str, perturbed: str, order: str = "ref_first") -> str:
     spec = JudgeSpec(name="r", backend="rule", rule=RuleSpec(**rule))
     item = Item("x", "text", "en", "r", "prompt", reference, perturbed, "truncate", 0.5, len(reference), len(perturbed))
-    reply = anyio.run(build(spec, 0).judge, JudgeRequest.of(item, order, TEMPLATES["pairwise"]))
+    reply = anyio.run(build(spec, 0).judge, request(item, order))
     return reply.raw
 
 

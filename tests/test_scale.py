@@ -18,7 +18,7 @@ from babelrun.judges.http import HttpJudge, ProviderError, duration
 from babelrun.manifest import JudgeSpec, RateLimit
 from babelrun.store import compact, log
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, simulated, write_manifest
+from helpers import ROOT, request, simulated, write_manifest
 
 
 def _audit(path, **kw):
@@ -244,11 +244,9 @@ def test_tokens_per_minute_paces_calls(tmp_path):
     plan = Plan.from_manifest(m)
     spec = m.judges[0]
     account = limits.accounts([spec])["tpm"]
-    from babelrun.judges import JudgeRequest
-    from babelrun.judges.prompt import TEMPLATES
     from babelrun.judges.protocol import max_tokens
 
-    requests = [JudgeRequest.of(it, "ref_first", TEMPLATES["pairwise"]) for it in plan.items()]
+    requests = [request(it, "ref_first") for it in plan.items()]
     estimates = [limits.estimate_tokens(r.messages, max_tokens(spec)) for r in requests]
 
     async def admit_all():

@@ -37,7 +37,7 @@ from .. import judges
 from ..engine import JudgeRunner, JudgeState, limits, runner
 from ..engine.limits import CallLimits
 from ..judges import JudgeRequest, judge_id
-from ..judges.protocol import judging
+from ..judges.protocol import Judging
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 
@@ -91,14 +91,9 @@ def still_growing(results: list[Level], gain: float = 0.10) -> bool:
 
 
 def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
-    how = judging(spec, judge_id(spec))
-    out: list[JudgeRequest] = []
-    for item in plan.items():
-        for order in how.keys:
-            out.append(how.request(item, order))
-            if len(out) == n:
-                return out
-    return out
+    protocol = Judging.of(spec)
+    return [protocol.request(item, key)
+            for item, key in itertools.islice(plan.pending(judge_id(spec), protocol.keys), n)]
 
 
 class _Budget(msgspec.Struct):

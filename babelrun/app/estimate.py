@@ -13,8 +13,7 @@ import math
 
 import msgspec
 
-from ..judges import judge_id
-from ..judges.protocol import judging, max_tokens
+from ..judges.protocol import Judging, max_tokens
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 
@@ -35,7 +34,7 @@ def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
     def group(spec: JudgeSpec) -> tuple[bytes, str, str]:
         return msgspec.json.encode(spec.prompt), spec.prompt_language, spec.protocol
 
-    how = {group(spec): judging(spec, judge_id(spec)) for spec in manifest.judges}
+    how = {group(spec): Judging.of(spec) for spec in manifest.judges}
     prompt_bytes = dict.fromkeys(how, 0)
     for item in plan.items():
         for g, protocol in how.items():

@@ -41,7 +41,7 @@ from ..core.records import ORDERS
 from ..core.version import __version__
 from ..engine import CallLimits, JudgeState, limits, runner
 from ..errors import NotApplicable, UsageError
-from ..judges.protocol import TemplateError, judging, template_of
+from ..judges.protocol import Judging, TemplateError, template_of
 from ..plan.lookup import lookup
 from ..score import Interval, stats
 from ..spec import JudgeSpec
@@ -193,7 +193,7 @@ def read(path: Path) -> LockFile:
 async def _ask(locked: LockedJudge, seed: int) -> list:
     spec = locked.spec
     judge = judges.build(spec, seed)
-    how = judging(spec, locked.judge_id)  # the request the audit sent: built-in or the user's template
+    how = Judging.of(spec)  # the request the audit sent: built-in or the user's template
     requests = [how.request(c.item, key) for c in locked.canary for key in how.keys]
     state = JudgeState(spec.name, locked.judge_id, len(requests), 0)
     calls = CallLimits.of(spec)
@@ -229,7 +229,7 @@ def _identity(locked: LockedJudge, served: str | None, fingerprint: str | None) 
 
 
 def check_judge(locked: LockedJudge, records: list, alpha: float, tolerance: float) -> CheckResult:
-    keys = judging(locked.spec, locked.judge_id).keys  # the order _ask asked them in
+    keys = Judging.of(locked.spec).keys  # the order _ask asked them in
     then = [c.verdicts.get(key) for c in locked.canary for key in keys]
     ok = [(t, r) for t, r in zip(then, records, strict=True) if t is not None and r is not None and r.status == "ok"]
     failed = len(then) - len(ok)

@@ -68,8 +68,7 @@ def _records(run_dir: Path, item_id: str) -> list[dict]:
 
 def show(run_dir: str | Path, item_id: str, judge: str | None = None) -> Shown:
     from .. import corpus
-    from ..judges.base import JudgeRequest
-    from ..judges.prompt import TEMPLATES
+    from ..judges.protocol import Judging
     from ..plan.lookup import lookup
 
     run_dir = Path(run_dir)
@@ -87,14 +86,15 @@ def show(run_dir: str | Path, item_id: str, judge: str | None = None) -> Shown:
         item, note = None, f"the corpus is no longer readable ({e}): texts unavailable"
     if item is None and note is None:
         note = "the item could not be regenerated from the corpus (changed since the run?): texts unavailable"
-    specs = {s.name: s for s in info.manifest.judges}
+    # Each judge's own protocol, as the engine built it: its template (built-in, inline, a
+    # file's or a collection's text, kept in run.yaml), its fields, both orders or both answers.
+    protocols = {s.name: Judging.of(s) for s in info.manifest.judges}
     out = []
     for r in rows:
-        spec = specs.get(r["judge"])
+        protocol = protocols.get(r["judge"])
         messages = None
-        if item is not None and spec is not None and spec.prompt in TEMPLATES:
-            messages = JudgeRequest.of(item, r["order"], TEMPLATES[spec.prompt],
-                                       spec.prompt_language == "item").messages
+        if item is not None and protocol is not None:
+            messages = protocol.request(item, r["order"]).messages
         probs = (r["p_a"], r["p_b"], r["p_tie"]) if r["p_a"] is not None else None
         out.append(Presentation(r["judge"], r["judge_id"], r["order"], messages, r["raw"], r["slot"], r["verdict"],
                                 r["latency_ms"], r["attempts"] or 1, r["served_model"], probs))

@@ -36,7 +36,7 @@ from ..judges import (
     RejectedError,
     RetryableError,
 )
-from ..judges.protocol import judging, max_tokens
+from ..judges.protocol import max_tokens
 from ..plan import Plan
 from ..store.log import DoneSet, LogWriter, Record
 from . import batches, limits
@@ -177,18 +177,10 @@ class JudgeRunner:
                        error_kind=failure.kind, error=str(failure))
 
     def count(self, record: Record) -> None:
+        """Count the record; stop the judge when its breaker trips."""
         s = self.state
-        if record.status == "ok":
-            s.ok += 1
-            s.consecutive_failures = 0
-            s.latencies.append(record.latency_ms or 0.0)
-            s.tokens_in += record.tokens_in or 0
-            s.tokens_out += record.tokens_out or 0
-            return
-        s.failed += 1
-        s.errors[record.error_kind or "error"] += 1
-        s.consecutive_failures += 1
-        if s.consecutive_failures >= self.judge.spec.max_consecutive_failures:
+        s.count(record)
+        if record.status != "ok" and s.consecutive_failures >= self.judge.spec.max_consecutive_failures:
             s.stopped = (f"judge {s.name!r} stopped after {s.consecutive_failures} failed calls "
                          f"in a row (last: {record.error})")
             raise _Stop
@@ -212,25 +204,15 @@ class JudgeRunner:
 
     async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream[JudgeRequest],
                       wanted: DoneSet | None = None) -> None:
-        how = judging(self.judge.spec, self.judge.judge_id)
-        jid = self.judge.judge_id
-        check = len(done) > 0
-        sharded = plan.shard is not None
+        protocol = self.judge.protocol
         left = self.state.limit  # None: no limit
         async with send:
-            for item in plan.items():
-                for order in how.keys:
-                    if left is not None and left <= 0:
+            for item, key in plan.pending(self.judge.judge_id, protocol.keys, done, wanted):
+                if left is not None:
+                    if left <= 0:
                         return
-                    if sharded and not plan.wants(jid, item.item_id, order):
-                        continue
-                    if check and done.contains(jid, item.item_id, order):
-                        continue
-                    if wanted is not None and not wanted.contains(jid, item.item_id, order):
-                        continue
-                    await _put(send, how.request(item, order))
-                    if left is not None:
-                        left -= 1
+                    left -= 1
+                await _put(send, protocol.request(item, key))
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
                   producers: list[anyio.CancelScope], wanted: DoneSet | None = None) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.records import Record
 from ..store.rundir import JudgeStats
 
 
@@ -35,6 +36,23 @@ class JudgeState:
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     limit: int | None = None  # new presentations this process may judge (``audit --limit``)
+
+    def count(self, record: Record) -> None:
+        """Count one finished key: the one counter of calls and provider batches."""
+        if record.status == "ok":
+            self.ok += 1
+            self.consecutive_failures = 0
+            if record.latency_ms is not None:  # a batch result has no per-call latency
+                self.latencies.append(record.latency_ms)
+            self.tokens_in += record.tokens_in or 0
+            self.tokens_out += record.tokens_out or 0
+            return
+        self.failed += 1
+        self.errors[record.error_kind or "error"] += 1
+        self.consecutive_failures += 1
+
+    def add_call(self) -> None:
+        self.calls += 1
 
     @property
     def remaining(self) -> int:

@@ -19,6 +19,7 @@ constructor takes ``(spec, judge_id, seed)`` and that declares ``capabilities`` 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from importlib import metadata
 
 import msgspec
@@ -59,6 +60,8 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     process (no provider account or key; ``replicas`` makes Ray actors of it). ``remote``:
     an HTTP API (``endpoint``, ``api_key_env``). ``options``: the JudgeSpec fields beyond
     ``COMMON_OPTIONS`` that apply; any other field set away from its default is refused.
+    Checks of a backend's own (a model file, knobs, a rule) are its module's
+    ``check(spec, environ)`` (``Backend.checks``), called by the manifest's checks.
     """
 
     soft: bool = False
@@ -66,6 +69,7 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     in_process: bool = False
     remote: bool = False
     options: frozenset[str] = frozenset()
+    model_required: bool = False  # a remote API's model name (Azure's deployment stands for it)
 
     def applies(self, option: str) -> bool:
         return option in COMMON_OPTIONS or option in self.options
@@ -76,35 +80,43 @@ class Backend(msgspec.Struct, frozen=True):
     cls: str
     capabilities: Capabilities
     plugin: bool = False
+    # The light module (under babelrun.judges) whose ``check(spec, environ) -> (field,
+    # problem) | None`` validates what only this backend knows; None: nothing of its own.
+    # A plugin's class may define ``check`` as a static method instead.
+    checks: str | None = None
 
 
 BACKENDS: dict[str, Backend] = {}
 
 
-def register(name: str, module: str, cls: str, capabilities: Capabilities) -> None:
-    BACKENDS[name] = Backend(module, cls, capabilities)
+def register(name: str, module: str, cls: str, capabilities: Capabilities, checks: str | None = None) -> None:
+    BACKENDS[name] = Backend(module, cls, capabilities, checks=checks)
 
 
-def _remote(*, soft: bool, batch_api: bool = False, extra: frozenset[str] = frozenset()) -> Capabilities:
-    return Capabilities(soft=soft, batch_api=batch_api, remote=True,
+def _remote(*, soft: bool, batch_api: bool = False, extra: frozenset[str] = frozenset(),
+            model_required: bool = True) -> Capabilities:
+    return Capabilities(soft=soft, batch_api=batch_api, remote=True, model_required=model_required,
                         options=HTTP_OPTIONS | extra | (BATCH_API_OPTIONS if batch_api else frozenset()))
 
 
 register("simulated", "simulated", "SimulatedJudge",
-         Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS | {"simulated"}))
-register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS))
-register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS))
+         Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS | {"simulated"}), checks="simulated")
+register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS),
+         checks="llamacpp")
+register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS), checks="mlx")
 register("anthropic", "anthropic", "AnthropicJudge",
          _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort"})))
 register("gemini", "gemini", "GeminiJudge", _remote(soft=False, extra=frozenset({"reasoning", "reasoning_effort"})))
 # Judges that are code: the user's function, called in this process (python.py).
-register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})))
+register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})),
+         checks="python")
 for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers
-    _extra = OPENAI_OPTIONS | ({"azure"} if _name == "azure" else frozenset())
     register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api,
-                                                     extra=frozenset(_extra)))
+                                                     extra=OPENAI_OPTIONS | _preset.options,
+                                                     model_required=_preset.model_required),
+             checks="presets")
 # A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
-register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})))
+register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})), checks="rule")
 
 
 def _plugin(name: str) -> Backend | None:
@@ -140,15 +152,38 @@ def capabilities(backend: str) -> Capabilities:
     return _entry(backend).capabilities
 
 
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """What the judge's own backend finds wrong with it: (field under the judge, problem),
+    or None. Imports only the backend's light ``checks`` module (no HTTP client, no model)."""
+    entry = _entry(spec.backend)
+    if entry.plugin:
+        found = getattr(importlib.import_module(entry.module), entry.cls)
+        hook = getattr(found, "check", None)
+    elif entry.checks is not None:
+        hook = importlib.import_module(f".{entry.checks}", __package__).check
+    else:
+        return None
+    result: tuple[str, str] | None = hook(spec, environ) if hook is not None else None
+    return result
+
+
 def build(spec: JudgeSpec, seed: int) -> Judge:
-    """The backend object for a judge spec. Every backend's constructor takes
-    ``(spec, judge_id, seed)``."""
+    """The backend object for a judge spec, with its protocol attached (``judge.protocol``:
+    the one way its requests are rendered and its replies read). Every backend's constructor
+    takes ``(spec, judge_id, seed)``; one that needs the protocol itself (the simulated judge
+    writes replies in the declared format) may attach it first."""
+    from .protocol import Judging
+
     entry = _entry(spec.backend)
     module = importlib.import_module(entry.module if entry.plugin else f".{entry.module}", __package__)
-    return getattr(module, entry.cls)(spec, judge_id(spec), seed)
+    judge: Judge = getattr(module, entry.cls)(spec, judge_id(spec), seed)
+    if not isinstance(getattr(judge, "protocol", None), Judging):
+        judge.protocol = Judging.of(spec)
+    return judge
 
 
 __all__ = [
     "BACKENDS", "ORDERS", "Backend", "Capabilities", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest",
-    "Order", "RejectedError", "RetryableError", "build", "capabilities", "judge_id", "known", "names", "register",
+    "Order", "RejectedError", "RetryableError", "build", "capabilities", "check", "judge_id", "known", "names",
+    "register",
 ]

@@ -22,12 +22,24 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import msgspec
 
 from ..spec import JudgeSpec
 from .base import JudgeReply, JudgeRequest, RetryableError
+from .batch_api import (
+    MAX_RESULTS_BYTES,
+    BatchApi,
+    BatchResult,
+    BatchStopped,
+    Submission,
+    batch_id,
+    jsonl,
+    message,
+    timestamp,
+)
 from .http import FATAL, RETRYABLE, HttpJudge, ProviderError, retry_after_header
 from .protocol import THINKING_BUDGET, max_tokens
 
@@ -68,6 +80,8 @@ _decode_error = msgspec.json.Decoder(_ErrorBody).decode
 
 
 class AnthropicJudge(HttpJudge):
+    batch_api: ClassVar[type[BatchApi]]  # AnthropicBatches (below): the batch API of this wire format
+
     fatal = {**FATAL, 402: "billing"}
     retryable = {**RETRYABLE, 529: "overloaded"}
 
@@ -140,7 +154,7 @@ def _reset(headers, now: float | None = None) -> float | None:
     resets: dict[str, float] = {}
     exhausted: set[str] = set()
     for limit in _LIMITS:
-        when = _timestamp(headers.get(f"anthropic-ratelimit-{limit}-reset"))
+        when = timestamp(headers.get(f"anthropic-ratelimit-{limit}-reset"))
         if when is not None:
             resets[limit] = max(0.0, when - now)
         if headers.get(f"anthropic-ratelimit-{limit}-remaining", "").strip() == "0":
@@ -149,14 +163,51 @@ def _reset(headers, now: float | None = None) -> float | None:
     return max(chosen) if chosen else None
 
 
-def _timestamp(text: str | None) -> float | None:
-    """An RFC 3339 timestamp as POSIX seconds; None if absent or unreadable."""
-    if not text:
-        return None
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+class AnthropicBatches(BatchApi):
+    provider = "anthropic"
+
+    def __init__(self, judge: HttpJudge, on_request: Callable[[], None] = lambda: None) -> None:
+        super().__init__(judge, on_request)
+        self.base = judge.url.removesuffix("/v1/messages")
+
+    async def find(self, pending: Submission) -> str | None:
+        """Message Batches carry no metadata: the batch created within two minutes of the
+        intent with as many requests. Several such batches: stop and say so (never guess)."""
+        listing = await self.json("GET", f"{self.base}/v1/messages/batches?limit=100")
+        found = []
+        for batch in listing.get("data") or []:
+            counts = batch.get("request_counts") if isinstance(batch, dict) else None
+            when = timestamp(batch.get("created_at")) if isinstance(batch, dict) else None
+            if (isinstance(counts, dict) and when is not None and abs(when - pending.created) <= 120
+                    and sum(v for v in counts.values() if isinstance(v, int)) == len(pending.custom_ids)):
+                found.append(batch_id(batch, "GET /v1/messages/batches"))
+        if len(found) > 1:
+            raise BatchStopped(f"a batch submission was interrupted, and {len(found)} batches ({', '.join(found)}) "
+                           "may be it; cancel the extra ones in the console, then delete "
+                           f"batches/<judge_id>.json to submit again")
+        return found[0] if found else None
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]], intent: str) -> str:
+        body = {"requests": [{"custom_id": cid, "params": msgspec.Raw(self.judge.body(r))} for cid, r in requests]}
+        return batch_id(await self.json("POST", f"{self.base}/v1/messages/batches", body), "POST /v1/messages/batches")
+
+    async def poll(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
+        batch = await self.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
+        return batch.get("processing_status") == "ended", batch
+
+    async def results(self, batch: dict[str, Any]) -> list[BatchResult]:
+        url = batch.get("results_url")
+        if not url:
+            return []
+        out: list[BatchResult] = []
+        for line in jsonl(await self.request("GET", url, cap=MAX_RESULTS_BYTES)):
+            result = line.get("result") or {}
+            if result.get("type") == "succeeded":
+                out.append((line["custom_id"], msgspec.json.encode(result.get("message")), None))
+            else:
+                detail = f": {message(self.judge, result['error'])}" if result.get("error") else ""
+                out.append((line["custom_id"], None, f"{result.get('type', 'no result')}{detail}"))
+        return out
+
+
+AnthropicJudge.batch_api = AnthropicBatches

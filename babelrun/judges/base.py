@@ -8,7 +8,7 @@ requests behind this same per-request call.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -16,7 +16,9 @@ from ..core.items import Item
 from ..core.records import ORDERS, Order
 from ..errors import FatalJudgeError, RejectedError, RetryableError
 from ..spec import JudgeSpec
-from .prompt import Template, render
+
+if TYPE_CHECKING:
+    from .protocol import Judging
 
 __all__ = ["ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "Order", "RejectedError",
            "RetryableError"]
@@ -25,16 +27,7 @@ __all__ = ["ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "
 class JudgeRequest(msgspec.Struct, frozen=True):
     item: Item
     order: Order
-    messages: list[dict[str, str]]
-
-    @classmethod
-    def of(cls, item: Item, order: Order, template: Template, in_item_language: bool = False) -> JudgeRequest:
-        """The presentation of ``item`` in ``order``: the reference in slot A for
-        ``ref_first``, in slot B for ``pert_first``; the instructions in English, or in the
-        item's language when asked for and written."""
-        a, b = (item.reference, item.perturbed) if order == "ref_first" else (item.perturbed, item.reference)
-        lang = item.lang if in_item_language else None
-        return cls(item, order, render(template, item.prompt, a, b, lang))
+    messages: list[dict[str, str]]  # rendered by the judge's protocol (``Judging.request``)
 
     @property
     def answer(self) -> str:
@@ -66,6 +59,7 @@ class JudgeReply(msgspec.Struct, frozen=True):
 class Judge(Protocol):
     spec: JudgeSpec
     judge_id: str
+    protocol: Judging  # attached by ``judges.build``: keys, requests, the reading of replies
 
     async def judge(self, request: JudgeRequest) -> JudgeReply: ...
 

@@ -30,7 +30,7 @@ def judge_id(spec: JudgeSpec) -> str:
         "temperature": spec.temperature,
         "max_tokens": max_tokens(spec),
         "soft": spec.soft,
-        "simulated": _knobs(spec) if spec.backend == "simulated" else None,
+        "simulated": _knobs(spec),  # None unless the judge has knobs (only the simulated backend takes them)
         **protocol_identity(spec),
         **_later_options(spec),
     }

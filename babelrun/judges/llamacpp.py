@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import atexit
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from ..spec import JudgeSpec
 from . import llamacpp_batch
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
@@ -241,3 +243,12 @@ class LlamaCppJudge(LocalJudge):
     async def aclose(self) -> None:
         self._close_decoder()
         await super().aclose()
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The manifest's check of a llama.cpp judge: a packaged model or a GGUF file."""
+    if not spec.model:
+        return "model", f"a GGUF file's path, or one of: {', '.join(PACKAGED)}"
+    if spec.model not in PACKAGED and not Path(spec.model).expanduser().is_file():
+        return "model", f"file not found: {spec.model}"
+    return None

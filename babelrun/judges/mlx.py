@@ -31,8 +31,10 @@ newline cut drops from ``raw``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 
+from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
 from .protocol import max_tokens
@@ -79,3 +81,12 @@ class MlxJudge(LocalJudge):
         return [JudgeReply(raw=text.split("\n", 1)[0], served_model=served, tokens_in=len(prompt),
                            tokens_out=len(ids))
                 for prompt, text, ids in zip(prompts, out.texts, out.token_ids, strict=True)]
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The manifest's check of an MLX judge: a model folder."""
+    if not spec.model:
+        return "model", "an MLX model folder's path (config.json, *.safetensors, tokenizer)"
+    if not Path(spec.model).expanduser().is_dir():
+        return "model", f"folder not found: {spec.model}"
+    return None

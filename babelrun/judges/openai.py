@@ -24,13 +24,17 @@ the request. Status mapping, masking and the bounds on replies are ``http.HttpJu
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any, ClassVar
 from urllib.parse import quote
 
+import aiohttp
 import msgspec
 
 from ..spec import JudgeSpec
 from .base import JudgeReply, JudgeRequest, RetryableError
-from .http import HttpJudge
+from .batch_api import MAX_RESULTS_BYTES, BatchApi, BatchResult, Submission, batch_id, jsonl, message
+from .http import HttpJudge, json_or_none
 from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
 from .protocol import max_tokens
@@ -103,6 +107,8 @@ def url_of(spec: JudgeSpec) -> str:
 
 
 class OpenAIJudge(HttpJudge):
+    batch_api: ClassVar[type[BatchApi]]  # OpenAIBatches (below): the batch API of this wire format
+
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         headers = headers_of(spec)
         # Masked out of every message that leaves the process: the key, and every value a
@@ -147,3 +153,65 @@ def _soft(choice: _Choice) -> tuple[float, float, float] | None:
     first = content[0]
     top = [(t.token, t.logprob) for t in first.top_logprobs] or [(first.token, first.logprob)]
     return slot_probabilities(top)
+
+
+OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")
+INTENT_KEY = "babelrun_intent"  # OpenAI batch metadata naming the submission (Pending.intent)
+
+
+class OpenAIBatches(BatchApi):
+    provider = "openai"
+
+    def __init__(self, judge: HttpJudge, on_request: Callable[[], None] = lambda: None) -> None:
+        super().__init__(judge, on_request)
+        self.base = judge.url.removesuffix("/chat/completions")
+
+    async def find(self, pending: Submission) -> str | None:
+        """The batch created with ``pending.intent`` in its metadata, if the provider has it."""
+        listing = await self.json("GET", f"{self.base}/batches?limit=100")
+        for batch in listing.get("data") or []:
+            if isinstance(batch, dict) and (batch.get("metadata") or {}).get(INTENT_KEY) == pending.intent:
+                return batch_id(batch, "GET /batches")
+        return None
+
+    async def submit(self, requests: list[tuple[str, JudgeRequest]], intent: str) -> str:
+        lines = bytearray()
+        for cid, request in requests:
+            lines += msgspec.json.encode({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                                          "body": msgspec.Raw(self.judge.body(request))})
+            lines += b"\n"
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", bytes(lines), filename="babelrun-batch.jsonl", content_type="application/jsonl")
+        body = form()  # the session's JSON content type must not win over the multipart one
+        file = json_or_none(await self.request("POST", f"{self.base}/files", data=body,
+                                               headers={"Content-Type": body.content_type}))
+        if not isinstance(file, dict) or not isinstance(file.get("id"), str):
+            raise RetryableError("bad_response", f"no file id from POST {self.base}/files")
+        batch = await self.json("POST", f"{self.base}/batches", {
+            "input_file_id": file["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h",
+            "metadata": {INTENT_KEY: intent}})
+        return batch_id(batch, f"POST {self.base}/batches")
+
+    async def poll(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
+        batch = await self.json("GET", f"{self.base}/batches/{batch_id}")
+        return batch.get("status") in OPENAI_TERMINAL, batch
+
+    async def results(self, batch: dict[str, Any]) -> list[BatchResult]:
+        out: list[BatchResult] = []
+        for key in ("output_file_id", "error_file_id"):
+            if not batch.get(key):
+                continue
+            content = await self.request("GET", f"{self.base}/files/{batch[key]}/content", cap=MAX_RESULTS_BYTES)
+            for line in jsonl(content):
+                response = line.get("response") or {}
+                if line.get("error") is None and response.get("status_code") == 200:
+                    out.append((line["custom_id"], msgspec.json.encode(response.get("body")), None))
+                else:
+                    error = line.get("error") or response.get("body") or "no response"
+                    said = f"HTTP {response['status_code']}: " if response.get("status_code") else ""
+                    out.append((line["custom_id"], None, said + message(self.judge, error)))
+        return out
+
+
+OpenAIJudge.batch_api = OpenAIBatches

@@ -7,7 +7,11 @@ verdicts) and a batch API. A judge may still set ``endpoint`` and ``api_key_env`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
+
+from ..spec import JudgeSpec
 
 
 class Preset(msgspec.Struct, frozen=True):
@@ -15,6 +19,11 @@ class Preset(msgspec.Struct, frozen=True):
     key_env: str | None
     logprobs: bool  # the provider returns token log-probabilities: soft verdicts
     batch_api: bool = False  # the provider has OpenAI's Batch API (engine/batches.py)
+    # The endpoint is always the user's own resource (so the preset's key applies to it).
+    own_endpoint: bool = False
+    model_required: bool = True  # False where another field names the model (Azure's deployment)
+    options: frozenset[str] = frozenset()  # JudgeSpec fields of this preset alone
+    requires: dict[str, str] = {}  # field -> what to say when it is missing (``check``)
 
 
 PRESETS: dict[str, Preset] = {
@@ -33,7 +42,11 @@ PRESETS: dict[str, Preset] = {
     "fireworks": Preset("https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", True),
     # Azure OpenAI: the endpoint is the resource's (https://NAME.openai.azure.com), from the
     # manifest or AZURE_OPENAI_ENDPOINT; the deployment and api-version from ``azure:``.
-    "azure": Preset("", "AZURE_OPENAI_API_KEY", True),
+    "azure": Preset("", "AZURE_OPENAI_API_KEY", True, own_endpoint=True, model_required=False,
+                    options=frozenset({"azure"}), requires={
+                        "azure": "the azure backend needs azure: {deployment: NAME}",
+                        "endpoint": "your resource's URL (https://NAME.openai.azure.com), "
+                                    "or set AZURE_OPENAI_ENDPOINT"}),
 }
 
 
@@ -59,6 +72,15 @@ def key_env(backend: str, explicit: str | None, endpoint: str | None) -> str | N
     if explicit is not None:
         return explicit
     preset = PRESETS.get(backend)
-    if preset and backend == "azure":  # the endpoint is always the user's own resource
+    if preset and preset.own_endpoint:  # the endpoint is always the user's own resource
         return preset.key_env
     return preset.key_env if preset and endpoint is None else None
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """A preset's own requirements (Azure: the deployment and the resource's URL)."""
+    preset = PRESETS.get(spec.backend)
+    for field, problem in (preset.requires if preset else {}).items():
+        if getattr(spec, field) is None:
+            return field, problem
+    return None

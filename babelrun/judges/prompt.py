@@ -96,19 +96,6 @@ POINTWISE = Template(
 TEMPLATES: dict[str, Template] = {t.name: t for t in (PAIRWISE, PAIRWISE_LENGTH_NEUTRAL, POINTWISE)}
 
 
-def render(template: Template, prompt: str, answer_a: str, answer_b: str,
-           lang: str | None = None) -> list[dict[str, str]]:
-    """Chat messages for one presentation, in English or in ``lang`` where the template is
-    written in it. Plain ``str.format`` on our own template only: corpus text is substituted
-    as data and never interpreted. Every language keeps the ``[Answer A]`` delimiters and
-    asks for the reply tokens A, B or tie, which the parser accepts."""
-    system, user = template.texts(lang)
-    return [
-        {"role": "system", "content": system},
-        {"role": "user", "content": user.format(prompt=prompt, answer_a=answer_a, answer_b=answer_b)},
-    ]
-
-
 _PREFIX = re.compile(
     r"^(?:final\s+answer|answer|verdict|winner|better(?:\s+answer)?|response|assistant)\s*[:：\-]?\s*",
     re.IGNORECASE,

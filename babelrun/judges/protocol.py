@@ -34,7 +34,7 @@ import msgspec
 from ..core.items import Item
 from ..core.records import ANSWERS, ORDERS
 from ..spec import JudgeSpec, VerdictSpec
-from .base import JudgeRequest
+from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
 
 FIELDS = {
@@ -249,11 +249,13 @@ def reply_format(verdict: VerdictSpec) -> str | None:
 
 
 class Judging:
-    """What the engine needs of a judge's protocol: its keys per item, the request for a
-    key, and the reading of a reply."""
+    """A judge's protocol: its keys per item, the request for a key, and the reading of a
+    reply. ``judges.build`` attaches one to every judge (``judge.protocol``); callers that
+    need requests without a backend (``show``, validate's estimate, pin's canaries) build it
+    with ``Judging.of(spec)``. Either way there is one way to render a request."""
 
     def __init__(self, spec: JudgeSpec):
-        self.protocol = spec.protocol
+        self.kind = spec.protocol
         self.keys = ANSWERS if spec.protocol == "pointwise" else ORDERS
         self.template = template_of(spec)
         self.fields = check_template(self.template, spec.protocol)
@@ -263,18 +265,18 @@ class Judging:
         self.read_slot = slot_reader(self.verdict) if spec.protocol == "pairwise" else None
         self.read_score = score_reader(self.verdict) if spec.protocol == "pointwise" else None
         self.localized = spec.prompt_language == "item"
-        self.builtin = builtin(spec)
+        self.soft = spec.soft
 
     @classmethod
     def of(cls, spec: JudgeSpec) -> Judging:
         return cls(spec)
 
     def request(self, item: Item, key: str) -> JudgeRequest:
-        if self.builtin and self.protocol == "pairwise":  # the historical path, unchanged
-            return JudgeRequest.of(item, key, self.template, self.localized)
         return JudgeRequest(item, key, self.render(item, key))
 
     def render(self, item: Item, key: str) -> list[dict[str, str]]:
+        """Chat messages for one key. Plain ``str.format_map`` over the template only: corpus
+        text is substituted as data, never re-read as a template."""
         from ..core import languages
 
         values = {"question": item.prompt}
@@ -285,7 +287,7 @@ class Judging:
             values["reference"] = item.reference_answer
         if "language" in self.fields:
             values["language"] = languages.name(item.lang)
-        if self.protocol == "pointwise":
+        if self.kind == "pointwise":
             values["answer"] = item.reference if key == "reference" else item.perturbed
         else:
             request = JudgeRequest(item, key, [])
@@ -296,16 +298,24 @@ class Judging:
         messages.append({"role": "user", "content": user.format_map(values)})
         return messages
 
-
-_CACHE: dict[str, Judging] = {}
-
-
-def judging(spec: JudgeSpec, judge_id: str) -> Judging:
-    """``Judging.of(spec)``, once per judge id (the id covers template, verdict, protocol)."""
-    found = _CACHE.get(judge_id)
-    if found is None:
-        found = _CACHE[judge_id] = Judging(spec)
-    return found
+    def read(self, reply: JudgeReply) -> tuple[str | None, float | None]:
+        """(slot, score) of a reply: pointwise, a score inside the scale or None (invalid);
+        pairwise, a slot (A, B, tie or invalid) — a soft judge's from its probabilities, never
+        its text; a judge that is code may name the slot or score itself."""
+        if self.read_score is not None:
+            if reply.score is None:
+                return None, self.read_score(reply.raw)
+            assert self.verdict is not None and self.verdict.scale is not None  # pointwise: always a scale
+            lo, hi = self.verdict.scale
+            return None, reply.score if lo <= reply.score <= hi else None
+        if self.soft:
+            if reply.probs is None:
+                return "invalid", None
+            return ("A", "B", "tie")[max(range(3), key=reply.probs.__getitem__)], None
+        if reply.slot is not None:
+            return reply.slot, None
+        assert self.read_slot is not None  # a pairwise judge always has a slot reader
+        return self.read_slot(reply.raw), None
 
 
 def identity(spec: JudgeSpec) -> dict:
@@ -333,5 +343,5 @@ def max_tokens(spec: JudgeSpec) -> int:
     return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
 
 
-__all__ = ["Judging", "TemplateError", "check_template", "check_verdict", "identity", "judging", "max_tokens",
-           "reply_format", "template_of"]
+__all__ = ["Judging", "TemplateError", "check_template", "check_verdict", "identity", "max_tokens", "reply_format",
+           "template_of"]

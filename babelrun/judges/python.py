@@ -103,3 +103,10 @@ class PythonJudge:
 
     async def aclose(self) -> None:
         pass
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The manifest's check of a python judge: a callable named (imported only at the audit)."""
+    if spec.callable is None:
+        return "callable", f"judge {spec.name!r}: the python backend needs callable: 'package.module:function'"
+    return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..spec import JudgeSpec, RuleSpec
 from .base import JudgeReply, JudgeRequest, RejectedError
@@ -104,3 +104,11 @@ class RuleJudge:
 
     async def aclose(self) -> None:
         pass
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The manifest's check of a rule judge: a rule that can run."""
+    if spec.rule is None:
+        return "rule", "the rule backend needs a rule (kind: length, regex, exact_match, json or python)"
+    wrong = problem(spec.rule)
+    return None if wrong is None else (f"rule.{wrong[0]}", wrong[1])

@@ -46,15 +46,20 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Mapping
 from statistics import NormalDist
 
 import anyio
 
+from ..agentic import AGENTIC_PERTURBATIONS
+from ..core import languages
 from ..core.items import bare_name
+from ..errors import ManifestError
+from ..perturb import TEXT_PERTURBATIONS
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 from .prompt import parse
-from .protocol import judging, reply_format
+from .protocol import Judging, reply_format, verdict_of
 
 _OFF_FORMAT = (
     "Both answers have merit, but it depends on the reader.",
@@ -77,8 +82,8 @@ class SimulatedJudge:
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
         self._offset = {_norm(k): v for k, v in self.knobs.scale_offset.items()}
         self._by_perturbation = self.knobs.accuracy_by_perturbation
-        how = judging(spec, judge_id)
-        self._pointwise = how.protocol == "pointwise"
+        how = self.protocol = Judging.of(spec)
+        self._pointwise = how.kind == "pointwise"
         self._format = reply_format(how.verdict) if how.verdict is not None else None
         self._scale = how.verdict.scale if self._pointwise else None
         self._values = how.verdict.values if self._pointwise else {}
@@ -206,3 +211,39 @@ def _norm(code: str) -> str:
     from ..core import languages
 
     return languages.normalize(code)
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The manifest's check of a simulated judge: its knobs, and a reply format its verdict
+    pattern reads back (it writes replies in the declared format)."""
+    try:
+        wrong = _knobs_problem(spec.simulated or SimulatedKnobs())
+    except ManifestError as e:  # a language code the registry does not know
+        return f"simulated.{e.path}", e.problem
+    if wrong is not None:
+        return f"simulated{'.' if wrong[0] else ''}{wrong[0]}", wrong[1]
+    verdict = verdict_of(spec)
+    if verdict is not None and reply_format(verdict) is None:
+        return "verdict.reply", (f"judge {spec.name!r}: the simulated judge cannot write a reply this pattern "
+                                 "reads: give one, e.g. 'Verdict: [[{label}]]'")
+    return None
+
+
+def _knobs_problem(knobs: SimulatedKnobs) -> tuple[str, str] | None:
+    if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:
+        return "", "|position_bias| + verbosity_bias must not exceed 1"
+    if knobs.invalid_rate + knobs.tie_rate > 1.0:
+        return "", "invalid_rate + tie_rate must not exceed 1"
+    for code in knobs.scale_offset:
+        languages.checked(code, f"scale_offset.{code}")
+    for code, value in knobs.accuracy.items():
+        languages.checked(code, f"accuracy.{code}")
+        if not 0.0 <= value <= 1.0:
+            return f"accuracy.{code}", "expected a probability in [0, 1]"
+    for name, value in knobs.accuracy_by_perturbation.items():
+        bare = bare_name(name)
+        if bare not in TEXT_PERTURBATIONS and bare not in AGENTIC_PERTURBATIONS:
+            return f"accuracy_by_perturbation.{name}", f"unknown perturbation {name!r}"
+        if not 0.0 <= value <= 1.0:
+            return f"accuracy_by_perturbation.{name}", "expected a probability in [0, 1]"
+    return None

@@ -144,6 +144,24 @@ class Plan:
         """Whether the key is this plan's to judge (always, unless the plan is a shard)."""
         return self.shard is None or self.shard.contains(judge_id, item_id, order)
 
+    def pending(self, judge_id: str, keys: tuple[str, ...], done: DoneSet | None = None,
+                wanted: DoneSet | None = None) -> Iterator[tuple[Item, str]]:
+        """The (item, key) pairs still to judge for one judge, in plan order: in this plan's
+        shard, not in ``done``, and in ``wanted`` when given (a cascade's escalations). The
+        one definition the engine, the batch APIs and bench-judge share; ``keys`` is the
+        judge's protocol's (both orders, or both answers)."""
+        check = done is not None and len(done) > 0
+        sharded = self.shard is not None
+        for item in self.items():
+            for key in keys:
+                if sharded and not self.wants(judge_id, item.item_id, key):
+                    continue
+                if check and done.contains(judge_id, item.item_id, key):  # type: ignore[union-attr]
+                    continue
+                if wanted is not None and not wanted.contains(judge_id, item.item_id, key):
+                    continue
+                yield item, key
+
     def _keys(self, judge_id: str):
         keys = plan_keys(self.item_ids)
         return keys if self.shard is None else keys[self.shard.mask(judge_id, keys)]

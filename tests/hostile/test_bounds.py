@@ -19,7 +19,7 @@ from babelrun.app.cli import main
 from babelrun.engine import limits
 from babelrun.judges.http import MAX_RETRY_AFTER_S, bounded_wait
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, simulated, write_manifest
+from helpers import ROOT, request, simulated, write_manifest
 
 KEY_ENV = "BABELRUN_BOUNDS_KEY"
 
@@ -46,8 +46,7 @@ def test_a_huge_retry_after_is_capped_in_the_error(behaviour, backend, monkeypat
     """H1 at the wire: each backend's RetryableError carries the capped wait, and says so."""
     from babelrun import judges
     from babelrun.core.items import Item
-    from babelrun.judges.base import JudgeRequest, RetryableError
-    from babelrun.judges.prompt import TEMPLATES
+    from babelrun.judges.base import RetryableError
     from babelrun.spec import JudgeSpec
 
     monkeypatch.setenv(KEY_ENV, "k")
@@ -59,7 +58,7 @@ def test_a_huge_retry_after_is_capped_in_the_error(behaviour, backend, monkeypat
 
         async def one():
             try:
-                await judge.judge(JudgeRequest.of(item, "ref_first", TEMPLATES["pairwise"]))
+                await judge.judge(request(item, "ref_first"))
             finally:
                 await judge.aclose()
 
