@@ -13,8 +13,8 @@ Everything that lists analyses iterates ``ANALYSES`` (in this order):
   ``spans_runs``: one result over several runs (written into each), shown once.
 
 The analysis code itself is imported only when an entry is used (``module``), so building the
-command line loads no analysis (numpy, pyarrow). A new analysis is a module here and one entry
-below; the report shows it (its ``text`` under ``title``) until a format gives it a table of
+command line loads no analysis (numpy, pyarrow). A new analysis is a module in this package and
+one entry below; the report shows it (its ``text`` under ``title``) until a format gives it a table of
 its own (``report.html._SECTIONS`` / ``report.markdown._SECTIONS``, keyed by name).
 """
 
@@ -34,7 +34,7 @@ from ..store.rundir import AGREEMENT_JSON, CALIBRATION_JSON, INVARIANCE_JSON, SE
 class Analysis:
     name: str  # the command: ``babelrun NAME``
     output: str  # the file it writes into each run directory it read
-    module: str  # babelrun.analyses.<module>: its ``text(result)`` and the result type
+    module: str  # the module (dotted name) of its ``text(result)`` and its result type
     result: str  # the result type's name in that module
     title: str  # its report section's heading
     help: str
@@ -48,7 +48,7 @@ class Analysis:
     spans_runs: bool = False
 
     def code(self) -> Any:
-        return import_module(f"babelrun.analyses.{self.module}")
+        return import_module(self.module)
 
     @property
     def result_type(self) -> type:
@@ -152,7 +152,8 @@ def _self_preference(args: argparse.Namespace) -> Any:
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        "calibrate", CALIBRATION_JSON, "calibrate", "Calibration", "Cross-lingual bias calibration (CBC)",
+        "calibrate", CALIBRATION_JSON, "babelrun.analyses.calibrate",
+        "Calibration", "Cross-lingual bias calibration (CBC)",
         help="CBC: remove judges' language-specific bias",
         description="From several judges audited over the same languages and "
         "perturbations (one or more run directories): the judge x language means, "
@@ -163,7 +164,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "(each RUN_DIR), which babelrun report shows.",
         arguments=_calibrate_arguments, compute=_calibrate, run_dirs=lambda args: args.run_dirs, spans_runs=True),
     Analysis(
-        "invariance", INVARIANCE_JSON, "invariance", "Invariance", "Language-switch invariance",
+        "invariance", INVARIANCE_JSON, "babelrun.analyses.invariance",
+        "Invariance", "Language-switch invariance",
         help="language-switch flip rates on a parallel corpus or labelled pairs",
         description="For a run over a parallel corpus (UDHR, FLORES): per judge "
         "and language, how often the verdict and its correctness flip between the "
@@ -175,7 +177,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "to RUN_DIR/invariance.json, which babelrun report shows.",
         arguments=_invariance_arguments, compute=_invariance),
     Analysis(
-        "agree", AGREEMENT_JSON, "agree", "Agreement", "Agreement with human labels",
+        "agree", AGREEMENT_JSON, "babelrun.analyses.agree",
+        "Agreement", "Agreement with human labels",
         help="agreement of a run's verdicts with human labels",
         description="Compare the judges' verdicts on a run's labelled pairs with "
         "human labels (an LLMBar/MT-Bench-format folder or dataset.json, or a CSV "
@@ -184,7 +187,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "written to RUN_DIR/agreement.json, which babelrun report shows.",
         arguments=_agree_arguments, compute=_agree, gate=_agree_gate),
     Analysis(
-        "self-preference", SELF_PREFERENCE_JSON, "selfpref", "SelfPreference", "Self-preference",
+        "self-preference", SELF_PREFERENCE_JSON, "babelrun.analyses.selfpref",
+        "SelfPreference", "Self-preference",
         help="how much each judge favours its own model family's answers",
         description="For judges that declare a family (family: in the manifest) and labelled "
         "pairs whose outputs name theirs (family_1, family_2): how often the judge names the "
