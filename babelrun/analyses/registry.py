@@ -96,11 +96,12 @@ def _invariance(args: argparse.Namespace) -> Any:
     from ..errors import NotApplicable
     from ..store.rundir import read_run_info
     from . import invariance
+    from .judge_ls import AuditRules
 
     info = read_run_info(args.run_dir)
     parallel = info.manifest.corpus.parallel
     pivot = args.pivot or (parallel.pivot if parallel else "en")
-    rules = invariance.AuditRules()
+    rules = AuditRules()
     if args.audit_min_length_ratio is not None:
         rules = msgspec.structs.replace(rules, min_length_ratio=args.audit_min_length_ratio)
     if args.audit_max_number_change is not None:

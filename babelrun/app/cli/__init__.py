@@ -113,6 +113,7 @@ def _main(argv: list[str] | None) -> int:
             return cause.exit_code
         # The disk is full, a folder is read-only, a file vanished: what, where, and that
         # what was written is resumable once fixed.
+        assert isinstance(cause, OSError)
         where = f"{cause.filename}: " if cause.filename else ""
         print(f"babelrun: error: {where}{cause.strerror or cause}", file=sys.stderr)
         return 1
