@@ -1,11 +1,12 @@
 """The README's exit-code table, cell by cell: every (command, code) it lists is produced here
-by a real invocation of the CLI, and every command of the CLI has a row."""
+by a real invocation of the CLI; every command of the command table (``cli.COMMANDS``) has a
+row, and the codes each row lists are those its command declares (``Command.exit_codes``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from babelrun.app.cli import _parser, main
+from babelrun.app.cli import COMMANDS, main
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, SHARED_DATA, quiet_audit, simulated, write_manifest
 
@@ -151,9 +152,14 @@ def _an_item(run_dir) -> str:
 
 def test_the_table_covers_every_command_and_every_cell_has_a_case():
     table = readme_table()
-    commands = set(_parser()._subparsers._group_actions[0].choices)
-    assert {c for c, _ in table} == commands
+    assert {c for c, _ in table} == {c.name for c in COMMANDS}
     assert set(table) == set(CASES) | set(ELSEWHERE)
+
+
+def test_the_table_lists_the_codes_each_command_declares():
+    table = readme_table()
+    assert {c.name: set(c.exit_codes) for c in COMMANDS} == {
+        c.name: {code for name, code in table if name == c.name} for c in COMMANDS}
 
 
 @pytest.mark.parametrize("cell", sorted(CASES), ids=lambda c: f"{c[0]}-{c[1]}")

@@ -3,8 +3,9 @@
 ``gather`` reads each run directory's cards (given, or rebuilt from the log by
 ``run.score_run``), ``run.yaml`` (judge identities), ``stats.json``, the counted records
 (served models, fingerprints, example failures with the judge's raw reply), the analyses'
-results where they were run (``calibration.json``, ``invariance.json``, ``agreement.json``), and regenerates the
-handful of items the examples need from the run's resolved manifest (records hold no texts).
+results where they were run (each entry of ``analyses.registry.ANALYSES``: its file, decoded as
+its result type, in ``RunReport.analyses``), and regenerates the handful of items the examples
+need from the run's resolved manifest (records hold no texts).
 Renderers (``markdown``, ``html``, ``plots``) only read a ``ReportData``; nothing here
 formats text.
 """
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..analyses import registry
 from ..analyses.agree import Agreement
 from ..analyses.calibrate import Calibration
 from ..analyses.invariance import Invariance
@@ -101,10 +104,28 @@ class RunReport(msgspec.Struct, frozen=True):
     elapsed_s: float | None
     examples: list[Example]
     texts_note: str | None  # why the examples' texts are missing, when they are
-    calibration: Calibration | None = None
-    invariance: Invariance | None = None
     stale: list[str] = []  # analysis files older than the log's newest segment
-    agreement: Agreement | None = None
+    # analysis name (registry) -> its result, for the analyses run on this run directory
+    analyses: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        # Decoded from msgpack (the plots' child process) the results are plain dicts: typed again.
+        types = {a.name: a for a in registry.ANALYSES}
+        for name, result in self.analyses.items():
+            if isinstance(result, dict) and name in types:
+                self.analyses[name] = msgspec.convert(result, types[name].result_type)
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return self.analyses.get("calibrate")
+
+    @property
+    def invariance(self) -> Invariance | None:
+        return self.analyses.get("invariance")
+
+    @property
+    def agreement(self) -> Agreement | None:
+        return self.analyses.get("agree")
 
 
 class ReportData(msgspec.Struct, frozen=True):
@@ -138,13 +159,20 @@ class ReportData(msgspec.Struct, frozen=True):
                         out.append((run, family, jc))
         return out
 
+    def analysis(self, name: str) -> list[tuple[RunReport, Any]]:
+        """(run, result) of the analysis ``name`` (a registry entry) for every run it was run on;
+        the first only for one whose result spans several runs (the same in each)."""
+        found = [(r, r.analyses[name]) for r in self.runs if r.analyses.get(name) is not None]
+        spans = any(a.spans_runs for a in registry.ANALYSES if a.name == name)
+        return found[:1] if spans else found
+
     @property
     def calibration(self) -> Calibration | None:
-        return next((r.calibration for r in self.runs if r.calibration is not None), None)
+        return next((c for _, c in self.analysis("calibrate")), None)
 
     @property
     def invariance(self) -> list[Invariance]:
-        return [r.invariance for r in self.runs if r.invariance is not None]
+        return [inv for _, inv in self.analysis("invariance")]
 
 
 def _optional(path: Path, type_):
@@ -353,13 +381,7 @@ def _log_stats(run_dir: Path) -> list[LogStats]:
 def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
     """One run directory's part of the report; cards are rebuilt from the log when not given."""
     from ..score.run import cards_of_run
-    from ..store.rundir import (
-        AGREEMENT_JSON,
-        CALIBRATION_JSON,
-        INVARIANCE_JSON,
-        RunStats,
-        read_run_info,
-    )
+    from ..store.rundir import RunStats, read_run_info
 
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
@@ -372,18 +394,18 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     stats = _optional(run_dir / "stats.json", RunStats)
     return RunReport(
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
-        stats.judges if stats else [], stats.elapsed_s if stats else None, found, note,
-        _optional(run_dir / CALIBRATION_JSON, Calibration), _optional(run_dir / INVARIANCE_JSON, Invariance),
-        _stale(run_dir), _optional(run_dir / AGREEMENT_JSON, Agreement))
+        stats.judges if stats else [], stats.elapsed_s if stats else None, found, note, _stale(run_dir),
+        {a.name: result for a in registry.ANALYSES
+         if (result := _optional(run_dir / a.output, a.result_type)) is not None})
 
 
 def _stale(run_dir: Path) -> list[str]:
-    """The analysis files written before the log last grew: their numbers miss records."""
+    """The analysis files (every registry entry's) written before the log last grew: their
+    numbers miss records."""
     from ..store import log
-    from ..store.rundir import ANALYSES
 
     newest = max((seg.stat().st_mtime for seg in log.segments(run_dir)), default=0.0)
-    return [name for name in ANALYSES
+    return [name for name in registry.outputs()
             if (run_dir / name).exists() and (run_dir / name).stat().st_mtime < newest]
 
 

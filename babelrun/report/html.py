@@ -290,47 +290,82 @@ def _audit(data: ReportData, plots: list[Plot]) -> str:
 
 
 def _analyses(data: ReportData, plots: list[Plot]) -> str:
+    """Every analysis of the registry that was run, in registry order: its own section where
+    ``_ANALYSES`` has one, else its text under its title."""
+    from ..analyses import registry
+
     out = [f"<p class=note>Note: <code>{h(r.run_dir)}/{h(name)}</code> predates the log's newest records; "
            "run the analysis again.</p>" for r in data.runs for name in r.stale]
-    c = data.calibration
-    if c is not None:
-        out += ["<h2>Cross-lingual bias calibration (CBC)</h2><p>From <code>babelrun calibrate</code>: each "
-                "language's ranking of the judges before and after removing their language-specific bias.</p>",
-                _table(["language", "raw ranking", "calibrated ranking"],
-                       [[h(lang), h(raw), h(cal)] for lang, raw, cal in cbc_rows(c)])]
-        if c.agreement is not None:
-            a = c.agreement
-            out.append(f"<p>Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, calibrated "
-                       f"{a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}].</p>")
-        out.append(f"<p>Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.</p>")
-    for inv in data.invariance:
-        rows = [[h(r.judge), h(r.lang), str(r.matched), _num(r.judgment_flip), _num(r.correctness_flip),
-                 f"{r.mcnemar_p:.3g}"] for r in inv.rows]
-        out += [f"<h2>Language-switch invariance against {h(inv.pivot)}</h2>"]
-        if rows:
-            out.append(_table(["judge", "language", "matched", "verdict flips", "correctness flips", "McNemar p"],
-                              rows, {2, 5}))
-        if inv.labelled is not None:
-            lab = inv.labelled
-            pairs = [[label, h(r.judge), h(r.condition), _num(r.accuracy), _num(r.accuracy_tie_half),
-                      _num(r.position_inconsistency), "–" if r.correctness_flip is None else _num(r.correctness_flip),
-                      "–" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"]
-                     for label, part in (("all", lab.all_pairs), ("audit-passing", lab.audit_passing))
-                     for r in part.rows if r.subset == "all"]
-            out += [f"<p>Labelled pairs across conditions (Judge-LS): the transformation audit flagged "
-                    f"{len(lab.flagged)} of {lab.all_pairs.pairs} pairs.</p>",
-                    _table(["pairs", "judge", "condition", "accuracy", "tie-half accuracy", "position inconsistency",
-                            "correctness flips", "McNemar p"], pairs, {7})]
-    for run in data.runs:
-        if run.agreement is None:
-            continue
-        a = run.agreement
-        rows = [[h(j), h(s), acc, h(kappa), str(n)] for j, s, acc, kappa, n in agreement_rows(a)]
-        out += [f"<h2>Agreement with human labels ({h(run.name)})</h2><p>From <code>babelrun agree</code>: "
-                f"{a.matched} of {a.labels_read} labels matched judged pairs; both orders (an item agrees "
-                f"when both its verdicts do), Wilson {a.confidence:.0%} intervals.</p>",
-                _table(["judge", "set", "accuracy", "Cohen's κ", "n"], rows, {4})]
+    for analysis in registry.ANALYSES:
+        section = _ANALYSES.get(analysis.name, _analysis_text)
+        out += [section(analysis, run, result) for run, result in data.analysis(analysis.name)]
     return "".join(out)
+
+
+def _analysis_text(analysis, run, result) -> str:
+    """An analysis without a section of its own: its text (as the command prints it)."""
+    where = "" if analysis.spans_runs else f" ({h(run.name)})"
+    return (f"<h2>{h(analysis.title)}{where}</h2><p>From <code>babelrun {h(analysis.name)}</code>.</p>"
+            f"<pre>{h(analysis.text(result))}</pre>")
+
+
+def _calibration(analysis, run, c) -> str:
+    out = ["<h2>Cross-lingual bias calibration (CBC)</h2><p>From <code>babelrun calibrate</code>: each "
+           "language's ranking of the judges before and after removing their language-specific bias.</p>",
+           _table(["language", "raw ranking", "calibrated ranking"],
+                  [[h(lang), h(raw), h(cal)] for lang, raw, cal in cbc_rows(c)])]
+    if c.agreement is not None:
+        a = c.agreement
+        out.append(f"<p>Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, calibrated "
+                   f"{a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}].</p>")
+    out.append(f"<p>Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.</p>")
+    return "".join(out)
+
+
+def _invariance(analysis, run, inv) -> str:
+    rows = [[h(r.judge), h(r.lang), str(r.matched), _num(r.judgment_flip), _num(r.correctness_flip),
+             f"{r.mcnemar_p:.3g}"] for r in inv.rows]
+    out = [f"<h2>Language-switch invariance against {h(inv.pivot)}</h2>"]
+    if rows:
+        out.append(_table(["judge", "language", "matched", "verdict flips", "correctness flips", "McNemar p"],
+                          rows, {2, 5}))
+    if inv.labelled is not None:
+        lab = inv.labelled
+        pairs = [[label, h(r.judge), h(r.condition), _num(r.accuracy), _num(r.accuracy_tie_half),
+                  _num(r.position_inconsistency), "–" if r.correctness_flip is None else _num(r.correctness_flip),
+                  "–" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"]
+                 for label, part in (("all", lab.all_pairs), ("audit-passing", lab.audit_passing))
+                 for r in part.rows if r.subset == "all"]
+        out += [f"<p>Labelled pairs across conditions (Judge-LS): the transformation audit flagged "
+                f"{len(lab.flagged)} of {lab.all_pairs.pairs} pairs.</p>",
+                _table(["pairs", "judge", "condition", "accuracy", "tie-half accuracy", "position inconsistency",
+                        "correctness flips", "McNemar p"], pairs, {7})]
+    return "".join(out)
+
+
+def _agreement(analysis, run, a) -> str:
+    rows = [[h(j), h(s), acc, h(kappa), str(n)] for j, s, acc, kappa, n in agreement_rows(a)]
+    return (f"<h2>Agreement with human labels ({h(run.name)})</h2><p>From <code>babelrun agree</code>: "
+            f"{a.matched} of {a.labels_read} labels matched judged pairs; both orders (an item agrees "
+            f"when both its verdicts do), Wilson {a.confidence:.0%} intervals.</p>"
+            + _table(["judge", "set", "accuracy", "Cohen's κ", "n"], rows, {4}))
+
+
+def _self_preference(analysis, run, sp) -> str:
+    head, rows = summary.self_preference_rows(sp)
+    out = [f"<h2>Self-preference ({h(run.name)})</h2><p>From <code>babelrun self-preference</code>: how often "
+           "each judge names the worse output when its own family wrote it, against when its family wrote "
+           "neither; s = (own − neutral) / (1 − neutral), the share of decisions it hands its family.</p>"]
+    out.append(_table(head, [[h(v) for v in row] for row in rows], {6})
+               if rows else "<p>No judge declares a family (family: in the manifest).</p>")
+    if sp.skipped:
+        out.append(f"<p>Judges without a family: {h(', '.join(sp.skipped))}.</p>")
+    return "".join(out)
+
+
+# The analyses (registry names) with a section of their own; the others show their text.
+_ANALYSES = {"calibrate": _calibration, "invariance": _invariance, "agree": _agreement,
+             "self-preference": _self_preference}
 
 
 def _stats(data: ReportData, plots: list[Plot]) -> str:

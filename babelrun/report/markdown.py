@@ -307,46 +307,85 @@ def _cards(data) -> list[str]:
 
 
 def _analyses(data) -> list[str]:
-    from .summary import cbc_rows
+    """Every analysis of the registry that was run, in registry order: its own section where
+    ``_ANALYSES`` has one, else its text under its title."""
+    from ..analyses import registry
 
     out = [f"Note: {_code(r.run_dir)}/{name} predates the log's newest records; run the analysis again."
            for r in data.runs for name in r.stale]
     out += [""] if out else []
-    c = data.calibration
-    if c is not None:
-        out += ["## Cross-lingual bias calibration (CBC)", "",
-                "From `babelrun calibrate`: each language's ranking of the judges before and after "
-                "removing their language-specific bias.", "",
-                "| language | raw ranking | calibrated ranking |", "|---|---|---|"]
-        out += [f"| {_cell(lang)} | {md(raw)} | {md(cal)} |" for lang, raw, cal in cbc_rows(c)]
-        if c.agreement is not None:
-            a = c.agreement
-            out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, "
-                    f"calibrated {a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}]."]
-        out += [f"Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.", ""]
-    for inv in data.invariance:
-        out += [f"## Language-switch invariance against {_cell(inv.pivot)}", ""]
-        if inv.rows:
-            out += ["| judge | language | matched | verdict flips | correctness flips | McNemar p |",
-                    "|---|---|---:|---|---|---:|"]
-            out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_num(r.judgment_flip)} | "
-                    f"{_num(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
-            out.append("")
-        if inv.labelled is not None:
-            out += _judge_ls(inv.labelled)
+    for analysis in registry.ANALYSES:
+        section = _ANALYSES.get(analysis.name, _analysis_text)
+        for run, result in data.analysis(analysis.name):
+            out += section(analysis, run, result)
+    return out
+
+
+def _analysis_text(analysis, run, result) -> list[str]:
+    """An analysis without a section of its own: its text (as the command prints it), as an
+    indented code block (each line indented, so no line of it can end the block)."""
+    where = "" if analysis.spans_runs else f" ({md(run.name)})"
+    lines = analysis.text(result).rstrip("\n").split("\n")
+    return [f"## {md(analysis.title)}{where}", "", f"From `babelrun {analysis.name}`.", "",
+            *(f"    {neutralise(line)}".rstrip() for line in lines), ""]
+
+
+def _calibration(analysis, run, c) -> list[str]:
+    from .summary import cbc_rows
+
+    out = ["## Cross-lingual bias calibration (CBC)", "",
+           "From `babelrun calibrate`: each language's ranking of the judges before and after "
+           "removing their language-specific bias.", "",
+           "| language | raw ranking | calibrated ranking |", "|---|---|---|"]
+    out += [f"| {_cell(lang)} | {md(raw)} | {md(cal)} |" for lang, raw, cal in cbc_rows(c)]
+    if c.agreement is not None:
+        a = c.agreement
+        out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, "
+                f"calibrated {a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}]."]
+    return out + [f"Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.", ""]
+
+
+def _invariance(analysis, run, inv) -> list[str]:
+    out = [f"## Language-switch invariance against {_cell(inv.pivot)}", ""]
+    if inv.rows:
+        out += ["| judge | language | matched | verdict flips | correctness flips | McNemar p |",
+                "|---|---|---:|---|---|---:|"]
+        out += [f"| {md(r.judge)} | {_cell(r.lang)} | {r.matched} | {_num(r.judgment_flip)} | "
+                f"{_num(r.correctness_flip)} | {r.mcnemar_p:.3g} |" for r in inv.rows]
+        out.append("")
+    return out + (_judge_ls(inv.labelled) if inv.labelled is not None else [])
+
+
+def _agreement(analysis, run, a) -> list[str]:
     from .summary import agreement_rows
 
-    for run in data.runs:
-        if run.agreement is None:
-            continue
-        a = run.agreement
-        out += [f"## Agreement with human labels ({md(run.name)})", "",
-                f"From `babelrun agree`: {a.matched} of {a.labels_read} labels matched judged pairs; both "
-                f"orders, Wilson {a.confidence:.0%} intervals.", "",
-                "| judge | set | accuracy | Cohen's κ | n |", "|---|---|---|---|---:|"]
-        out += [f"| {md(j)} | {_cell(st)} | {acc} | {md(kappa)} | {n} |" for j, st, acc, kappa, n in agreement_rows(a)]
-        out.append("")
-    return out
+    out = [f"## Agreement with human labels ({md(run.name)})", "",
+           f"From `babelrun agree`: {a.matched} of {a.labels_read} labels matched judged pairs; both "
+           f"orders, Wilson {a.confidence:.0%} intervals.", "",
+           "| judge | set | accuracy | Cohen's κ | n |", "|---|---|---|---|---:|"]
+    out += [f"| {md(j)} | {_cell(st)} | {acc} | {md(kappa)} | {n} |" for j, st, acc, kappa, n in agreement_rows(a)]
+    return out + [""]
+
+
+def _self_preference(analysis, run, sp) -> list[str]:
+    head, rows = summary.self_preference_rows(sp)
+    out = [f"## Self-preference ({md(run.name)})", "",
+           "From `babelrun self-preference`: how often each judge names the worse output when its own family "
+           "wrote it, against when its family wrote neither; s = (own − neutral) / (1 − neutral), the share "
+           "of decisions it hands its family.", ""]
+    if rows:
+        out += ["| " + " | ".join(head) + " |", "|" + "---|" * 6 + "---:|" + "---|" * (len(head) - 7)]
+        out += ["| " + " | ".join([md(judge), _cell(family), *figures]) + " |" for judge, family, *figures in rows]
+    else:
+        out.append("No judge declares a family (family: in the manifest).")
+    if sp.skipped:
+        out += ["", f"Judges without a family: {md(', '.join(sp.skipped))}."]
+    return out + [""]
+
+
+# The analyses (registry names) with a section of their own; the others show their text.
+_ANALYSES = {"calibrate": _calibration, "invariance": _invariance, "agree": _agreement,
+             "self-preference": _self_preference}
 
 
 def _judge_ls(lab) -> list[str]:

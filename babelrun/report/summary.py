@@ -314,3 +314,15 @@ def side_by_side_rows(cards: Cards) -> list[list[str]]:
                 rows.append([f"{lang} ({b.language})", pj.judge, number(a.accuracy), number(a.position_bias, True),
                              qj.judge, number(b.card.discrimination), number(b.scale_offset, signed=True)])
     return rows
+
+
+def self_preference_rows(sp) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of ``babelrun self-preference``'s result: per judge with a family, all its
+    labelled pairs and the length-neutral ones (the worse output not the longer)."""
+    head = ["judge", "family", "pairs", "own worse named", "neutral worse named", "difference", "Fisher p",
+            "self-preference s", "paired b / c (McNemar p)"]
+    rows = [[c.judge, c.family, label, number(p.own_worse), number(p.neutral), number(p.difference, signed=True),
+             "–" if p.fisher_p is None else f"{p.fisher_p:.3g}", number(p.self_preference),
+             "–" if p.paired_p is None else f"{p.paired_b} / {p.paired_c} ({p.paired_p:.3g})"]
+            for c in sp.cards for label, p in (("all", c.all_pairs), ("length-neutral", c.length_neutral))]
+    return head, rows

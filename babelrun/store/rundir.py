@@ -10,8 +10,9 @@
       batches/            pending provider batches (engine/batches.py)
       judgements.parquet  the log compacted (store/compact.py), a cache
       stats.json          RunStats: every audit process's, and their totals (stats.<shard>.json per shard)
-      cards.json  report.md  report.html  plots/  calibration.json  invariance.json  agreement.json
-      self_preference.json (babelrun self-preference)
+      cards.json  report.md  report.html  plots/
+      calibration.json  invariance.json  agreement.json  self_preference.json
+                          the analyses' results (babelrun/analyses/registry.py lists them)
 
 Every module names these files through the constants here.
 """
@@ -37,7 +38,8 @@ CALIBRATION_JSON = "calibration.json"
 INVARIANCE_JSON = "invariance.json"
 AGREEMENT_JSON = "agreement.json"
 SELF_PREFERENCE_JSON = "self_preference.json"
-ANALYSES = (CALIBRATION_JSON, INVARIANCE_JSON, AGREEMENT_JSON)  # written by analyses of a finished run
+# The analyses that write these four are listed, with their files, in analyses/registry.py (a
+# layer above): the report's staleness check iterates that registry.
 
 
 class RunInfo(msgspec.Struct, frozen=True):

@@ -1,0 +1,207 @@
+"""The analyses of a finished run, one entry each: the one place that says what an analysis
+is called, what it writes, how it is asked for on the command line and how it is shown.
+
+Everything that lists analyses iterates ``ANALYSES`` (in this order):
+
+- the command line (``babelrun.app.cli.analyses``): one command per entry, its arguments from
+  ``arguments``, ``--json`` added to every one, the result computed by ``compute``, written as
+  ``output`` in each run directory it read (``run_dirs``), printed with ``text``, the exit code
+  from ``gate``;
+- the report (``report.data``): each run directory's ``output`` decoded as ``result_type``
+  (``RunReport.analyses[name]``), flagged when it predates the log's newest records (the
+  staleness check), and shown as the section titled ``title`` in report.md and report.html;
+  ``spans_runs``: one result over several runs (written into each), shown once.
+
+The analysis code itself is imported only when an entry is used (``module``), so building the
+command line loads no analysis (numpy, pyarrow). A new analysis is a module in this package and
+one entry below; the report shows it (its ``text`` under ``title``) until a format gives it a table of
+its own (``report.html._SECTIONS`` / ``report.markdown._SECTIONS``, keyed by name).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from ..store.rundir import AGREEMENT_JSON, CALIBRATION_JSON, INVARIANCE_JSON, SELF_PREFERENCE_JSON
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str  # the command: ``babelrun NAME``
+    output: str  # the file it writes into each run directory it read
+    module: str  # the module (dotted name) of its ``text(result)`` and its result type
+    result: str  # the result type's name in that module
+    title: str  # its report section's heading
+    help: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]  # its own arguments (``--json`` is added)
+    compute: Callable[[argparse.Namespace], Any]  # the result, from the parsed arguments
+    run_dirs: Callable[[argparse.Namespace], Sequence[Path]] = field(default=lambda args: [args.run_dir])
+    # A CI gate (exit 1): (the reasons it tripped, one line each; what they are), or None
+    # where the arguments ask for no gate. None: the analysis has no gate.
+    gate: Callable[[argparse.Namespace, Any], tuple[list[str], str] | None] | None = None
+    spans_runs: bool = False
+
+    def code(self) -> Any:
+        return import_module(self.module)
+
+    @property
+    def result_type(self) -> type:
+        return getattr(self.code(), self.result)  # type: ignore[no-any-return]
+
+    def text(self, result: Any) -> str:
+        return self.code().text(result)  # type: ignore[no-any-return]
+
+
+def _run_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", type=Path)
+
+
+# -- calibrate ------------------------------------------------------------------------------
+
+def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("--replicates", type=int, default=200, help="task-bootstrap replicates (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _calibrate(args: argparse.Namespace) -> Any:
+    from . import calibrate
+
+    return calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)
+
+
+# -- invariance -----------------------------------------------------------------------------
+
+def _invariance_arguments(p: argparse.ArgumentParser) -> None:
+    _run_dir(p)
+    p.add_argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, "
+                   "else en)")
+    p.add_argument("--audit-min-length-ratio", type=float, metavar="R",
+                   help="transformation audit: flag a variant whose text is shorter than R times the "
+                   "pivot's, in characters (default 0.15)")
+    p.add_argument("--audit-max-number-change", type=int, metavar="N",
+                   help="transformation audit: flag a variant whose count of numbers differs from the "
+                   "pivot's by more than N (default 1)")
+
+
+def _invariance(args: argparse.Namespace) -> Any:
+    import msgspec
+
+    from ..errors import NotApplicable
+    from ..store.rundir import read_run_info
+    from . import invariance
+    from .judge_ls import AuditRules
+
+    info = read_run_info(args.run_dir)
+    parallel = info.manifest.corpus.parallel
+    pivot = args.pivot or (parallel.pivot if parallel else "en")
+    rules = AuditRules()
+    if args.audit_min_length_ratio is not None:
+        rules = msgspec.structs.replace(rules, min_length_ratio=args.audit_min_length_ratio)
+    if args.audit_max_number_change is not None:
+        rules = msgspec.structs.replace(rules, max_number_change=args.audit_max_number_change)
+    result = invariance.run(args.run_dir, pivot, rules=rules)
+    if not any(r.matched for r in result.rows) and not result.code_switched and not result.tie_probes \
+            and result.labelled is None:
+        raise NotApplicable(f"{args.run_dir}: no unit was judged both in {pivot} and in another language "
+                            "(is the corpus parallel, UDHR or FLORES, or labelled pairs in several conditions, "
+                            "with the pivot among them?)")
+    return result
+
+
+# -- agree ----------------------------------------------------------------------------------
+
+def _agree_arguments(p: argparse.ArgumentParser) -> None:
+    _run_dir(p)
+    p.add_argument("labels", type=Path)
+    p.add_argument("--min-kappa", type=float, metavar="K",
+                   help="exit 1 when a judge's kappa (both orders, all sets) is below K or undefined")
+
+
+def _agree(args: argparse.Namespace) -> Any:
+    from ..errors import NotApplicable
+    from . import agree
+
+    result = agree.run(args.run_dir, args.labels)
+    if result.matched == 0:
+        raise NotApplicable(f"no label in {args.labels} matches a pair judged in {args.run_dir} "
+                            f"({result.labels_read} read, {result.unknown.count} unknown ids)")
+    return result
+
+
+def _agree_gate(args: argparse.Namespace, result: Any) -> tuple[list[str], str] | None:
+    from . import agree
+
+    return None if args.min_kappa is None else (agree.below(result, args.min_kappa), "below --min-kappa")
+
+
+# -- self-preference ------------------------------------------------------------------------
+
+def _self_preference(args: argparse.Namespace) -> Any:
+    from ..store.rundir import read_run_info
+    from . import selfpref
+
+    read_run_info(args.run_dir)
+    return selfpref.run(args.run_dir)
+
+
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis(
+        "calibrate", CALIBRATION_JSON, "babelrun.analyses.calibrate",
+        "Calibration", "Cross-lingual bias calibration (CBC)",
+        help="CBC: remove judges' language-specific bias",
+        description="From several judges audited over the same languages and "
+        "perturbations (one or more run directories): the judge x language means, "
+        "their language x judge interaction (double-centred), calibrated scores, "
+        "per-language rankings before and after, held-out cross-language rank "
+        "agreement (Kendall tau) under a task bootstrap, and rank reversals "
+        "(Benjamini-Hochberg adjusted). Also written to RUN_DIR/calibration.json "
+        "(each RUN_DIR), which babelrun report shows.",
+        arguments=_calibrate_arguments, compute=_calibrate, run_dirs=lambda args: args.run_dirs, spans_runs=True),
+    Analysis(
+        "invariance", INVARIANCE_JSON, "babelrun.analyses.invariance",
+        "Invariance", "Language-switch invariance",
+        help="language-switch flip rates on a parallel corpus or labelled pairs",
+        description="For a run over a parallel corpus (UDHR, FLORES): per judge "
+        "and language, how often the verdict and its correctness flip between the "
+        "pivot language and that language for the same unit, perturbation and "
+        "order, with Wilson intervals and an exact McNemar test. For labelled pairs in "
+        "several conditions (Judge-LS): strict and tie-half accuracy, flips against the "
+        "pivot condition, position inconsistency, per subset, and a transformation audit "
+        "with every figure given for all pairs and for audit-passing pairs. Also written "
+        "to RUN_DIR/invariance.json, which babelrun report shows.",
+        arguments=_invariance_arguments, compute=_invariance),
+    Analysis(
+        "agree", AGREEMENT_JSON, "babelrun.analyses.agree",
+        "Agreement", "Agreement with human labels",
+        help="agreement of a run's verdicts with human labels",
+        description="Compare the judges' verdicts on a run's labelled pairs with "
+        "human labels (an LLMBar/MT-Bench-format folder or dataset.json, or a CSV "
+        "of item,label with label 1 or 2): accuracy with a Wilson interval, Cohen's "
+        "kappa with its Landis-Koch band, and n, per order and both orders. Also "
+        "written to RUN_DIR/agreement.json, which babelrun report shows.",
+        arguments=_agree_arguments, compute=_agree, gate=_agree_gate),
+    Analysis(
+        "self-preference", SELF_PREFERENCE_JSON, "babelrun.analyses.selfpref",
+        "SelfPreference", "Self-preference",
+        help="how much each judge favours its own model family's answers",
+        description="For judges that declare a family (family: in the manifest) and labelled "
+        "pairs whose outputs name theirs (family_1, family_2): how often the judge names the "
+        "worse output when its own family wrote it, against when its family wrote neither; "
+        "the difference (Newcombe interval, Fisher exact p), the self-preference share with a "
+        "bootstrap interval, a paired McNemar test against the other families' judges on the "
+        "same presentations, and all of it again on pairs where the worse output is not the "
+        "longer. Also written to RUN_DIR/self_preference.json, which babelrun report shows.",
+        arguments=_run_dir, compute=_self_preference),
+)
+
+
+def outputs() -> tuple[str, ...]:
+    """Every analysis's file name, in registry order (the report's staleness check)."""
+    return tuple(a.output for a in ANALYSES)
