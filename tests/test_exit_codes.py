@@ -19,8 +19,8 @@ ELSEWHERE = {("audit", 130): "tests/test_resume.py::test_ctrl_c_drains_flushes_a
 
 
 def readme_table() -> dict[tuple[str, int], str]:
-    text = (ROOT / "README.md").read_text()
-    table = text.split("### Exit codes", 1)[1].split("\n\n")[2]
+    text = (ROOT / "docs" / "operations.md").read_text()  # the table moved from the README to the docs
+    table = text.split("\n## Exit codes", 1)[1].split("\n\n")[2]
     lines = [line for line in table.splitlines() if line.startswith("| `")]
     codes = [0, 1, 2, 130]
     cells = {}
