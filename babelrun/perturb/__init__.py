@@ -5,19 +5,37 @@ construction. Every perturbation has the same shape: ``(text, severity, rng, lan
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from random import Random
 
 from . import text
 
-Perturbation = Callable[[str, float, Random, str], str]
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A text degradation and what it is, declared here so that nothing above keeps a list of
+    names about it: ``lengthens`` (the degraded answer is longer than the reference: the
+    verbosity probes, e.g. the pointwise pad gain)."""
+
+    apply: Callable[[str, float, Random, str], str]
+    lengthens: bool = False
+
+    def __call__(self, answer: str, severity: float, rng: Random, lang: str) -> str:
+        return self.apply(answer, severity, rng, lang)
+
 
 TEXT_PERTURBATIONS: dict[str, Perturbation] = {
-    "truncate": text.truncate,
-    "shuffle": text.shuffle,
-    "number_corrupt": text.number_corrupt,
-    "drop_entities": text.drop_entities,
-    "repeat_pad": text.repeat_pad,
+    "truncate": Perturbation(text.truncate),
+    "shuffle": Perturbation(text.shuffle),
+    "number_corrupt": Perturbation(text.number_corrupt),
+    "drop_entities": Perturbation(text.drop_entities),
+    "repeat_pad": Perturbation(text.repeat_pad, lengthens=True),
 }
+
+
+def lengthening() -> tuple[str, ...]:
+    """The text perturbations that lengthen the answer."""
+    return tuple(name for name, p in TEXT_PERTURBATIONS.items() if p.lengthens)
 
 
 
@@ -27,4 +45,4 @@ def perturb_reference(ref, name: str, severity: float, rng: Random) -> str:
     return TEXT_PERTURBATIONS[name](ref.response, severity, rng, ref.lang)
 
 
-__all__ = ["TEXT_PERTURBATIONS", "Perturbation", "perturb_reference"]
+__all__ = ["TEXT_PERTURBATIONS", "Perturbation", "lengthening", "perturb_reference"]

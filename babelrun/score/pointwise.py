@@ -41,13 +41,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
+from ..core.items import FAMILY_PREFIX
 from ..core.records import ANSWERS
+from ..perturb import lengthening
 from . import stats
 from .columns import codes, item_bits, lookup
 from .metrics import LENGTH_GAP
 from .stats import Interval, rounded
 
-PAD = ("repeat_pad", "cs:repeat_pad")
+# The verbosity probes: the perturbations that declare they lengthen, and their code-switched twins.
+PAD = tuple(prefix + name for name in lengthening()
+            for prefix in (FAMILY_PREFIX["text"], FAMILY_PREFIX["code_switched"]))
 COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "score", "ref_id", "ref_len",
            "pert_len"]
 # Per-reference sums; every metric is a ratio of two of them.

@@ -158,9 +158,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _unjudged(plan) -> list[str]:
     """The plan's languages that will get no card or no verdict, and why (validate)."""
+    from ...core.items import is_family
+
     emitted: dict[str, int] = {}
     for row in plan.audit:
-        if not row.perturbation.startswith(("pairs:", "agent:")):
+        if not (is_family(row.perturbation, "labelled") or is_family(row.perturbation, "agentic")):
             emitted[row.lang] = emitted.get(row.lang, 0) + row.emitted
     out = [f"segmentation weak: {s.lang} ({s.sentences_per_unit:.2f} sentences per unit over "
            f"{s.units} units): its card will carry no verdict" for s in plan.segmentation if s.weak]

@@ -1,5 +1,7 @@
-"""``errors.ErrorKind`` is the one vocabulary of error kinds: every kind the package raises,
-maps a status to, or records is a member (read from the source, so a new literal fails here)."""
+"""One vocabulary per fact. ``errors.ErrorKind`` is the one vocabulary of error kinds: every
+kind the package raises, maps a status to, or records is a member (read from the source, so a
+new literal fails here). The default perturbations are the registry's; the pointwise pad gain
+reads what the perturbations declare."""
 
 from __future__ import annotations
 
@@ -64,3 +66,22 @@ def test_every_kind_in_the_source_is_an_error_kind():
 def test_every_error_kind_is_used():
     """No member is dead: each is raised, mapped or recorded somewhere."""
     assert set(ErrorKind) - set(kinds_in_source()) == set()
+
+
+def test_default_perturbations_are_the_registry():
+    """``spec`` sits below ``perturb`` and cannot import it: its default list is the
+    registry's names, in the registry's order, held here."""
+    from babelrun.agentic import AGENTIC_PERTURBATIONS
+    from babelrun.perturb import TEXT_PERTURBATIONS
+    from babelrun.spec import DEFAULT_AGENTIC_PERTURBATIONS, DEFAULT_TEXT_PERTURBATIONS
+
+    assert DEFAULT_TEXT_PERTURBATIONS == tuple(TEXT_PERTURBATIONS)
+    assert set(DEFAULT_AGENTIC_PERTURBATIONS) <= set(AGENTIC_PERTURBATIONS)
+
+
+def test_the_pointwise_pad_gain_reads_the_perturbations_that_lengthen():
+    from babelrun.perturb import TEXT_PERTURBATIONS, lengthening
+    from babelrun.score.pointwise import PAD
+
+    assert lengthening() == ("repeat_pad",) and TEXT_PERTURBATIONS["repeat_pad"].lengthens
+    assert PAD == ("repeat_pad", "cs:repeat_pad")
