@@ -76,7 +76,7 @@ async def run_engine(url: str, planned, folder, **judge_settings):
     started = time.perf_counter()
     try:
         result = await engine.run([judges.build(spec, 0)], planned, log.DoneSet(), writer,
-                                  progress=Progress(interval=3600), handle_signals=False)
+                                  engine.RunOptions(progress=Progress(interval=3600), handle_signals=False))
     finally:
         writer.close()
     return result.judges[0], time.perf_counter() - started

@@ -31,11 +31,11 @@ from ..store import compact, log
 from ..store.rundir import STATS_JSON, read_run_info
 from .phases import (
     AuditResult,
-    _return_freed_memory,
     check_plan,
     check_shardable,
     prepare_dir,
     result_of,
+    return_freed_memory,
     run_shard,
     score_run,
     warnings,
@@ -96,7 +96,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
         if result.cards is not None:
             # The full report (report.md with the leaderboard, report.html, plots/) from the
             # log and the cards just scored.
-            _return_freed_memory()
+            return_freed_memory()
             report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result
 

@@ -178,7 +178,10 @@ class ReplicaPool:
     goes to another replica, or to the same one once Ray has restarted it."""
 
     def __init__(self, spec: JudgeSpec, judge_id: str, actors: list):
+        from ..judges.protocol import Judging
+
         self.spec, self.judge_id = spec, judge_id
+        self.protocol = Judging.of(spec)  # the requests and readings are the judge's, not the replicas'
         self._actors = actors
         self._busy = [0] * len(actors)
         self._ray = require_ray()

@@ -147,10 +147,12 @@ def _judge(backends: list, plan: Plan, done: log.DoneSet, writer: log.LogWriter,
     judges' records escalate."""
     first = [b for b in backends if b.spec.calls == "all"]
     later = [b for b in backends if b.spec.calls == "escalations"]
-    outcomes = [anyio.run(lambda: engine.run(first, plan, done, writer, **options))] if first else []
+    outcomes = ([anyio.run(lambda: engine.run(first, plan, done, writer, engine.RunOptions(**options)))]
+                if first else [])
     if later and not any(o.interrupted for o in outcomes):
         wanted = wanted if wanted is not None else escalations(manifest)
-        outcomes.append(anyio.run(lambda: engine.run(later, plan, done, writer, wanted=wanted, **options)))
+        outcomes.append(anyio.run(lambda: engine.run(later, plan, done, writer,
+                                                     engine.RunOptions(wanted=wanted, **options))))
     return engine.EngineResult([s for o in outcomes for s in o.judges], any(o.interrupted for o in outcomes),
                                writer.written, sum(o.elapsed_s for o in outcomes))
 
@@ -178,7 +180,7 @@ def write_stats(run_dir: Path, stats: RunStats, name: str = STATS_JSON) -> None:
     write_atomic(path, msgspec.json.format(msgspec.json.encode(accumulate(previous, stats)), indent=2))
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Hand the heap that judging and compaction freed back to the OS (glibc keeps it), so
     that the report's plotting (matplotlib: ~40 MB) does not stack on top of it: a full
     65-language plan then stays under its 300 MB peak (bench/full_plan.py)."""

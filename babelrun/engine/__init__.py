@@ -3,7 +3,7 @@ account rate limits and retries (``limits``), through provider batch APIs where 
 (``batches``), with live counters (``state``) and a progress display (``progress``)."""
 
 from .limits import CallLimits, FixedConcurrency
-from .pipeline import JudgeRunner, run, runner
+from .pipeline import JudgeRunner, RunOptions, run, runner
 from .state import EngineResult, JudgeState
 
-__all__ = ["CallLimits", "EngineResult", "FixedConcurrency", "JudgeRunner", "JudgeState", "run", "runner"]
+__all__ = ["CallLimits", "EngineResult", "FixedConcurrency", "JudgeRunner", "JudgeState", "RunOptions", "run", "runner"]

@@ -273,30 +273,42 @@ def runner(judge: Judge, account: limits.Budget, state: JudgeState, calls: limit
     return JudgeRunner(judge, account, calls.gate(), state, calls.workers)
 
 
-async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter, *,
-              progress: Progress | None = None, handle_signals: bool = True,
-              wanted: DoneSet | None = None,
-              accounts: dict[str, limits.Budget] | None = None, limit: int | None = None) -> EngineResult:
-    """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
-    shard, when it is one) — and, when ``wanted`` is given, is in it (a cascade's escalations
+@dataclass(frozen=True)
+class RunOptions:
+    """How one engine run goes. ``wanted``: judge only the keys in it (a cascade's escalations
     to its strong judge). ``accounts``: each judge's budget by judge name, when it is held
     elsewhere (the Ray executor's shared budget); by default one ``limits.Account`` per
-    provider account, in this process. ``limit``: at most this many new presentations per judge
-    (a trial run); the rest stay planned for the next run."""
-    budgets: dict[str, limits.Budget] = dict(accounts or limits.accounts([j.spec for j in judges]))
+    provider account, in this process. ``limit``: at most this many new presentations per
+    judge (a trial run); the rest stay planned for the next run."""
 
-    def state(j: Judge) -> JudgeState:
-        if wanted is None:
-            return JudgeState(j.spec.name, j.judge_id, plan.calls_for(j.judge_id), plan.done_count(j.judge_id, done),
-                              limit=limit)
-        keys = wanted.keys(j.judge_id)
-        if plan.shard is not None:
-            keys = keys[plan.shard.mask(j.judge_id, keys)]
-        return JudgeState(j.spec.name, j.judge_id, len(keys), done.count_keys(j.judge_id, keys), limit=limit)
+    progress: Progress | None = None
+    handle_signals: bool = True
+    wanted: DoneSet | None = None
+    accounts: dict[str, limits.Budget] | None = None
+    limit: int | None = None
 
+
+def _state(judge: Judge, plan: Plan, done: DoneSet, options: RunOptions) -> JudgeState:
+    """A judge's counters at the start: its planned keys (the wanted ones, in the shard) and
+    how many of them are done."""
+    jid, wanted = judge.judge_id, options.wanted
+    if wanted is None:
+        return JudgeState(judge.spec.name, jid, plan.calls_for(jid), plan.done_count(jid, done), limit=options.limit)
+    keys = wanted.keys(jid)
+    if plan.shard is not None:
+        keys = keys[plan.shard.mask(jid, keys)]
+    return JudgeState(judge.spec.name, jid, len(keys), done.count_keys(jid, keys), limit=options.limit)
+
+
+async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
+              options: RunOptions = RunOptions()) -> EngineResult:
+    """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
+    shard, when it is one), as ``options`` say."""
+    budgets: dict[str, limits.Budget] = dict(options.accounts or limits.accounts([j.spec for j in judges]))
+    wanted, progress = options.wanted, options.progress or Progress()
+    state = lambda j: _state(j, plan, done, options)  # noqa: E731
     runs = [runner(j, budgets[j.spec.name], state(j), limits.CallLimits.of(j.spec, plan.shard)) for j in judges]
     result = EngineResult([r.state for r in runs])
-    progress = progress or Progress()
     producers: list[anyio.CancelScope] = []
     judges_scope = anyio.CancelScope()
     started = time.monotonic()
@@ -315,7 +327,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
         judges_scope.cancel()
 
     async with anyio.create_task_group() as helpers:
-        if handle_signals:
+        if options.handle_signals:
             helpers.start_soon(_signals, drain, abort)
         helpers.start_soon(progress.run, result.judges)
         async with anyio.create_task_group() as pipeline:
