@@ -76,7 +76,7 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Backend(msgspec.Struct, frozen=True):
-    module: str  # under babelrun.judges, or an absolute module (entry-point plugins)
+    module: str  # under babelrun.judges; dotted: an absolute module (yours, or an entry-point plugin's)
     cls: str
     capabilities: Capabilities
     plugin: bool = False
@@ -152,6 +152,12 @@ def capabilities(backend: str) -> Capabilities:
     return _entry(backend).capabilities
 
 
+def _absolute(module: str, plugin: bool) -> str:
+    """A registered module's import name: under babelrun.judges unless dotted (a module of the
+    user's own package) or a plugin's."""
+    return module if plugin or "." in module else f".{module}"
+
+
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """What the judge's own backend finds wrong with it: (field under the judge, problem),
     or None. Imports only the backend's light ``checks`` module (no HTTP client, no model)."""
@@ -160,7 +166,7 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
         found = getattr(importlib.import_module(entry.module), entry.cls)
         hook = getattr(found, "check", None)
     elif entry.checks is not None:
-        hook = importlib.import_module(f".{entry.checks}", __package__).check
+        hook = importlib.import_module(_absolute(entry.checks, False), __package__).check
     else:
         return None
     result: tuple[str, str] | None = hook(spec, environ) if hook is not None else None
@@ -175,7 +181,7 @@ def build(spec: JudgeSpec, seed: int) -> Judge:
     from .protocol import Judging
 
     entry = _entry(spec.backend)
-    module = importlib.import_module(entry.module if entry.plugin else f".{entry.module}", __package__)
+    module = importlib.import_module(_absolute(entry.module, entry.plugin), __package__)
     judge: Judge = getattr(module, entry.cls)(spec, judge_id(spec), seed)
     if not isinstance(getattr(judge, "protocol", None), Judging):
         judge.protocol = Judging.of(spec)
