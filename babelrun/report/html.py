@@ -300,8 +300,8 @@ def _analyses(data: ReportData, plots: list[Plot]) -> str:
                        [[h(lang), h(raw), h(cal)] for lang, raw, cal in cbc_rows(c)])]
         if c.agreement is not None:
             a = c.agreement
-            out.append(f"<p>Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, calibrated "
-                       f"{a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}].</p>")
+            out.append(f"<p>Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.value}, calibrated "
+                       f"{a.calibrated.value}, gain {a.gain.value} [{a.gain.lo}, {a.gain.hi}].</p>")
         out.append(f"<p>Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.</p>")
     for inv in data.invariance:
         rows = [[h(r.judge), h(r.lang), str(r.matched), _num(r.judgment_flip), _num(r.correctness_flip),

@@ -321,8 +321,8 @@ def _analyses(data) -> list[str]:
         out += [f"| {_cell(lang)} | {md(raw)} | {md(cal)} |" for lang, raw, cal in cbc_rows(c)]
         if c.agreement is not None:
             a = c.agreement
-            out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, "
-                    f"calibrated {a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}]."]
+            out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.value}, "
+                    f"calibrated {a.calibrated.value}, gain {a.gain.value} [{a.gain.lo}, {a.gain.hi}]."]
         out += [f"Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.", ""]
     for inv in data.invariance:
         out += [f"## Language-switch invariance against {_cell(inv.pivot)}", ""]

@@ -8,22 +8,12 @@ import msgspec
 
 from ..score import Card, Cards, Change, CompositeCard, Interval, LanguageCard
 from ..score.agentic import AgenticCard, AgenticLanguageCard
+from ..score.stats import fmt_interval as number  # noqa: F401 (the renderers import it from here)
 from .recommend import THRESHOLDS
 
 # The card metrics a mitigation's change is shown for, with their labels.
 COMPARED = (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
             ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
-
-
-def number(iv: Interval | None, signed: bool = False) -> str:
-    """An interval as ``value [lo, hi]`` to two decimals; – where there is none."""
-    if iv is None or iv.value is None:
-        return "–"
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    text = fmt.format(iv.value)
-    if iv.lo is not None and iv.hi is not None:
-        text += f" [{fmt.format(iv.lo)}, {fmt.format(iv.hi)}]"
-    return text
 
 
 class MitigationRow(msgspec.Struct, frozen=True):
