@@ -25,6 +25,8 @@ from .safe import h
 from .summary import (
     BAND_COLOURS,
     COMPARED,
+    METRIC_HEADER,
+    METRIC_RATE_COLUMNS,
     Matrix,
     actions,
     agreement_rows,
@@ -34,6 +36,7 @@ from .summary import (
     cbc_rows,
     leaderboard,
     matrix,
+    metric_cells,
     mitigation_rows,
 )
 from .summary import number as _num
@@ -192,14 +195,11 @@ def _card(title: str, card: Card, threshold: float) -> str:
             f"{card.invalid_rate.value or 0:.2f} · ties {card.tie_rate.value or 0:.2f} · {card.items} items</div>")
 
 
+_REMARKS = {"verdict": lambda card: h(mark(card.verdict)), "below_chance": lambda card: _CHANCE * card.below_chance}
+
+
 def _metric_row(label: str, card: Card) -> list[str]:
-    return [label, str(card.items), _num(card.reliability) + h(mark(card.verdict)),
-            _num(card.accuracy) + _CHANCE * card.below_chance, _num(card.position_bias, True),
-            _num(card.verbosity), _num(card.order_consistency), f"{card.tie_rate.value or 0:.2f}",
-            f"{card.invalid_rate.value or 0:.2f}"]
-
-
-_METRIC_HEAD = ["items", "R", "accuracy", "Δ (slot A)", "v (longer)", "κ_ord", "ties", "invalid"]
+    return [label, *metric_cells(card, _REMARKS)]
 
 
 CARD_GRID = 24  # language cards drawn per judge (worst R first); every language is in its table
@@ -247,7 +247,7 @@ def _language_cards(data: ReportData, plots: list[Plot]) -> str:
         out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code>{what}</h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
                 "<details><summary>table (every language)</summary>"
-                + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8}) + "</details>",
+                + _table(["language", *METRIC_HEADER], rows, {1, *METRIC_RATE_COLUMNS}) + "</details>",
                 "<details><summary>R by perturbation</summary>" + _perturbation_matrix(jc) + "</details>"]
     return "".join(out)
 

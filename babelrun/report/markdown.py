@@ -14,7 +14,15 @@ from ..score.agentic import AgenticCard
 from ..score.verdict import DEPLOY_R, MIN_ITEMS, mark
 from . import summary
 from .safe import md, neutralise
-from .summary import COMPARED, audit_cell, audit_cells, mitigation_rows
+from .summary import (
+    COMPARED,
+    METRIC_HEADER,
+    METRIC_RATE_COLUMNS,
+    audit_cell,
+    audit_cells,
+    metric_cells,
+    mitigation_rows,
+)
 from .summary import number as _num
 
 THRESHOLD = DEPLOY_R  # the research's deployment threshold for R
@@ -39,14 +47,13 @@ def _code(text: str) -> str:
     return f"`{text}`" if _PLAIN.fullmatch(text) else md(text)
 
 
+_REMARKS = {"verdict": lambda card: mark(card.verdict),
+            "below_chance": lambda card: " **below chance**" if card.below_chance else "",
+            "consistently_wrong": lambda card: " (consistently wrong)" if card.below_chance else ""}
+
+
 def _row(label: str, card: Card) -> str:
-    chance = " **below chance**" if card.below_chance else ""
-    wrong = " (consistently wrong)" if card.below_chance else ""
-    return (
-        f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{mark(card.verdict)} | {_num(card.accuracy)}"
-        f"{chance} | {_num(card.position_bias, signed=True)} | {_num(card.verbosity)} | "
-        f"{_num(card.order_consistency)}{wrong} | {card.tie_rate.value or 0:.2f} | {card.invalid_rate.value or 0:.2f} |"
-    )
+    return f"| {_cell(label)} | " + " | ".join(metric_cells(card, _REMARKS)) + " |"
 
 
 def _unjudged(cards: Cards, family: str, judge: str, columns: int) -> list[str]:
@@ -64,7 +71,7 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
         out += [f"## {title}", "", _HEADER.format(what="language")]
         out.append(_row("all", judge.overall))
         out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
-        out += _unjudged(cards, family, judge.judge, 9)
+        out += _unjudged(cards, family, judge.judge, 1 + len(METRIC_HEADER))
         if family == "degradation":
             out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
             for lc in judge.languages:
@@ -73,10 +80,8 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
     return out
 
 
-_HEADER = (
-    "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | ties | invalid |\n"
-    "|---|---:|---|---|---|---|---|---:|---:|"
-)
+_HEADER = ("| {what} | " + " | ".join(METRIC_HEADER) + " |\n|---|"
+           + "".join("---:|" if i in {1, *METRIC_RATE_COLUMNS} else "---|" for i in range(1, len(METRIC_HEADER) + 1)))
 
 
 def render(cards: Cards) -> str:

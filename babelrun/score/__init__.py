@@ -169,15 +169,6 @@ UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
 
-def _interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
-    col = {name: sums[i] for i, name in enumerate(metrics.STATS)}
-    return {
-        "accuracy": col["n"], "position_bias": col["n"], "tie_rate": col["n"],
-        "invalid_rate": col["n"], "order_consistency": col["pairs"],
-        "verbosity": col["lw_n"] + col["lb_n"], "reliability": items,
-    }
-
-
 def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point: dict[str, float],
           replicates: int, confidence: float, seed_key: str) -> Card:
     """One card: its point values (computed for every card at once), the bootstrap interval
@@ -187,12 +178,12 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
     ci = metrics.bootstrap(pattern_counts, rows, replicates, confidence,
                            np.random.default_rng(int.from_bytes(digest)))
     items = int(pattern_counts.sum())
-    n = _interval_n(sums, items)
+    n = metrics.interval_n(sums, items)
     # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals.
-    for name, column in (("tie_rate", "tie"), ("invalid_rate", "invalid")):
-        k = sums[metrics.STATS.index(column)]
-        lo, hi = stats.wilson(k, sums[0], confidence)
-        ci[name] = (float(lo), float(hi))
+    for m in metrics.REGISTRY:
+        if m.wilson is not None:
+            lo, hi = stats.wilson(sums[metrics.STATS.index(m.wilson)], n[m.name], confidence)
+            ci[m.name] = (float(lo), float(hi))
 
     def interval(name: str) -> Interval:
         value = rounded(point[name])

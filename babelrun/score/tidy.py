@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 import pyarrow as pa
 
+from .metrics import REGISTRY
 from .stats import Interval
 
 ALL = "all"
@@ -20,11 +21,17 @@ SCHEMA = pa.schema([("run", pa.string()), ("judge", pa.string()), ("judge_id", p
                     ("hi", pa.float64()), ("n", pa.int64())])
 
 
-def _metrics(card) -> list[tuple[str, Interval]]:
-    """A card's intervals by field name (its counts as intervals without bounds)."""
+def _metrics(card, family: str) -> list[tuple[str, Interval]]:
+    """A card's intervals by name (its counts as intervals without bounds): a text card's
+    registered metrics (``metrics.REGISTRY``, in its order) then its other intervals (the
+    soft margin); an agentic card's intervals in field order."""
     out = [("items", Interval(card.items, None, None, card.items)),
            ("presentations", Interval(card.presentations, None, None, card.presentations))]
+    registered = {m.name for m in REGISTRY} if family == "text" else set()
+    out += [(m.name, getattr(card, m.name)) for m in REGISTRY if m.name in registered]
     for field in msgspec.structs.fields(card):
+        if field.name in registered:
+            continue
         value = getattr(card, field.name)
         if isinstance(value, Interval):
             out.append((field.name, value))
@@ -36,7 +43,7 @@ def rows(cards, run: str = "") -> list[tuple]:
 
     def add(judge, family: str, lang: str, pert: str, card) -> None:
         out.extend((run, judge.judge, judge.judge_id, family, lang, pert, name, iv.value, iv.lo, iv.hi, iv.n)
-                   for name, iv in _metrics(card))
+                   for name, iv in _metrics(card, family))
 
     for jc in cards.judges:
         add(jc, "text", ALL, ALL, jc.overall)
