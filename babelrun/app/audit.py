@@ -87,7 +87,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:
             if not outcome.interrupted and shard is None:
-                result.cards = score_run(run_dir)
+                result.cards = score_run(run_dir, write_report=False)
                 result.warnings = warnings(run_dir)
                 # stats.json says what the cards left out, and why
                 result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
@@ -186,7 +186,7 @@ def merge_run(run_dir: Path) -> MergeResult:
         counted = sum(plan.done_count(jid, done) for jid in every_key)
         keys = log.read_table(run_dir, log.DoneSet._KEYS)
         ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
-        cards = score_run(run_dir)
+        cards = score_run(run_dir, write_report=False)
         report.write([run_dir], run_dir, cards={run_dir: cards})
         bad = [w for w in warnings(run_dir) if "invalid log line" in w]  # merge counts keys itself
     return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards, bad)

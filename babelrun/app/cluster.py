@@ -340,6 +340,6 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
         run.write_stats(run_dir, result.stats)
     if not interrupted:
         # Every shard has ended; scoring needs no lock (readers leave torn lines out).
-        result.cards = run.score_run(run_dir)
+        result.cards = run.score_run(run_dir, write_report=False)
         report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result

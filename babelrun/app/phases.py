@@ -23,7 +23,6 @@ from ..store import compact, log
 from ..store.files import write_atomic
 from ..store.rundir import (
     PLAN_JSON,
-    REPORT_MD,
     RUN_YAML,
     STATS_JSON,
     PlanSummary,
@@ -192,16 +191,20 @@ def _return_freed_memory() -> None:
         pass
 
 
-def score_run(run_dir: Path) -> score.Cards:
-    """Recompute judgements.parquet, cards.json and report.md from the log alone (and the
-    run's manifest in run.yaml: scoring settings, seed, composite judges). An unreadable
-    plan.json (a summary of the plan) is rebuilt from run.yaml's manifest first."""
+def score_run(run_dir: Path, *, write_report: bool = True) -> score.Cards:
+    """Recompute judgements.parquet and cards.json from the log alone (and the run's manifest
+    in run.yaml: scoring settings, seed, composite judges), then, unless ``write_report`` is
+    False, the report (report.md, report.html, plots/) through ``report.write``, the one writer
+    of report.md: the same bytes ``babelrun report RUN`` writes there. An audit's finish passes
+    False and writes the report itself once stats.json is written. An unreadable plan.json (a
+    summary of the plan) is rebuilt from run.yaml's manifest first."""
     run_dir = Path(run_dir)
     if not plan_summary_is_readable(run_dir):
         plan = Plan.from_manifest(read_run_info(run_dir).manifest)
         write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(plan_summary(plan)))
     cards = cards_of_run(run_dir)
-    write_atomic(run_dir / REPORT_MD, report.markdown(cards).encode())
+    if write_report:
+        report.write([run_dir], run_dir, cards={run_dir: cards})
     return cards
 
 
