@@ -52,6 +52,7 @@ from ..judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, R
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 from ..store import log
+from ..store.done import DoneSet
 from . import phases as run
 
 INSTALL = "executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"
@@ -218,7 +219,7 @@ def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
 
 
 def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
-               interval: float, phases: tuple[str, ...], wanted: log.DoneSet | None):
+               interval: float, phases: tuple[str, ...], wanted: DoneSet | None):
     """A worker's task: one shard through the engine in the given phases (run.PHASES),
     under the shard's lock."""
 

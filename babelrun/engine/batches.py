@@ -37,8 +37,8 @@ from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableErro
 from ..judges.http import MAX_REPLY_BYTES, HttpJudge, error_message, json_or_none
 from ..judges.protocol import judging
 from ..plan import Plan
+from ..store.done import DoneSet
 from ..store.files import write_atomic
-from ..store.log import DoneSet
 from . import limits
 from . import records as build
 from .state import JudgeState

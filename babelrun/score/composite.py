@@ -50,8 +50,11 @@ from ..spec import (
     EnsembleSpec,
     inner_judges,
 )
-from . import SCORING_COLUMNS, CompositeCard, Interval, lookup, metrics, paired, stats
-from .stats import rounded
+from . import metrics, paired, stats
+from .cards import CompositeCard
+from .columnar import SCORING_COLUMNS
+from .columns import lookup
+from .stats import Interval, rounded
 
 REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
 # Columns a composite needs beyond the scoring ones: the tie probability, and what the

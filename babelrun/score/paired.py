@@ -20,7 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from . import SCORING_COLUMNS, Change, LanguageDrift, McNemar, lookup, metrics, pointwise, score
+from . import metrics, pointwise
+from .cards import Change, LanguageDrift, McNemar
+from .columnar import SCORING_COLUMNS, score
+from .columns import lookup
 from .stats import mcnemar_exact, rounded
 
 METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")

@@ -14,7 +14,9 @@ import pyarrow.compute as pc
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import CARDS_JSON, read_plan_summary, read_run_info
-from . import SCORING_COLUMNS, Cards, RunMeta, composite, encode, score
+from . import composite
+from .cards import Cards, RunMeta, encode
+from .columnar import SCORING_COLUMNS, score
 
 
 def cards_of_run(run_dir: Path) -> Cards:
