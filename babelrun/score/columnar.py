@@ -9,6 +9,8 @@ from the manifest seed and the group, so the same log always gives the same card
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -50,7 +52,8 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
         lo, hi = ci.get(name, (None, None)) if value is not None else (None, None)
         return Interval(value, rounded(lo), rounded(hi), int(n[name]))
 
-    return Card(items=items, presentations=int(sums[0]), **{name: interval(name) for name in n})
+    intervals: dict[str, Any] = {name: interval(name) for name in n}
+    return Card(items=items, presentations=int(sums[0]), **intervals)
 
 
 def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
@@ -71,8 +74,8 @@ def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndar
 
 
 def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
-          confidence: float = 0.95, seed: int = 0, segmentation: list[Segmentation] = (),
-          removed: list[Removed] = ()) -> Cards:
+          confidence: float = 0.95, seed: int = 0, segmentation: Sequence[Segmentation] = (),
+          removed: Sequence[Removed] = ()) -> Cards:
     """Cards for every judge in ``data`` (the counted records, one row per key), one set
     per item family (``verdict.family``): degradation items in ``judges``, each labelled
     set in ``pairs``, agent trajectories in ``agentic`` — never pooled into one card.
@@ -127,8 +130,8 @@ def _withhold(jc: JudgeCards, weak: set[str]) -> JudgeCards:
         if lc.lang in weak else lc for lc in jc.languages])
 
 
-def _not_judged(cards: Cards, audit: list[PerturbationAudit], removed: list[Removed],
-                segmentation: list[Segmentation]) -> list[verdict.NotJudged]:
+def _not_judged(cards: Cards, audit: list[PerturbationAudit], removed: Sequence[Removed],
+                segmentation: Sequence[Segmentation]) -> list[verdict.NotJudged]:
     """Every (language, family) the plan asked for without a card: for all judges when the
     plan gave it no item, else for each judge of the family that has no card for it."""
     emitted: dict[tuple[str, str], int] = {}
@@ -151,11 +154,11 @@ def _not_judged(cards: Cards, audit: list[PerturbationAudit], removed: list[Remo
     return out
 
 
-def _langs(judges) -> dict[str, set[str]]:
+def _langs(judges: Sequence[Any]) -> dict[str, set[str]]:
     return {jc.judge: {lc.lang for lc in jc.languages} for jc in judges}
 
 
-def _no_items(lang: str, fam: str, weak: dict[str, Segmentation], removed: list[Removed]) -> str:
+def _no_items(lang: str, fam: str, weak: dict[str, Segmentation], removed: Sequence[Removed]) -> str:
     if fam == verdict.DEGRADATION and lang in weak:
         return (f"no items: segmentation weak ({weak[lang].sentences_per_unit:.2f} sentences per unit), "
                 "every perturbation a no-op")
@@ -223,7 +226,7 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     def card(i: int) -> Card:
         start, stop, key = spans[i]
         point = {name: float(values[i]) for name, values in points.items()}
-        counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if replicates
+        counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if pattern_of is not None
                   else np.array([stop - start]))
         result = _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
         result = msgspec.structs.replace(result, verdict=verdict.verdict(result.reliability, result.items),
@@ -245,14 +248,14 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     return Cards(judges, audit, replicates, confidence)
 
 
-def _rank(values: list) -> np.ndarray:
+def _rank(values: list[Any]) -> np.ndarray:
     """Position of each value in sorted order."""
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
     return ranks
 
 
-def _runs(codes: np.ndarray, start: int = 0, stop: int | None = None):
+def _runs(codes: np.ndarray, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
     """(start, stop) of each run of equal values in ``codes[start:stop]``."""
     stop = len(codes) if stop is None else stop
     edges = np.flatnonzero(np.diff(codes[start:stop])) + 1 + start

@@ -92,7 +92,8 @@ def presentation_code(order: np.ndarray, verdict: np.ndarray, ref_len: np.ndarra
     longer_is_ref = ref_len > pert_len
     differs = np.abs(ref_len - pert_len) >= LENGTH_GAP * np.maximum(np.maximum(ref_len, pert_len), 1)
     stratum = np.where(differs, np.where(longer_is_ref, 2, 1), 0)
-    return (verdict | (order << 2) | (stratum << 3)).astype(np.uint8)
+    code: np.ndarray = (verdict | (order << 2) | (stratum << 3)).astype(np.uint8)
+    return code
 
 
 def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:

@@ -22,10 +22,10 @@ tests.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import msgspec
 import numpy as np
+from numpy.typing import ArrayLike
 
 ROUND = 4  # decimals of every number in cards and analyses
 
@@ -93,7 +93,7 @@ def _z(confidence: float) -> float:
     return x
 
 
-def wilson(k, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def wilson(k: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval for k successes out of n (arrays broadcast). n = 0 gives NaN."""
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -115,7 +115,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     k = min(b, c)
     # Exact integer arithmetic: a float sum drifts (25 vs 26 gave 0.99999999999997).
     tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2 * tail / 2**n)
+    return min(1.0, float(2 * tail / 2**n))
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -127,19 +127,19 @@ def binomial_tail(k: int, n: int, p: float) -> float:
         return 0.0
     if p >= 1.0:
         return 1.0
-    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))
+    return min(1.0, float(sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))))
 
 
-def cohen_kappa(a: Sequence, b: Sequence) -> float:
+def cohen_kappa(a: ArrayLike, b: ArrayLike) -> float:
     """Cohen's kappa of two labelings of the same items (any hashable labels)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.size == 0:
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape or x.size == 0:
         raise ValueError("two labelings of the same, non-empty set of items are needed")
-    labels, codes = np.unique(np.concatenate([a, b]), return_inverse=True)
-    ca, cb = codes[: a.size], codes[a.size:]
+    labels, codes = np.unique(np.concatenate([x, y]), return_inverse=True)
+    ca, cb = codes[: x.size], codes[x.size:]
     k = len(labels)
-    table = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k) / a.size
-    observed = np.trace(table)
+    table = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k) / x.size
+    observed = float(np.trace(table))
     expected = float(table.sum(axis=1) @ table.sum(axis=0))
     if expected == 1.0:
         return 1.0 if observed == 1.0 else 0.0
@@ -191,7 +191,7 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, confidence: float) -> Interval:
 
 # --- rankings, multiple tests, t tail (calibration) ------------------------------------------
 
-def pair_signs(x: np.ndarray, axis: int) -> np.ndarray:
+def pair_signs(x: ArrayLike, axis: int) -> np.ndarray:
     """sign(x_i − x_k) for every pair i < k along ``axis``, which becomes the pair axis:
     Kendall's τ is a correlation of these signs."""
     x = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
@@ -199,7 +199,7 @@ def pair_signs(x: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(np.sign(x[i] - x[k]), 0, axis)
 
 
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+def kendall_tau_b(x_: ArrayLike, y_: ArrayLike) -> float:
     """Kendall's τ_b = (concordant − discordant) / sqrt((n0 − ties_x)(n0 − ties_y)).
 
     With s = sign of each pairwise difference, the numerator is Σ s_x·s_y and each factor of
@@ -207,7 +207,7 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     sign vectors. O(n²) memory: meant for rankings of a few dozen judges. NaN where either
     variable is constant.
     """
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    x, y = np.asarray(x_, dtype=np.float64), np.asarray(y_, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1 or x.size < 2:
         raise ValueError("two 1-D sequences of the same length ≥ 2 are needed")
     sx, sy = pair_signs(x, 0), pair_signs(y, 0)
@@ -215,13 +215,13 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     return float(sx @ sy) / denom if denom else math.nan
 
 
-def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
+def benjamini_hochberg(p_: ArrayLike) -> np.ndarray:
     """Benjamini–Hochberg adjusted p-values (false discovery rate), same shape as ``p``.
 
     adjusted p_(i) = min over k ≥ i of m·p_(k)/k, capped at 1, for the sorted p-values.
     NaN entries (tests that could not be made) stay NaN and are not counted in m.
     """
-    p = np.asarray(p, dtype=np.float64)
+    p = np.asarray(p_, dtype=np.float64)
     out = np.full(p.shape, np.nan)
     finite = np.isfinite(p)
     values = p[finite]
@@ -236,7 +236,7 @@ def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
     return out
 
 
-def t_sf(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+def t_sf(t_: ArrayLike, df_: ArrayLike) -> np.ndarray:
     """P(T > t) for Student's t with integer ``df`` ≥ 1 (arrays broadcast).
 
     Exact finite series (Abramowitz & Stegun 26.7.3–4) in θ = arctan(|t|/√df):
@@ -244,7 +244,7 @@ def t_sf(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     (2/π)(θ + sin θ cos θ·Σ_{k≤(df−3)/2} d_k cos^{2k} θ) for odd df, with c_k, d_k products
     of (2k−1)/(2k) and 2k/(2k+1). The loop runs over series terms, not over tests.
     """
-    t, df = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(df, dtype=np.int64))
+    t, df = np.broadcast_arrays(np.asarray(t_, dtype=np.float64), np.asarray(df_, dtype=np.int64))
     theta = np.arctan(np.abs(t) / np.sqrt(np.maximum(df, 1)))
     sin, cos2 = np.sin(theta), np.cos(theta) ** 2
     even_sum, odd_sum = np.zeros(t.shape), np.zeros(t.shape)
@@ -258,4 +258,5 @@ def t_sf(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     within = np.where(df % 2 == 1,
                       2 / np.pi * (theta + sin * np.sqrt(cos2) * odd_sum),
                       sin * even_sum)
-    return np.where(t >= 0, (1 - within) / 2, (1 + within) / 2)
+    out: np.ndarray = np.where(t >= 0, (1 - within) / 2, (1 + within) / 2)
+    return out
