@@ -191,32 +191,12 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
                                      data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
     table = metrics.item_table(starts, code[by])
     cell = cell[starts]  # one per item, in order
-    n_items = len(starts)
-    cumulative = np.zeros((n_items + 1, len(metrics.STATS)), dtype=np.int64, order="F")
-    np.cumsum(table, axis=0, out=cumulative[1:])
+    cumulative = _cumulative(table)
     margins = _soft_margins(data, by, starts)
 
     # Lay the cards out (judge > language > perturbation), then compute every card's point
     # values in one vectorised pass, then bootstrap each slice.
-    judge_of, lang_of, pert_of = cell // (n_langs * n_perts), (cell // n_perts) % n_langs, cell % n_perts
-    judge_names = sorted(judge_ids, key=lambda j: (names[j], j))
-    spans: list[tuple[int, int, str]] = []
-
-    def span(start: int, stop: int, key: str) -> int:
-        spans.append((start, stop, key))
-        return len(spans) - 1
-
-    layout = []
-    for j_start, j_stop in _runs(judge_of):
-        jid = judge_names[judge_of[j_start]]
-        lang_layout = []
-        for l_start, l_stop in _runs(lang_of, j_start, j_stop):
-            code = langs[lang_of[l_start]]
-            pert_layout = [(perts[pert_of[a]], span(a, b, f"{jid}/{code}/{perts[pert_of[a]]}"))
-                           for a, b in _runs(pert_of, l_start, l_stop)]
-            lang_layout.append((code, span(l_start, l_stop, f"{jid}/{code}"), pert_layout))
-        layout.append((jid, span(j_start, j_stop, jid), lang_layout))
-
+    layout, spans = _layout(cell, sorted(judge_ids, key=lambda j: (names[j], j)), langs, perts)
     starts, stops = (np.array(x) for x in zip(*[(a, b) for a, b, _ in spans], strict=True))
     sums = cumulative[stops] - cumulative[starts]
     points = metrics.from_sums(sums)
@@ -246,6 +226,43 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         for jid, j, lang_layout in layout
     ]
     return Cards(judges, audit, replicates, confidence)
+
+
+def _cumulative(table: np.ndarray) -> np.ndarray:
+    """Row i: the sums of the item table's first i rows (row 0 zeros), so that a run of items'
+    sums is a difference of two rows."""
+    cumulative = np.zeros((len(table) + 1, len(metrics.STATS)), dtype=np.int64, order="F")
+    np.cumsum(table, axis=0, out=cumulative[1:])
+    return cumulative
+
+
+# (judge_id, its span, [(language, its span, [(perturbation, its span)])]); a span indexes spans
+_Layout = list[tuple[str, int, list[tuple[str, int, list[tuple[str, int]]]]]]
+
+
+def _layout(cell: np.ndarray, judge_names: list[str], langs: list[str],
+            perts: list[str]) -> tuple[_Layout, list[tuple[int, int, str]]]:
+    """The cards over the items (one ``cell`` code each, in card order): every judge, language
+    and perturbation card as a span (start item, stop item, bootstrap seed key), nested."""
+    n_langs, n_perts = len(langs), len(perts)
+    judge_of, lang_of, pert_of = cell // (n_langs * n_perts), (cell // n_perts) % n_langs, cell % n_perts
+    spans: list[tuple[int, int, str]] = []
+
+    def span(start: int, stop: int, key: str) -> int:
+        spans.append((start, stop, key))
+        return len(spans) - 1
+
+    layout: _Layout = []
+    for j_start, j_stop in _runs(judge_of):
+        jid = judge_names[judge_of[j_start]]
+        lang_layout = []
+        for l_start, l_stop in _runs(lang_of, j_start, j_stop):
+            code = langs[lang_of[l_start]]
+            pert_layout = [(perts[pert_of[a]], span(a, b, f"{jid}/{code}/{perts[pert_of[a]]}"))
+                           for a, b in _runs(pert_of, l_start, l_stop)]
+            lang_layout.append((code, span(l_start, l_stop, f"{jid}/{code}"), pert_layout))
+        layout.append((jid, span(j_start, j_stop, jid), lang_layout))
+    return layout, spans
 
 
 def _rank(values: list[Any]) -> np.ndarray:
