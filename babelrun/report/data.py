@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from ..analyses.agree import Agreement
 from ..analyses.calibrate import Calibration
 from ..analyses.invariance import Invariance
-from ..score import Cards, JudgeCards
+from ..score.cards import Cards, JudgeCards
 from ..store import compact
 from ..store.rundir import JudgeStats
 from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..core.version import __version__
-from ..score import Card, Interval
+from ..score.cards import Card
+from ..score.stats import Interval
 from ..score.verdict import mark
 from . import summary
 from .data import MODES, Example, ReportData

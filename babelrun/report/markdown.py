@@ -9,8 +9,8 @@ import re
 
 from ..core.items import bare_name
 from ..plan import WEAK_SENTENCES
-from ..score import Card, Cards
 from ..score.agentic import AgenticCard
+from ..score.cards import Card, Cards
 from ..score.verdict import DEPLOY_R, MIN_ITEMS, mark
 from . import summary
 from .safe import md, neutralise

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..score import Card, Cards, Change, CompositeCard, Interval, LanguageCard
 from ..score.agentic import AgenticCard, AgenticLanguageCard
+from ..score.cards import Card, Cards, Change, CompositeCard, LanguageCard
 from ..score.metrics import REGISTRY
-from ..score.stats import fmt
+from ..score.stats import Interval, fmt
 from ..score.stats import fmt_interval as number
 from .recommend import THRESHOLDS
 
