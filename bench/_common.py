@@ -69,13 +69,14 @@ async def run_engine(url: str, planned, folder, **judge_settings):
     from babelrun.engine.progress import Progress
     from babelrun.manifest import JudgeSpec
     from babelrun.store import log
+    from babelrun.store.done import DoneSet
 
     spec = msgspec.convert({"name": "bench", "backend": "openai", "model": "m", "endpoint": url,
                             **judge_settings}, JudgeSpec)
     writer = log.LogWriter(folder)
     started = time.perf_counter()
     try:
-        result = await engine.run([judges.build(spec, 0)], planned, log.DoneSet(), writer,
+        result = await engine.run([judges.build(spec, 0)], planned, DoneSet(), writer,
                                   engine.RunOptions(progress=Progress(interval=3600), handle_signals=False))
     finally:
         writer.close()

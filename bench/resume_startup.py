@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 
 from babelrun.store import log
+from babelrun.store.done import DoneSet
 
 LANGS = [f"l{i:02d}" for i in range(65)]
 PERTS = ["truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad"]
@@ -81,7 +82,7 @@ def main() -> None:
 
         def ours():
             log.repair(run_dir)
-            return log.DoneSet.from_log(run_dir)
+            return DoneSet.from_log(run_dir)
 
         def naive():
             return {r.key for r in log.read(run_dir) if r.status == "ok"}

@@ -15,6 +15,7 @@ from babelrun.analyses import calibrate
 from babelrun.app import audit as run
 from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
+from babelrun.score import stats as stats_
 from helpers import simulated, write_manifest
 
 # --- the statistics against scipy / statsmodels ------------------------------------------------
@@ -29,9 +30,9 @@ def test_kendall_tau_b_matches_scipy():
             if len(set(x)) == 1 or len(set(y)) == 1:
                 continue
             expected = stats.kendalltau(x, y, variant="b").statistic
-            assert calibrate.kendall_tau_b(x, y) == pytest.approx(expected, abs=1e-12)
-    assert math.isnan(calibrate.kendall_tau_b([1, 1, 1], [1, 2, 3]))  # constant: undefined
-    assert calibrate.kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
+            assert stats_.kendall_tau_b(x, y) == pytest.approx(expected, abs=1e-12)
+    assert math.isnan(stats_.kendall_tau_b([1, 1, 1], [1, 2, 3]))  # constant: undefined
+    assert stats_.kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
 
 
 def test_rank_agreement_is_the_mean_pairwise_tau_b():
@@ -40,7 +41,7 @@ def test_rank_agreement_is_the_mean_pairwise_tau_b():
     scores[1, :, 2] = np.nan  # a language left out of one replicate
     got = calibrate.rank_agreement(scores)
     for r in range(3):
-        taus = [calibrate.kendall_tau_b(scores[r, :, a], scores[r, :, b])
+        taus = [stats_.kendall_tau_b(scores[r, :, a], scores[r, :, b])
                 for a in range(5) for b in range(a + 1, 5)
                 if not (np.isnan(scores[r, :, a]).any() or np.isnan(scores[r, :, b]).any())]
         assert got[r] == pytest.approx(np.nanmean(taus), abs=1e-12)
@@ -54,9 +55,9 @@ def test_benjamini_hochberg_matches_statsmodels():
         p[: m // 5] = p[0]  # some equal p-values
         rng.shuffle(p)
         expected = multitest.multipletests(p, method="fdr_bh")[1]
-        np.testing.assert_allclose(calibrate.benjamini_hochberg(p), expected, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(stats_.benjamini_hochberg(p), expected, rtol=0, atol=1e-12)
     # Untestable entries (NaN) stay NaN and are not counted among the tests.
-    got = calibrate.benjamini_hochberg([0.01, np.nan, 0.04])
+    got = stats_.benjamini_hochberg([0.01, np.nan, 0.04])
     np.testing.assert_allclose(got, [0.02, np.nan, 0.04])
 
 
@@ -65,7 +66,7 @@ def test_student_t_tail_matches_scipy():
     rng = np.random.default_rng(3)
     t = np.concatenate([rng.normal(0, 3, 300), [0.0, -np.inf, np.inf]])
     df = rng.integers(1, 60, t.size)
-    np.testing.assert_allclose(calibrate.t_sf(t, df), stats.t.sf(t, df), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(stats_.t_sf(t, df), stats.t.sf(t, df), rtol=0, atol=1e-13)
 
 
 # --- recovery from the additive model --------------------------------------------------------
@@ -125,8 +126,8 @@ def test_calibration_raises_held_out_agreement():
     assert (agreement.train_tasks, agreement.heldout_tasks) == (15, 15)
     # Raw rankings disagree across languages (the interaction is as large as the judges'
     # spacing); calibrated ones, estimated on other tasks, nearly agree.
-    assert agreement.raw.mean < 0.6
-    assert agreement.calibrated.mean > 0.85
+    assert agreement.raw.value < 0.6
+    assert agreement.calibrated.value > 0.85
     assert agreement.gain.lo > 0.2
 
 
@@ -138,8 +139,8 @@ def test_without_interaction_calibration_changes_rankings_by_noise_only():
     cal = _calibrate(scores)
     agreement = cal.agreement
     # Before and after agree within each other's bootstrap intervals.
-    assert agreement.raw.lo <= agreement.calibrated.mean <= agreement.raw.hi
-    assert agreement.calibrated.lo <= agreement.raw.mean <= agreement.calibrated.hi
+    assert agreement.raw.lo <= agreement.calibrated.value <= agreement.raw.hi
+    assert agreement.calibrated.lo <= agreement.raw.value <= agreement.calibrated.hi
     assert agreement.gain.lo <= 0 <= agreement.gain.hi
     # Ranks change only between judges whose true means are within 4 noise SDs of a
     # language's difference of two judges (SIGMA·sqrt(2/T)).

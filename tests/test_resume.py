@@ -88,6 +88,8 @@ def test_rerun_makes_no_calls_and_reproduces_cards_byte_for_byte(tmp_path):
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert scored.returncode == 0, scored.stderr
     assert (tmp_path / "run" / "cards.json").read_bytes() == cards
+    # and the same report.md: one writer (report.write), whichever of audit and score ran last
+    assert (tmp_path / "run" / "report.md").read_bytes() == report
 
 
 def test_ctrl_c_drains_flushes_and_says_how_to_resume(tmp_path):

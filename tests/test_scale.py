@@ -17,6 +17,7 @@ from babelrun.engine.progress import Progress
 from babelrun.judges.http import HttpJudge, ProviderError, duration
 from babelrun.manifest import JudgeSpec, RateLimit
 from babelrun.store import compact, log
+from babelrun.store.done import DoneSet
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, request, simulated, write_manifest
 
@@ -43,14 +44,14 @@ def test_second_process_on_one_run_dir_is_refused(tmp_path, small_corpus):
 def test_done_set_holds_a_million_keys_in_tens_of_mb(tmp_path):
     rng = np.random.default_rng(0)
     ids = [f"{x:020x}" for x in rng.integers(0, 2**63, size=2000, dtype=np.uint64)]
-    done = log.DoneSet.of(("j", i, "ref_first") for i in ids[:1000])
+    done = DoneSet.of(("j", i, "ref_first") for i in ids[:1000])
     assert all(("j", i, "ref_first") in done for i in ids[:1000])
     assert not any(("j", i, "pert_first") in done for i in ids[:1000])
     assert not any(("j", i, "ref_first") in done for i in ids[1000:])
     assert not any(("k", i, "ref_first") in done for i in ids[:1000])
     assert done.count("j", ids) == 1000 and done.count("k", ids) == 0
-    assert ("j", "not-hex-id", "ref_first") in log.DoneSet.of([("j", "not-hex-id", "ref_first")])
-    big = log.DoneSet({"j": rng.integers(0, 2**61, size=1_000_000, dtype=np.uint64)})
+    assert ("j", "not-hex-id", "ref_first") in DoneSet.of([("j", "not-hex-id", "ref_first")])
+    big = DoneSet({"j": rng.integers(0, 2**61, size=1_000_000, dtype=np.uint64)})
     assert len(big) > 999_000 and big.nbytes <= 10 * 2**20
 
 
@@ -58,7 +59,7 @@ def test_done_set_from_the_log_matches_the_records(tmp_path, small_corpus):
     path = write_manifest(tmp_path, [simulated(), simulated("sim2", invalid_rate=0.5)], corpus=small_corpus)
     _audit(path)
     records = list(log.read(tmp_path / "run"))
-    done = log.DoneSet.from_log(tmp_path / "run")
+    done = DoneSet.from_log(tmp_path / "run")
     assert len(done) == len(records)
     assert all(r.key in done for r in records)
     other = msgspec.structs.replace(records[0], item_id="0" * 20)
@@ -73,7 +74,7 @@ def test_segments_rotate_and_merge_back(tmp_path, small_corpus):
     segs = log.segments(tmp_path / "run")
     assert len(segs) > 3
     assert all(s.stat().st_size > 0 for s in segs)
-    assert len(log.DoneSet.from_log(tmp_path / "run")) == result.planned_calls
+    assert len(DoneSet.from_log(tmp_path / "run")) == result.planned_calls
     assert compact.load(tmp_path / "run").num_rows == result.planned_calls
 
 

@@ -12,6 +12,7 @@ import pytest
 import babelrun
 from babelrun.app import audit as run
 from babelrun.app import cli
+from babelrun.core.keys import plan_keys
 from babelrun.errors import UserError
 from babelrun.judges import judge_id
 from babelrun.plan import Plan
@@ -101,7 +102,7 @@ def test_shards_partition_every_judges_keys(tmp_path, small_corpus):
     path = write_manifest(tmp_path, [simulated("a"), simulated("b", position_bias=0.1)], corpus=small_corpus)
     m = babelrun.load_manifest(path)
     plan = Plan.from_manifest(m)
-    keys = log.plan_keys(plan.item_ids)
+    keys = plan_keys(plan.item_ids)
     for jid in map(judge_id, m.judges):
         masks = [log.Shard(i, 4).mask(jid, keys) for i in range(4)]
         assert (np.sum(masks, axis=0) == 1).all()  # every key in exactly one shard

@@ -52,7 +52,7 @@ from ..errors import NotApplicable
 from ..score import lookup
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.pointwise import pairwise_only
-from ..score.stats import cohen_kappa, landis_koch, wilson
+from ..score.stats import cohen_kappa, fmt, landis_koch, wilson
 from ..spec import LabelledPairsSource
 from ..store import compact
 from ..store.rundir import read_run_info
@@ -268,16 +268,12 @@ def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray,
     return out
 
 
-def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}"
-
-
 def line(f: Figure) -> str:
     """One figure as a reviewer reads it: acc 0.94 [0.91, 0.96], κ 0.71 (substantial), n 300,
     both orders."""
     if f.n == 0:
         return f"acc –, κ –, n 0, {f.view}"
-    return (f"acc {_num(f.accuracy)} [{_num(f.lo)}, {_num(f.hi)}], κ {_num(f.kappa)} ({f.band}), "
+    return (f"acc {fmt(f.accuracy)} [{fmt(f.lo)}, {fmt(f.hi)}], κ {fmt(f.kappa)} ({f.band}), "
             f"n {f.n}, {f.view}")
 
 

@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from ..errors import NotApplicable, UserError
 from ..score import codes
 from ..score.pointwise import pairwise_only
-from ..score.stats import rounded
+from ..score.stats import Interval, benjamini_hochberg, fmt, fmt_interval, pair_signs, rounded, t_sf
 from ..store import compact
 
 # The columns ``run`` reads from each run directory.
@@ -74,12 +74,6 @@ class Cells(NamedTuple):
     tasks: list[str]
     scores: np.ndarray     # [judge, lang, task]; NaN where the cell was not kept
     dropped: list[Dropped]
-
-
-class Interval(msgspec.Struct, frozen=True):
-    mean: float | None
-    lo: float | None
-    hi: float | None
 
 
 class Agreement(msgspec.Struct, frozen=True):
@@ -139,30 +133,6 @@ class Calibration(msgspec.Struct, frozen=True):
 
 # --- statistics -------------------------------------------------------------------------
 
-def _pair_signs(x: np.ndarray, axis: int) -> np.ndarray:
-    """sign(x_i − x_k) for every pair i < k along ``axis``, which becomes the pair axis:
-    Kendall's τ is a correlation of these signs."""
-    x = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
-    i, k = np.triu_indices(x.shape[0], 1)
-    return np.moveaxis(np.sign(x[i] - x[k]), 0, axis)
-
-
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's τ_b = (concordant − discordant) / sqrt((n0 − ties_x)(n0 − ties_y)).
-
-    With s = sign of each pairwise difference, the numerator is Σ s_x·s_y and each factor of
-    the denominator is Σ s², the pairs not tied in that variable: τ_b is the cosine of the two
-    sign vectors. O(n²) memory: meant for rankings of a few dozen judges. NaN where either
-    variable is constant.
-    """
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
-        raise ValueError("two 1-D sequences of the same length ≥ 2 are needed")
-    sx, sy = _pair_signs(x, 0), _pair_signs(y, 0)
-    denom = math.sqrt(float(sx @ sx) * float(sy @ sy))
-    return float(sx @ sy) / denom if denom else math.nan
-
-
 def rank_agreement(scores: np.ndarray) -> np.ndarray:
     """Mean Kendall τ_b over all pairs of languages' judge rankings.
 
@@ -170,59 +140,13 @@ def rank_agreement(scores: np.ndarray) -> np.ndarray:
     a NaN score, and pairs where τ_b is undefined (a language ranks every judge equal), are
     left out of the mean; NaN where no pair is left.
     """
-    s = _pair_signs(scores, -2)  # (..., pairs of judges, languages)
+    s = pair_signs(scores, -2)  # (..., pairs of judges, languages)
     with np.errstate(invalid="ignore", divide="ignore"):
         num = np.einsum("...pl,...pm->...lm", s, s)
         norm = np.einsum("...pl,...pl->...l", s, s)
         tau = num / np.sqrt(norm[..., :, None] * norm[..., None, :])
     a, b = np.triu_indices(scores.shape[-1], 1)
     return _nanmean(tau[..., a, b], axis=-1)
-
-
-def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
-    """Benjamini–Hochberg adjusted p-values (false discovery rate), same shape as ``p``.
-
-    adjusted p_(i) = min over k ≥ i of m·p_(k)/k, capped at 1, for the sorted p-values.
-    NaN entries (tests that could not be made) stay NaN and are not counted in m.
-    """
-    p = np.asarray(p, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    finite = np.isfinite(p)
-    values = p[finite]
-    m = values.size
-    if m == 0:
-        return out
-    order = np.argsort(values, kind="stable")
-    scaled = values[order] * m / np.arange(1, m + 1)
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
-    out[finite] = adjusted
-    return out
-
-
-def t_sf(t: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """P(T > t) for Student's t with integer ``df`` ≥ 1 (arrays broadcast).
-
-    Exact finite series (Abramowitz & Stegun 26.7.3–4) in θ = arctan(|t|/√df):
-    A = P(|T| ≤ |t|) = sin θ·Σ_{k≤(df−2)/2} c_k cos^{2k} θ for even df, and
-    (2/π)(θ + sin θ cos θ·Σ_{k≤(df−3)/2} d_k cos^{2k} θ) for odd df, with c_k, d_k products
-    of (2k−1)/(2k) and 2k/(2k+1). The loop runs over series terms, not over tests.
-    """
-    t, df = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(df, dtype=np.int64))
-    theta = np.arctan(np.abs(t) / np.sqrt(np.maximum(df, 1)))
-    sin, cos2 = np.sin(theta), np.cos(theta) ** 2
-    even_sum, odd_sum = np.zeros(t.shape), np.zeros(t.shape)
-    even_term, odd_term = np.ones(t.shape), np.ones(t.shape)
-    for k in range(int(df.max(initial=1)) // 2 + 1):
-        if k:
-            even_term = even_term * cos2 * (2 * k - 1) / (2 * k)
-            odd_term = odd_term * cos2 * (2 * k) / (2 * k + 1)
-        even_sum += np.where(2 * k <= df - 2, even_term, 0.0)
-        odd_sum += np.where(2 * k <= df - 3, odd_term, 0.0)
-    within = np.where(df % 2 == 1,
-                      2 / np.pi * (theta + sin * np.sqrt(cos2) * odd_sum),
-                      sin * even_sum)
-    return np.where(t >= 0, (1 - within) / 2, (1 + within) / 2)
 
 
 def _nanmean(x: np.ndarray, axis, keepdims: bool = False) -> np.ndarray:
@@ -267,10 +191,10 @@ def _language_means(scores: np.ndarray, tasks: np.ndarray) -> np.ndarray:
 def _interval(values: np.ndarray, confidence: float) -> Interval:
     finite = values[np.isfinite(values)]
     if finite.size == 0:
-        return Interval(None, None, None)
+        return Interval(None, None, None, 0)
     tail = (1 - confidence) / 2
     lo, hi = np.quantile(finite, [tail, 1 - tail])
-    return Interval(rounded(finite.mean()), rounded(lo), rounded(hi))
+    return Interval(rounded(finite.mean()), rounded(lo), rounded(hi), int(finite.size))
 
 
 def task_split_agreement(scores: np.ndarray, replicates: int = 200, seed: int = 0,
@@ -511,12 +435,6 @@ def run(run_dirs: Sequence[Path], replicates: int = 200, seed: int = 0,
 
 # --- the report ---------------------------------------------------------------------------
 
-def _fmt(x: float | None, signed: bool = False) -> str:
-    if x is None:
-        return "–"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(row) + " |" for row in rows)]
@@ -525,7 +443,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _score_table(c: Calibration, matrix: Matrix, signed: bool = False,
                  overall: bool = True) -> list[str]:
     header = ["judge", *c.langs] + (["mean"] if overall else [])
-    rows = [[judge, *(_fmt(v, signed) for v in matrix[j])] + ([_fmt(c.overall[j])] if overall else [])
+    rows = [[judge, *(fmt(v, signed) for v in matrix[j])] + ([fmt(c.overall[j])] if overall else [])
             for j, judge in enumerate(c.judges)]
     return _table(header, rows)
 
@@ -544,10 +462,6 @@ def _p(x: float) -> str:
     return "< 1e-15" if x < 1e-15 else f"{x:.3g}"
 
 
-def _interval_text(x: Interval, signed: bool = False) -> str:
-    return f"{_fmt(x.mean, signed)} [{_fmt(x.lo, signed)}, {_fmt(x.hi, signed)}]"
-
-
 def text(c: Calibration) -> str:
     """The calibration as a Markdown report: the score tables, the rankings, the held-out
     agreement and the significant reversals."""
@@ -561,7 +475,7 @@ def text(c: Calibration) -> str:
         more = f", and {len(c.dropped) - 12} more" if len(c.dropped) > 12 else ""
         lines += ["", f"Dropped {len(c.dropped)} cells where not every judge has records: "
                   + "; ".join(shown) + more + "."]
-    se = f"; standard error of an entry ≈ {_fmt(c.interaction_se)}" if c.interaction_se is not None else ""
+    se = f"; standard error of an entry ≈ {fmt(c.interaction_se)}" if c.interaction_se is not None else ""
     lines += ["", "## Raw scores", "", *_score_table(c, c.raw),
               "", "## Interaction: each judge's language-specific bias", "",
               f"The raw scores double-centred: sums to zero over judges and over languages{se}.", "",
@@ -584,16 +498,16 @@ def text(c: Calibration) -> str:
                   f"interaction, {a.heldout_tasks} held out; seed {a.seed}; {a.valid_replicates} "
                   f"splits where τ_b was defined). Mean [{pct} percentile interval]:", "",
                   *_table(["rankings", "agreement"],
-                          [["raw", _interval_text(a.raw)], ["calibrated", _interval_text(a.calibrated)],
-                           ["gain (calibrated − raw)", _interval_text(a.gain, signed=True)]]),
-                  "", f"Raw agreement on all tasks (in sample): {_fmt(c.agreement_in_sample)}."]
+                          [["raw", fmt_interval(a.raw)], ["calibrated", fmt_interval(a.calibrated)],
+                           ["gain (calibrated − raw)", fmt_interval(a.gain, signed=True)]]),
+                  "", f"Raw agreement on all tasks (in sample): {fmt(c.agreement_in_sample)}."]
     lines += ["", f"## Rank reversals (Benjamini–Hochberg adjusted p < {c.alpha:g})", "",
               f"{c.reversal_tests} one-sided paired t-tests over tasks: does a language reverse "
               "two judges' overall order?", ""]
     if c.reversals:
         lines += _table(["language", "better overall", "worse overall", "overall gap",
                          "gap in language", "tasks", "p", "adjusted p"],
-                        [[r.lang, r.better, r.worse, _fmt(r.overall), _fmt(r.in_lang, signed=True),
+                        [[r.lang, r.better, r.worse, fmt(r.overall), fmt(r.in_lang, signed=True),
                           str(r.tasks), _p(r.p), _p(r.p_adjusted)] for r in c.reversals])
     else:
         lines += ["None."]

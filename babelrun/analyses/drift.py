@@ -33,7 +33,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..score import Interval, LanguageDrift, pointwise
+from ..score import LanguageDrift, pointwise
 from ..score.paired import (
     ALL,
     COLUMNS,
@@ -42,6 +42,7 @@ from ..score.paired import (
     of_table,
     pair_judges,
 )
+from ..score.stats import fmt, fmt_interval
 from ..store import compact
 from ..store.rundir import read_run_info
 
@@ -77,25 +78,14 @@ _LABELS = {"accuracy": "accuracy", "position_bias": "position bias Δ",
            "reliability": "R"}
 
 
-def _num(x: float | None, sign: bool = False) -> str:
-    if x is None:
-        return "–"
-    x = 0.0 if abs(x) < 5e-4 else x  # no "−0.000"
-    return f"{x:+.3f}".replace("-", "−") if sign else f"{x:.3f}".replace("-", "−")
-
-
-def _interval(i: Interval) -> str:
-    return f"{_num(i.value)} [{_num(i.lo)}, {_num(i.hi)}]"
-
-
 def _block(d: LanguageDrift) -> list[str]:
     m = d.mcnemar
     title = d.language if d.lang == ALL else f"{d.lang} {d.language}"
     out = [f"  {title}: {d.items} items, {d.presentations} presentations; "
            f"McNemar b {m.b}, c {m.c}, p {m.p:.3g}"]
     for c in d.changes:
-        out.append(f"    {_LABELS[c.metric]:<18} {_interval(c.a):<25} → {_interval(c.b):<25} "
-                   f"change {_num(c.delta, True)} [{_num(c.lo, True)}, {_num(c.hi, True)}]")
+        out.append(f"    {_LABELS[c.metric]:<18} {fmt_interval(c.a):<25} → {fmt_interval(c.b):<25} "
+                   f"change {fmt(c.delta, True)} [{fmt(c.lo, True)}, {fmt(c.hi, True)}]")
     return out
 
 
@@ -121,9 +111,9 @@ def text(drift: Drift) -> str:
         out.append(f"\n{p.judge_a} ({p.judge_id_a[:8]}) → {p.judge_b} ({p.judge_id_b[:8]}), pointwise: "
                    f"{p.matched} answers scored in both runs")
         for d in [p.overall, *p.languages]:
-            out.append(f"  {d.language:<18} references B − A {_signed(d.references)}; all answers "
-                       f"{_signed(d.answers)}; discrimination {_num(d.discrimination_a)} → "
-                       f"{_num(d.discrimination_b)}")
+            out.append(f"  {d.language:<18} references B − A {fmt_interval(d.references, True, n=True)}; all answers "
+                       f"{fmt_interval(d.answers, True, n=True)}; discrimination {fmt(d.discrimination_a)} → "
+                       f"{fmt(d.discrimination_b)}")
     return "\n".join(out) + "\n"
 
 
@@ -144,7 +134,3 @@ def worse(drift: Drift, alpha: float = 0.05) -> list[str]:
         if r is not None and r.hi is not None and r.hi < 0:
             out.append(f"{j.judge_b}: R changed {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]")
     return out
-
-
-def _signed(i: Interval) -> str:
-    return f"{_num(i.value, True)} [{_num(i.lo, True)}, {_num(i.hi, True)}] (n {i.n})"

@@ -33,8 +33,9 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import LabelledPair, bare_name
-from ..score import Interval, stats
+from ..score import stats
 from ..score.pointwise import pairwise_only
+from ..score.stats import Interval, fmt_interval
 from ..store import compact
 from . import judge_ls
 from .judge_ls import DEFAULT_RULES, AuditRules
@@ -164,17 +165,13 @@ def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95, rules: Audit
     return compare(data, pivot, confidence, pairs, rules)
 
 
-def _fmt(r: Interval) -> str:
-    return "–" if r.value is None else f"{r.value:.2f} [{r.lo:.2f}, {r.hi:.2f}]"
-
-
 def _switch_table(rows: list[LanguageSwitch], first: str, second: str) -> list[str]:
     lines = [f"| judge | language | matched | judgment flips | correctness flips | "
              f"right in {first} only / {second} only | McNemar p |",
              "|---|---|---:|---|---|---|---:|"]
     for r in rows:
-        lines.append(f"| {r.judge} | {r.lang} ({r.language}) | {r.matched} | {_fmt(r.judgment_flip)} | "
-                     f"{_fmt(r.correctness_flip)} | {r.right_in_pivot_only} / {r.right_in_target_only} | "
+        lines.append(f"| {r.judge} | {r.lang} ({r.language}) | {r.matched} | {fmt_interval(r.judgment_flip)} | "
+                     f"{fmt_interval(r.correctness_flip)} | {r.right_in_pivot_only} / {r.right_in_target_only} | "
                      f"{r.mcnemar_p:.3g} |")
     return lines
 
@@ -195,7 +192,8 @@ def text(result: Invariance) -> str:
         lines += ["", f"Translation tie probes (the same answer in {result.pivot} and in the target language)", "",
                   "| judge | language | presentations | tie rate | pivot share of decisive verdicts |",
                   "|---|---|---:|---|---|"]
-        lines += [f"| {t.judge} | {t.lang} ({t.language}) | {t.probes} | {_fmt(t.tie_rate)} | {_fmt(t.pivot_share)} |"
+        lines += [f"| {t.judge} | {t.lang} ({t.language}) | {t.probes} | {fmt_interval(t.tie_rate)} | "
+                  f"{fmt_interval(t.pivot_share)} |"
                   for t in result.tie_probes]
     if result.labelled is not None:
         lines += ["", judge_ls.text(result.labelled).rstrip("\n")]

@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import LabelledPair, bare_name
-from ..score import Interval, stats
+from ..score import stats
+from ..score.stats import Interval, fmt_interval
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 FIELDS = ("prompt", "better", "worse")
@@ -263,10 +264,6 @@ def compare(labelled: pa.Table, probes: pa.Table, pairs: list[LabelledPair], piv
 # ---- text -----------------------------------------------------------------------------------
 
 
-def _fmt(r: Interval | None) -> str:
-    return "–" if r is None or r.value is None else f"{r.value:.2f} [{r.lo:.2f}, {r.hi:.2f}]"
-
-
 def _table(s: Sensitivity) -> list[str]:
     lines = ["| judge | condition | subset | pairs | accuracy | tie-half accuracy | position inconsistency | "
              "judgment flips | correctness flips | pivot only / condition only | McNemar p |",
@@ -274,13 +271,15 @@ def _table(s: Sensitivity) -> list[str]:
     for r in s.rows:
         p = "–" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"
         split = "–" if r.judgment_flip is None else f"{r.right_in_pivot_only} / {r.right_in_condition_only}"
-        lines.append(f"| {r.judge} | {r.condition} | {r.subset} | {r.pairs} | {_fmt(r.accuracy)} | "
-                     f"{_fmt(r.accuracy_tie_half)} | {_fmt(r.position_inconsistency)} | {_fmt(r.judgment_flip)} | "
-                     f"{_fmt(r.correctness_flip)} | {split} | {p} |")
+        lines.append(f"| {r.judge} | {r.condition} | {r.subset} | {r.pairs} | {fmt_interval(r.accuracy)} | "
+                     f"{fmt_interval(r.accuracy_tie_half)} | {fmt_interval(r.position_inconsistency)} | "
+                     f"{fmt_interval(r.judgment_flip)} | "
+                     f"{fmt_interval(r.correctness_flip)} | {split} | {p} |")
     if s.tie_probes:
         lines += ["", "| judge | condition | tie probes | tie rate | pivot share of decisive verdicts |",
                   "|---|---|---:|---|---|"]
-        lines += [f"| {t.judge} | {t.condition} | {t.probes} | {_fmt(t.tie_rate)} | {_fmt(t.pivot_share)} |"
+        lines += [f"| {t.judge} | {t.condition} | {t.probes} | {fmt_interval(t.tie_rate)} | "
+                  f"{fmt_interval(t.pivot_share)} |"
                   for t in s.tie_probes]
     return lines
 

@@ -26,7 +26,6 @@ both known:
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import msgspec
@@ -34,7 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..score import Interval, stats
+from ..score import stats
+from ..score.stats import Interval, fisher_exact, fmt_interval, newcombe
 from ..store import compact
 from .judge_ls import condition, rate
 
@@ -63,32 +63,6 @@ class SelfPreferenceCard(msgspec.Struct, frozen=True):
 class SelfPreference(msgspec.Struct, frozen=True):
     cards: list[SelfPreferenceCard]
     skipped: list[str]  # judges without a family, named so a reader knows why they are absent
-
-
-def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided Fisher exact p-value of k1/n1 against k2/n2 (the sum of the hypergeometric
-    probabilities no larger than the observed one), in exact integer arithmetic."""
-    total, k = n1 + n2, k1 + k2
-    if n1 == 0 or n2 == 0:
-        return 1.0
-    lo, hi = max(0, k - n2), min(k, n1)
-    weights = {x: math.comb(n1, x) * math.comb(n2, k - x) for x in range(lo, hi + 1)}
-    observed = weights[k1]
-    # a relative tolerance, as R's fisher.test uses, so ties in probability count as "as extreme"
-    extreme = sum(w for w in weights.values() if w * 10**7 <= observed * (10**7 + 1))
-    return min(1.0, extreme / math.comb(total, k))
-
-
-def newcombe(k1: int, n1: int, k2: int, n2: int, confidence: float) -> Interval:
-    """p1 − p2 with Newcombe's hybrid score interval (method 10) from Wilson intervals."""
-    if n1 == 0 or n2 == 0:
-        return Interval(None, None, None, min(n1, n2))
-    p1, p2 = k1 / n1, k2 / n2
-    (l1, u1), (l2, u2) = (tuple(map(float, stats.wilson(k, n, confidence))) for k, n in ((k1, n1), (k2, n2)))
-    d = p1 - p2
-    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
-    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-    return Interval(round(d, 4), round(lo, 4), round(hi, 4), n1 + n2)
 
 
 def _estimate(k1: int, n1: int, k2: int, n2: int, confidence: float, seed: int = 0,
@@ -181,10 +155,6 @@ def run(run_dir: Path, confidence: float = 0.95) -> SelfPreference:
     return compare(data, corpus.select(manifest).pairs, {j.name: j.family for j in manifest.judges}, confidence)
 
 
-def _fmt(r: Interval) -> str:
-    return "–" if r.value is None else f"{r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}] (n={r.n})"
-
-
 def text(result: SelfPreference) -> str:
     lines = ["Self-preference (labelled pairs whose outputs name their model family)", ""]
     for c in result.cards:
@@ -193,10 +163,10 @@ def text(result: SelfPreference) -> str:
             paired = ("–" if p.paired_p is None else f"b={p.paired_b} c={p.paired_c} McNemar p={p.paired_p:.3g}")
             fisher = "–" if p.fisher_p is None else f"{p.fisher_p:.3g}"
             lines += [f"  {label}:",
-                      f"    names the worse output when its family wrote it: {_fmt(p.own_worse)}",
-                      f"    names the worse output when its family wrote neither: {_fmt(p.neutral)}",
-                      f"    difference: {_fmt(p.difference)}, Fisher p={fisher}",
-                      f"    self-preference s: {_fmt(p.self_preference)}",
+                      f"    names the worse output when its family wrote it: {fmt_interval(p.own_worse, n=True)}",
+                      f"    names the worse output when its family wrote neither: {fmt_interval(p.neutral, n=True)}",
+                      f"    difference: {fmt_interval(p.difference, n=True)}, Fisher p={fisher}",
+                      f"    self-preference s: {fmt_interval(p.self_preference, n=True)}",
                       f"    paired with other families' judges: {paired}"]
     if not result.cards:
         lines.append("No judge declares a family (family: in the manifest).")

@@ -28,6 +28,8 @@ from ..plan import Plan
 from ..score import Cards
 from ..spec import Manifest
 from ..store import compact, log
+from ..store.done import KEYS as DONE_KEYS
+from ..store.done import DoneSet
 from ..store.rundir import STATS_JSON, read_run_info
 from .phases import (
     AuditResult,
@@ -87,7 +89,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:
             if not outcome.interrupted and shard is None:
-                result.cards = score_run(run_dir)
+                result.cards = score_run(run_dir, write_report=False)
                 result.warnings = warnings(run_dir)
                 # stats.json says what the cards left out, and why
                 result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
@@ -179,14 +181,14 @@ def merge_run(run_dir: Path) -> MergeResult:
     with log.RunLock(run_dir):
         compact.remove_stale_tmp(run_dir)
         log.repair(run_dir)
-        done = log.DoneSet.from_log(run_dir)
+        done = DoneSet.from_log(run_dir)
         plan = Plan.from_manifest(info.manifest)
         every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
         planned = plan.calls_per_judge * len(every_key)
         counted = sum(plan.done_count(jid, done) for jid in every_key)
-        keys = log.read_table(run_dir, log.DoneSet._KEYS)
+        keys = log.read_table(run_dir, DONE_KEYS)
         ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
-        cards = score_run(run_dir)
+        cards = score_run(run_dir, write_report=False)
         report.write([run_dir], run_dir, cards={run_dir: cards})
         bad = [w for w in warnings(run_dir) if "invalid log line" in w]  # merge counts keys itself
     return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards, bad)

@@ -52,6 +52,7 @@ from ..judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, R
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 from ..store import log
+from ..store.done import DoneSet
 from . import phases as run
 
 INSTALL = "executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"
@@ -221,7 +222,7 @@ def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
 
 
 def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
-               interval: float, phases: tuple[str, ...], wanted: log.DoneSet | None):
+               interval: float, phases: tuple[str, ...], wanted: DoneSet | None):
     """A worker's task: one shard through the engine in the given phases (run.PHASES),
     under the shard's lock."""
 
@@ -343,6 +344,6 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
         run.write_stats(run_dir, result.stats)
     if not interrupted:
         # Every shard has ended; scoring needs no lock (readers leave torn lines out).
-        result.cards = run.score_run(run_dir)
+        result.cards = run.score_run(run_dir, write_report=False)
         report.write([run_dir], run_dir, cards={run_dir: result.cards})
     return result

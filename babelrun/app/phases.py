@@ -20,10 +20,10 @@ from ..score import composite
 from ..score.run import cards_of_run, stale_label
 from ..spec import JudgeSpec, Manifest
 from ..store import compact, log
+from ..store.done import DoneSet
 from ..store.files import write_atomic
 from ..store.rundir import (
     PLAN_JSON,
-    REPORT_MD,
     RUN_YAML,
     STATS_JSON,
     PlanSummary,
@@ -109,7 +109,7 @@ PHASES = ("all", "escalations")
 def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budget] | None = None,
               progress: Progress | None = None, handle_signals: bool = True,
               build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
-              phases: tuple[str, ...] = PHASES, wanted: log.DoneSet | None = None,
+              phases: tuple[str, ...] = PHASES, wanted: DoneSet | None = None,
               only: frozenset[str] | None = None, limit: int | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
@@ -119,7 +119,7 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
     judge (``audit --limit``)."""
     run_dir, shard = manifest.run_dir, plan.shard
     log.repair(run_dir, shard)
-    done = log.DoneSet.from_log(run_dir)
+    done = DoneSet.from_log(run_dir)
     called = [spec for spec in manifest.judges if spec.calls in phases and (only is None or spec.name in only)]
     backends = [build(spec, manifest.seed) for spec in called]
     cfg = manifest.log
@@ -132,16 +132,16 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
         writer.close()
 
 
-def escalations(manifest: Manifest) -> log.DoneSet:
+def escalations(manifest: Manifest) -> DoneSet:
     """The keys the cascades escalate to their escalation-only strong judges, recomputed
     from the cheap judges' records in the log (so a resumed run asks the same)."""
     data = compact.load(manifest.run_dir, composite.COLUMNS)
     strong = {spec.name for spec in manifest.judges if spec.calls == "escalations"}
-    return log.DoneSet(composite.escalations(data, manifest.composites, run_info(manifest).judge_ids, strong))
+    return DoneSet(composite.escalations(data, manifest.composites, run_info(manifest).judge_ids, strong))
 
 
-def _judge(backends: list, plan: Plan, done: log.DoneSet, writer: log.LogWriter, manifest: Manifest,
-           wanted: log.DoneSet | None, **options) -> engine.EngineResult:
+def _judge(backends: list, plan: Plan, done: DoneSet, writer: log.LogWriter, manifest: Manifest,
+           wanted: DoneSet | None, **options) -> engine.EngineResult:
     """The engine over the judges, in two phases when a cascade's strong judge is called on
     escalations only: first every other judge, then the strong judges on what the cheap
     judges' records escalate."""
@@ -194,16 +194,20 @@ def return_freed_memory() -> None:
         pass
 
 
-def score_run(run_dir: Path) -> score.Cards:
-    """Recompute judgements.parquet, cards.json and report.md from the log alone (and the
-    run's manifest in run.yaml: scoring settings, seed, composite judges). An unreadable
-    plan.json (a summary of the plan) is rebuilt from run.yaml's manifest first."""
+def score_run(run_dir: Path, *, write_report: bool = True) -> score.Cards:
+    """Recompute judgements.parquet and cards.json from the log alone (and the run's manifest
+    in run.yaml: scoring settings, seed, composite judges), then, unless ``write_report`` is
+    False, the report (report.md, report.html, plots/) through ``report.write``, the one writer
+    of report.md: the same bytes ``babelrun report RUN`` writes there. An audit's finish passes
+    False and writes the report itself once stats.json is written. An unreadable plan.json (a
+    summary of the plan) is rebuilt from run.yaml's manifest first."""
     run_dir = Path(run_dir)
     if not plan_summary_is_readable(run_dir):
         plan = Plan.from_manifest(read_run_info(run_dir).manifest)
         write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(plan_summary(plan)))
     cards = cards_of_run(run_dir)
-    write_atomic(run_dir / REPORT_MD, report.markdown(cards).encode())
+    if write_report:
+        report.write([run_dir], run_dir, cards={run_dir: cards})
     return cards
 
 

@@ -35,8 +35,8 @@ from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableErro
 from ..judges.batch_api import BatchApi, BatchResult, BatchStopped
 from ..judges.http import HttpJudge
 from ..plan import Plan
+from ..store.done import DoneSet
 from ..store.files import write_atomic
-from ..store.log import DoneSet
 from . import limits
 from . import records as build
 from .state import JudgeState

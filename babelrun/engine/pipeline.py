@@ -38,7 +38,8 @@ from ..judges import (
 )
 from ..judges.protocol import max_tokens
 from ..plan import Plan
-from ..store.log import DoneSet, LogWriter, Record
+from ..store.done import DoneSet
+from ..store.log import LogWriter, Record
 from . import batches, limits
 from . import records as build
 from .progress import Progress

@@ -27,7 +27,7 @@ from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec
-from ..store.log import DoneSet
+from ..store.done import DoneSet
 from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
 
 

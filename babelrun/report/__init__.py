@@ -2,8 +2,10 @@
 page and plots (PNG and SVG).
 
 ``write`` gathers a ``ReportData`` once (``data.gather``) and renders it: ``report.md`` always,
-``report.html`` and ``plots/`` unless ``html=False``. ``markdown`` renders cards alone (what
-``babelrun score`` writes). matplotlib is imported only where plots are drawn: in a child
+``report.html`` and ``plots/`` unless ``html=False``. It is the one writer of report.md (``audit``,
+``score``, ``merge`` and ``report`` all call it), so report.md is the same whichever ran last.
+Both formats show the sections of ``sections.SECTIONS``, in its order. ``markdown`` renders
+cards alone, for a caller holding only Cards. matplotlib is imported only where plots are drawn: in a child
 process (``plots.render_apart``), so it never adds to an audit's memory.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..store.files import write_atomic
+from ..store.rundir import REPORT_MD
 from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
 from .markdown import render_report as markdown_report
@@ -28,7 +31,7 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     gathered = report_data.gather([Path(d) for d in run_dirs], cards)
-    write_atomic(out_dir / "report.md", markdown_report(gathered).encode())
+    write_atomic(out_dir / REPORT_MD, markdown_report(gathered).encode())
     if html:
         from . import html as report_html
         from . import plots

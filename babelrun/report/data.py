@@ -24,7 +24,7 @@ from ..analyses import registry
 from ..analyses.agree import Agreement
 from ..analyses.calibrate import Calibration
 from ..analyses.invariance import Invariance
-from ..score import Cards, JudgeCards
+from ..score.cards import Cards, JudgeCards
 from ..store import compact
 from ..store.rundir import JudgeStats
 from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend

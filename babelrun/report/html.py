@@ -2,10 +2,10 @@
 
 The page opens with the answer: the judge × language matrix of R (``_matrix``; its sort
 orders are views picked by the link's fragment through CSS ``:target``, no script), then a
-table of contents, then the sections, a list of functions ``(ReportData, plots) -> str`` with
-their anchors (``SECTIONS``); a new card family adds a function. Every piece of judge, corpus or
-manifest text goes through
-``safe.h`` (HTML-escaped with quotes, bidi controls made visible); plots are inlined as SVG
+table of contents, then the sections: functions ``(ReportData, plots) -> str``, each
+registered with ``@renders("html", name)``, in the order of ``sections.SECTIONS``; a new
+section adds a line there and a function here. Every piece of judge, corpus or manifest text
+goes through ``safe.h`` (HTML-escaped with quotes, bidi controls made visible); plots are inlined as SVG
 drawn with glyph paths (``plots.py``). A Content-Security-Policy forbids scripts and every
 outside fetch, as a second line of defence.
 """
@@ -15,16 +15,20 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..core.version import __version__
-from ..score import Card, Interval
+from ..score.cards import Card
+from ..score.stats import Interval
 from ..score.verdict import mark
 from . import summary
 from .data import MODES, Example, ReportData
 from .markdown import VERDICTS
 from .plots import Plot
 from .safe import h
+from .sections import rendered, renders
 from .summary import (
     BAND_COLOURS,
     COMPARED,
+    METRIC_HEADER,
+    METRIC_RATE_COLUMNS,
     Matrix,
     actions,
     agreement_rows,
@@ -34,6 +38,7 @@ from .summary import (
     cbc_rows,
     leaderboard,
     matrix,
+    metric_cells,
     mitigation_rows,
 )
 from .summary import number as _num
@@ -92,6 +97,7 @@ def _header(data: ReportData, plots: list[Plot]) -> str:
             "judged or undefined</span>. Definitions: README, <i>Metrics</i>.</p>")
 
 
+@renders("html", "leaderboard")
 def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
     rows = leaderboard(data)
     if not rows:
@@ -111,6 +117,7 @@ def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
 _CHANCE = ' <b class=red title="the judge prefers the degraded answer">below chance</b>'
 
 
+@renders("html", "recommendations")
 def _recommendations(data: ReportData, plots: list[Plot]) -> str:
     """One line per judge and action, listing the languages that call for it, worst first."""
     t = data.thresholds
@@ -149,6 +156,7 @@ def _matrix_table(m: Matrix, rows: list[int]) -> str:
     return f'<table class=matrix><thead><tr><th>language</th>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+@renders("html", "matrix")
 def _matrix(data: ReportData, plots: list[Plot]) -> str:
     """R per judge × language, first on the page. Sorting needs no script: each order is its
     own view, and the link's fragment (CSS ``:target``) shows it in place of the default."""
@@ -192,14 +200,11 @@ def _card(title: str, card: Card, threshold: float) -> str:
             f"{card.invalid_rate.value or 0:.2f} · ties {card.tie_rate.value or 0:.2f} · {card.items} items</div>")
 
 
+_REMARKS = {"verdict": lambda card: h(mark(card.verdict)), "below_chance": lambda card: _CHANCE * card.below_chance}
+
+
 def _metric_row(label: str, card: Card) -> list[str]:
-    return [label, str(card.items), _num(card.reliability) + h(mark(card.verdict)),
-            _num(card.accuracy) + _CHANCE * card.below_chance, _num(card.position_bias, True),
-            _num(card.verbosity), _num(card.order_consistency), f"{card.tie_rate.value or 0:.2f}",
-            f"{card.invalid_rate.value or 0:.2f}"]
-
-
-_METRIC_HEAD = ["items", "R", "accuracy", "Δ (slot A)", "v (longer)", "κ_ord", "ties", "invalid"]
+    return [label, *metric_cells(card, _REMARKS)]
 
 
 CARD_GRID = 24  # language cards drawn per judge (worst R first); every language is in its table
@@ -227,6 +232,7 @@ def _perturbation_matrix(jc) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+@renders("html", "cards")
 def _language_cards(data: ReportData, plots: list[Plot]) -> str:
     t = data.thresholds.reliability
     out = ["<h2>Reliability cards per language</h2><p class=note>"
@@ -247,7 +253,7 @@ def _language_cards(data: ReportData, plots: list[Plot]) -> str:
         out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code>{what}</h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
                 "<details><summary>table (every language)</summary>"
-                + _table(["language", *_METRIC_HEAD], rows, {1, 7, 8}) + "</details>",
+                + _table(["language", *METRIC_HEADER], rows, {1, *METRIC_RATE_COLUMNS}) + "</details>",
                 "<details><summary>R by perturbation</summary>" + _perturbation_matrix(jc) + "</details>"]
     return "".join(out)
 
@@ -256,6 +262,7 @@ def _unjudged(run, family: str, judge: str) -> list:
     return [n for n in run.cards.not_judged if n.family == family and n.judge in (None, judge)]
 
 
+@renders("html", "plots")
 def _plots(data: ReportData, plots: list[Plot]) -> str:
     if not plots:
         return ""
@@ -264,6 +271,7 @@ def _plots(data: ReportData, plots: list[Plot]) -> str:
     return "<h2>Plots</h2>" + figures
 
 
+@renders("html", "audit")
 def _audit(data: ReportData, plots: list[Plot]) -> str:
     out = ["<h2>Perturbation audit</h2><p>Items emitted / skipped as no-ops (the perturbation changed "
            "nothing, so the gold label would be false), per language and perturbation, all severities; "
@@ -289,6 +297,7 @@ def _audit(data: ReportData, plots: list[Plot]) -> str:
     return "".join(out)
 
 
+@renders("html", "analyses")
 def _analyses(data: ReportData, plots: list[Plot]) -> str:
     """Every analysis of the registry that was run, in registry order: its own section where
     ``_ANALYSES`` has one, else its text under its title."""
@@ -316,8 +325,8 @@ def _calibration(analysis, run, c) -> str:
                   [[h(lang), h(raw), h(cal)] for lang, raw, cal in cbc_rows(c)])]
     if c.agreement is not None:
         a = c.agreement
-        out.append(f"<p>Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, calibrated "
-                   f"{a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}].</p>")
+        out.append(f"<p>Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.value}, calibrated "
+                   f"{a.calibrated.value}, gain {a.gain.value} [{a.gain.lo}, {a.gain.hi}].</p>")
     out.append(f"<p>Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.</p>")
     return "".join(out)
 
@@ -368,6 +377,7 @@ _ANALYSES = {"calibrate": _calibration, "invariance": _invariance, "agree": _agr
              "self-preference": _self_preference}
 
 
+@renders("html", "stats")
 def _stats(data: ReportData, plots: list[Plot]) -> str:
     lat = ("p50", "p95", "p99")
 
@@ -391,6 +401,7 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
                       "calls/s", "elapsed s", "stopped"], last, {2, 3, 4, 6, 7, 8, 9, 10}))
 
 
+@renders("html", "identities")
 def _identities(data: ReportData, plots: list[Plot]) -> str:
     rows = [[h(j.judge), f"<code>{h(j.judge_id)}</code>", h(j.backend or "not in run.yaml"), h(j.model or "–"),
              h(j.endpoint or "–"),
@@ -405,6 +416,7 @@ def _identities(data: ReportData, plots: list[Plot]) -> str:
                       "served model", "fingerprint"], rows))
 
 
+@renders("html", "pointwise")
 def _pointwise(data: ReportData, plots: list[Plot]) -> str:
     """Pointwise judges' cards, and beside the pairwise ones language by language."""
     out = ""
@@ -422,6 +434,7 @@ def _pointwise(data: ReportData, plots: list[Plot]) -> str:
     return out
 
 
+@renders("html", "agentic")
 def _agentic(data: ReportData, plots: list[Plot]) -> str:
     """Agent-trajectory cards: the agentic families and R_agent, per judge and language."""
     rows = []
@@ -456,6 +469,7 @@ def _change(change, targeted: bool) -> str:
     return f"<b>{text}</b>" if targeted else text
 
 
+@renders("html", "mitigations")
 def _mitigations(data: ReportData, plots: list[Plot]) -> str:
     """Each mitigation judge beside its base judge on the same presentations, with its price."""
     rows = [[h(r.card.name), h(r.card.kind), h(r.card.base), f"{r.card.calls_per_decision:.2f}"]
@@ -490,6 +504,7 @@ def _example(e: Example) -> str:
             f"<code>{h(e.item_id)}</code></summary><ul>{replies}</ul>{texts}</details>")
 
 
+@renders("html", "examples")
 def _examples(data: ReportData, plots: list[Plot]) -> str:
     out = ["<h2>Example failures</h2><p>A few items per judge and failure mode (the first by item id), "
            "with the judge's raw replies and the item's texts, regenerated from the run's manifest. Any "
@@ -507,23 +522,15 @@ def _examples(data: ReportData, plots: list[Plot]) -> str:
     return "".join(out)
 
 
-# (anchor, title for the contents, section); the header and the matrix open the page.
-SECTIONS = [("leaderboard", "Leaderboard", _leaderboard), ("recommendations", "Recommendations", _recommendations),
-            ("cards", "Reliability cards per language", _language_cards),
-            ("pointwise", "Pointwise judges", _pointwise),
-            ("mitigations", "Mitigations", _mitigations), ("agentic", "Agent trajectories", _agentic),
-            ("plots", "Plots", _plots), ("audit", "Perturbation audit", _audit), ("analyses", "Analyses", _analyses),
-            ("stats", "Run statistics", _stats), ("identities", "Judge identities", _identities),
-            ("examples", "Example failures", _examples)]
-
-
 def render(data: ReportData, plots: list[Plot]) -> str:
-    shown = [(anchor, title, html) for anchor, title, section in SECTIONS if (html := section(data, plots))]
-    toc = "".join(f'<li><a href="#{a}">{h(title)}</a></li>' for a, title, _ in [("matrix", "Judge × language", ""),
-                                                                              *shown])
-    body = "\n".join([_header(data, plots), f'<section id="matrix">{_matrix(data, plots)}</section>',
+    """The page: the header, the first section (the matrix), the contents, then every other
+    section that has something to show, in ``sections.SECTIONS`` order."""
+    shown = [(s.name, s.title, html) for s, section in rendered("html") if (html := section(data, plots))]
+    toc = "".join(f'<li><a href="#{a}">{h(title)}</a></li>' for a, title, _ in shown)
+    (first, _, opening), rest = shown[0], shown[1:]
+    body = "\n".join([_header(data, plots), f'<section id="{first}">{opening}</section>',
                       f'<nav class=toc><b>Contents</b><ol>{toc}</ol></nav>',
-                      *(f'<section id="{a}">{html}</section>' for a, _, html in shown)])
+                      *(f'<section id="{a}">{html}</section>' for a, _, html in rest)])
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f'<meta http-equiv="Content-Security-Policy" content="{h(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -1,7 +1,7 @@
-"""Markdown: the cards alone (``render``, what ``babelrun score`` writes) and the whole report
-(``render_report``: leaderboard, recommendations, cards, analyses, run statistics, judge
-identities, example failures). Judge replies and names are untrusted: ``safe.md`` escapes
-every character Markdown could read as syntax; codes go through ``_cell``."""
+"""Markdown: the whole report (``render_report``, report.md: every section of
+``sections.SECTIONS`` in its order, as report.html) and the cards alone (``render``). Judge
+replies and names are untrusted: ``safe.md`` escapes every character Markdown could read as
+syntax; codes go through ``_cell``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,21 @@ import re
 
 from ..core.items import bare_name
 from ..plan import WEAK_SENTENCES
-from ..score import Card, Cards
 from ..score.agentic import AgenticCard
+from ..score.cards import Card, Cards
 from ..score.verdict import DEPLOY_R, MIN_ITEMS, mark
 from . import summary
 from .safe import md, neutralise
-from .summary import COMPARED, audit_cell, audit_cells, mitigation_rows
+from .sections import rendered, renders
+from .summary import (
+    COMPARED,
+    METRIC_HEADER,
+    METRIC_RATE_COLUMNS,
+    audit_cell,
+    audit_cells,
+    metric_cells,
+    mitigation_rows,
+)
 from .summary import number as _num
 
 THRESHOLD = DEPLOY_R  # the research's deployment threshold for R
@@ -39,14 +48,13 @@ def _code(text: str) -> str:
     return f"`{text}`" if _PLAIN.fullmatch(text) else md(text)
 
 
+_REMARKS = {"verdict": lambda card: mark(card.verdict),
+            "below_chance": lambda card: " **below chance**" if card.below_chance else "",
+            "consistently_wrong": lambda card: " (consistently wrong)" if card.below_chance else ""}
+
+
 def _row(label: str, card: Card) -> str:
-    chance = " **below chance**" if card.below_chance else ""
-    wrong = " (consistently wrong)" if card.below_chance else ""
-    return (
-        f"| {_cell(label)} | {card.items} | {_num(card.reliability)}{mark(card.verdict)} | {_num(card.accuracy)}"
-        f"{chance} | {_num(card.position_bias, signed=True)} | {_num(card.verbosity)} | "
-        f"{_num(card.order_consistency)}{wrong} | {card.tie_rate.value or 0:.2f} | {card.invalid_rate.value or 0:.2f} |"
-    )
+    return f"| {_cell(label)} | " + " | ".join(metric_cells(card, _REMARKS)) + " |"
 
 
 def _unjudged(cards: Cards, family: str, judge: str, columns: int) -> list[str]:
@@ -64,7 +72,7 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
         out += [f"## {title}", "", _HEADER.format(what="language")]
         out.append(_row("all", judge.overall))
         out += [_row(f"{lc.lang} ({lc.language})", lc.card) for lc in judge.languages]
-        out += _unjudged(cards, family, judge.judge, 9)
+        out += _unjudged(cards, family, judge.judge, 1 + len(METRIC_HEADER))
         if family == "degradation":
             out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
             for lc in judge.languages:
@@ -73,13 +81,22 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
     return out
 
 
-_HEADER = (
-    "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | ties | invalid |\n"
-    "|---|---:|---|---|---|---|---|---:|---:|"
-)
+_HEADER = ("| {what} | " + " | ".join(METRIC_HEADER) + " |\n|---|"
+           + "".join("---:|" if i in {1, *METRIC_RATE_COLUMNS} else "---|" for i in range(1, len(METRIC_HEADER) + 1)))
+
+
+def _card_tables(cards: Cards) -> list[str]:
+    """The text cards: degradation items, then each labelled-pair set (never pooled)."""
+    out = _judge_tables(cards, cards.judges, "degradation")
+    for fc in cards.pairs:  # human-labelled pairs: their own cards, never pooled with the degradations
+        out += _judge_tables(cards, fc.judges, fc.family)
+    return out
 
 
 def render(cards: Cards) -> str:
+    """The cards alone, as Markdown (no leaderboard, analyses or run statistics): the card
+    sections of the report, in its order. ``report.md`` is always the whole report
+    (``render_report``); this is for a caller holding only Cards."""
     pct = round(cards.confidence * 100)
     out = [
         "# babelrun reliability cards",
@@ -87,13 +104,8 @@ def render(cards: Cards) -> str:
         f"Intervals: {pct}% item-clustered bootstrap ({cards.bootstrap} resamples). {VERDICTS}",
         "",
     ]
-    out += _judge_tables(cards, cards.judges, "degradation")
-    for fc in cards.pairs:  # human-labelled pairs: their own cards, never pooled with the degradations
-        out += _judge_tables(cards, fc.judges, fc.family)
-    out += _pointwise(cards)
-    out += _agentic(cards)
-    out += _mitigations(cards)
-    out += _audit(cards)
+    for part in (_card_tables, _pointwise, _mitigations, _agentic, _audit):
+        out += part(cards)
     return "\n".join(out) + "\n"
 
 
@@ -222,11 +234,12 @@ def _mitigations(cards: Cards) -> list[str]:
     return out
 
 
-# ---- the full report (``babelrun report``, and ``audit`` at the end of a run) -------------
-# Section functions over a ReportData, in order; each returns its lines. A new card family
-# (agentic cards, composite judges) is a new function appended to SECTIONS. Judge and corpus
-# text goes through safe.md (Markdown syntax escaped, bidi controls made visible).
+# ---- the full report (report.md: ``babelrun report``, ``score``, and ``audit`` at the end) --
+# One function per section over a ReportData, each returning its lines, registered with
+# ``@renders("markdown", name)``; the order is sections.SECTIONS, the same as report.html's.
+# Judge and corpus text goes through safe.md (Markdown syntax escaped, bidi controls made visible).
 
+@renders("markdown", "leaderboard")
 def _leaderboard(data) -> list[str]:
     from .summary import leaderboard
 
@@ -249,6 +262,7 @@ def _leaderboard(data) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "recommendations")
 def _recommendations(data) -> list[str]:
     from .summary import actions
 
@@ -271,6 +285,7 @@ def _recommendations(data) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "matrix")
 def _matrix(data) -> list[str]:
     """R per judge × language, every planned pair: ✓/✗ against the threshold, n/j not judged."""
     from .summary import matrix
@@ -297,15 +312,34 @@ def _matrix(data) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "cards")
 def _cards(data) -> list[str]:
     out = []
     for run in data.runs:
         if len(data.runs) > 1:
             out += [f"## Run {md(run.name)} ({_code(run.run_dir)})", ""]
-        out += render(run.cards).split("\n", 4)[4].split("\n")  # without the title and its note
+        out += _card_tables(run.cards)
     return out
 
 
+def _per_run(part):
+    """A section of each run's cards, one run after another."""
+    return lambda data: [line for run in data.runs for line in part(run.cards)]
+
+
+renders("markdown", "pointwise")(_per_run(_pointwise))
+renders("markdown", "mitigations")(_per_run(_mitigations))
+renders("markdown", "agentic")(_per_run(_agentic))
+renders("markdown", "audit")(_per_run(_audit))
+
+
+@renders("markdown", "plots")
+def _plots(data) -> list[str]:
+    """Nothing: plots are images, in report.html and plots/."""
+    return []
+
+
+@renders("markdown", "analyses")
 def _analyses(data) -> list[str]:
     """Every analysis of the registry that was run, in registry order: its own section where
     ``_ANALYSES`` has one, else its text under its title."""
@@ -340,8 +374,8 @@ def _calibration(analysis, run, c) -> list[str]:
     out += [f"| {_cell(lang)} | {md(raw)} | {md(cal)} |" for lang, raw, cal in cbc_rows(c)]
     if c.agreement is not None:
         a = c.agreement
-        out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.mean}, "
-                f"calibrated {a.calibrated.mean}, gain {a.gain.mean} [{a.gain.lo}, {a.gain.hi}]."]
+        out += ["", f"Held-out cross-language rank agreement (Kendall τ_b): raw {a.raw.value}, "
+                f"calibrated {a.calibrated.value}, gain {a.gain.value} [{a.gain.lo}, {a.gain.hi}]."]
     return out + [f"Significant rank reversals: {len(c.reversals)} of {c.reversal_tests} tests.", ""]
 
 
@@ -402,6 +436,7 @@ def _judge_ls(lab) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "stats")
 def _stats(data) -> list[str]:
     out = ["## Run statistics", "",
            "From the log: every record of every audit process (a retried key counts each try). "
@@ -418,6 +453,7 @@ def _stats(data) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "identities")
 def _identities(data) -> list[str]:
     out = ["## Judge identities", "",
            "From `run.yaml`; served model and fingerprint as the provider reported them in the records.", "",
@@ -438,6 +474,7 @@ def _raw(text: str | None) -> str:
     return "(empty)" if not text else f"“{md(text, 80)}”"
 
 
+@renders("markdown", "examples")
 def _examples(data) -> list[str]:
     from .data import MODES
 
@@ -467,9 +504,6 @@ def leaderboard(data) -> str:
     return "\n".join(_leaderboard(data))
 
 
-SECTIONS = [_matrix, _leaderboard, _recommendations, _cards, _analyses, _stats, _identities, _examples]
-
-
 def render_report(data) -> str:
     """The whole report as Markdown: the same numbers as report.html."""
     runs = ", ".join(f"{md(r.name)} ({_code(r.run_dir)})" for r in data.runs)
@@ -477,6 +511,6 @@ def render_report(data) -> str:
     pct = round(first.confidence * 100) if first else 95
     out = ["# babelrun report", "", f"Runs: {runs}.", "",
            f"Intervals: {pct}% item-clustered bootstrap. {VERDICTS}", ""]
-    for section in SECTIONS:
+    for _, section in rendered("markdown"):
         out += section(data)
     return "\n".join(out).rstrip("\n") + "\n"

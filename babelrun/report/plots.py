@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from ..score import Card
+from ..score.cards import Card
 from .data import ReportData
 from .recommend import THRESHOLDS
 from .safe import label

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ..score import Interval
+from ..score.stats import Interval
 
 
 class Thresholds(msgspec.Struct, frozen=True):

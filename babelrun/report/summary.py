@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import msgspec
 
-from ..score import Card, Cards, Change, CompositeCard, Interval, LanguageCard
 from ..score.agentic import AgenticCard, AgenticLanguageCard
+from ..score.cards import Card, Cards, Change, CompositeCard, LanguageCard
+from ..score.metrics import REGISTRY
+from ..score.stats import Interval, fmt
+from ..score.stats import fmt_interval as number
 from .recommend import THRESHOLDS
 
-# The card metrics a mitigation's change is shown for, with their labels.
-COMPARED = (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
-            ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
+# The card metrics a mitigation's change is shown for, with their labels (score/metrics.REGISTRY).
+COMPARED = tuple((m.name, m.header) for m in REGISTRY if m.compared)
+# The reports' metric table: items, then every registered metric, in the registry's order.
+METRIC_HEADER = ["items", *(m.header for m in REGISTRY)]
+METRIC_RATE_COLUMNS = frozenset(1 + i for i, m in enumerate(REGISTRY, 1) if m.rate)  # with the label column
 
 
-def number(iv: Interval | None, signed: bool = False) -> str:
-    """An interval as ``value [lo, hi]`` to two decimals; – where there is none."""
-    if iv is None or iv.value is None:
-        return "–"
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    text = fmt.format(iv.value)
-    if iv.lo is not None and iv.hi is not None:
-        text += f" [{fmt.format(iv.lo)}, {fmt.format(iv.hi)}]"
-    return text
+def metric_cells(card: Card, remarks: dict[str, Callable[[Card], str]]) -> list[str]:
+    """A card's cells of the metric table (without its label): items, then each registered
+    metric (``value [lo, hi]``; a rate as its value alone, 0 where undefined), followed by the
+    renderer's remark for the metric's ``flag`` (``remarks[flag](card)``; none if absent)."""
+    cells = [str(card.items)]
+    for m in REGISTRY:
+        iv = getattr(card, m.name)
+        text = fmt(iv.value or 0) if m.rate else number(iv, m.signed)
+        remark = remarks.get(m.flag) if m.flag is not None else None
+        cells.append(text + (remark(card) if remark is not None else ""))
+    return cells
 
 
 class MitigationRow(msgspec.Struct, frozen=True):

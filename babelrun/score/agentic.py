@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -116,7 +117,7 @@ def _with_all_languages(data: pa.Table) -> pa.Table:
     return pa.concat_tables([data, every]).unify_dictionaries()
 
 
-def cards(data: pa.Table, cells: Callable[[pa.Table], object], replicates: int = 1000,
+def cards(data: pa.Table, cells: Callable[[pa.Table], Any], replicates: int = 1000,
           confidence: float = 0.95, seed: int = 0) -> list[AgenticJudgeCards]:
     """Agentic cards per judge (all languages) and per language, from the agentic records;
     ``cells`` is ``score.cells`` with the same bootstrap settings."""
@@ -143,7 +144,10 @@ def cards(data: pa.Table, cells: Callable[[pa.Table], object], replicates: int =
     return out
 
 
-def _card(lc, length: Interval | None, reliability: tuple[float | None, ...]) -> AgenticCard:
+_Bounds = tuple[float | None, float | None, float | None]  # (value, lo, hi)
+
+
+def _card(lc: Any, length: Interval | None, reliability: _Bounds) -> AgenticCard:
     """One language's agentic card from its family cards, its length-probe v and its
     R_agent (value, lo, hi)."""
     acc = {p.perturbation: p.card.accuracy for p in lc.perturbations}
@@ -157,14 +161,15 @@ def _card(lc, length: Interval | None, reliability: tuple[float | None, ...]) ->
         note = (f"not measured: {', '.join(missing)}; accuracy renormalised over "
                 f"{', '.join(measured) or 'nothing'}" + ("; no length gate" if length is None else ""))
     items = lc.card.items
+    r = Interval(*reliability, n=items)
     return AgenticCard(
         items=items, presentations=lc.card.presentations,
         tool_accuracy=acc.get("tool"), argument_accuracy=acc.get("argument"),
         hallucination_detection=acc.get("hallucination"), length_bias=length,
         position_bias=lc.card.position_bias, order_consistency=lc.card.order_consistency,
-        accuracy=Interval(rounded(accuracy), None, None, items), reliability=Interval(*reliability, items),
+        accuracy=Interval(rounded(accuracy), None, None, items), reliability=r,
         not_measured=missing, note=note,
-        verdict=verdict.verdict(Interval(*reliability, items), items),
+        verdict=verdict.verdict(r, items),
         below_chance=verdict.below_chance(*(acc.get(f) for f in measured)),
     )
 
@@ -177,12 +182,14 @@ def r_agent(sums: np.ndarray, families: list[str]) -> np.ndarray:
     block = {name: sums[..., i, :] for i, name in enumerate(BLOCKS)}
     family_sums = {"tool": block["tool"] + block["tool_probe"], "argument": block["argument"],
                    "hallucination": block["hallucination"]}
-    acc = sum(WEIGHTS[f] * metrics.from_sums(family_sums[f])["accuracy"] for f in families)
+    acc = cast(np.ndarray, sum(WEIGHTS[f] * metrics.from_sums(family_sums[f])["accuracy"] for f in families))
     acc = acc / sum(WEIGHTS[f] for f in families)
     overall = metrics.from_sums(sums.sum(axis=-2))
     v = metrics.from_sums(block["tool_probe"] + block["step_pad"])["verbosity"]
     gate = np.where(np.isnan(v), 1.0, 1.0 - 0.7 * np.maximum(0.0, 2.0 * v - 1.0))
-    return (0.6 * acc + 0.4 * overall["order_consistency"]) * (1.0 - 0.8 * np.abs(overall["position_bias"])) * gate
+    r: np.ndarray = ((0.6 * acc + 0.4 * overall["order_consistency"])
+                     * (1.0 - 0.8 * np.abs(overall["position_bias"])) * gate)
+    return r
 
 
 def _reliability(data: pa.Table, replicates: int, confidence: float,
@@ -217,7 +224,7 @@ def _reliability(data: pa.Table, replicates: int, confidence: float,
     wide = np.zeros((len(rows), n_blocks * n_stats))
     wide[np.arange(len(rows))[:, None], rows[:, -1:] * n_stats + np.arange(n_stats)] = rows[:, :-1]
     group = item_cell // n_blocks
-    out = {}
+    out: dict[tuple[str, str], _Bounds] = {}
     edges = np.flatnonzero(np.diff(group)) + 1
     for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(group)], strict=True):
         jid, code_ = judge_ids[group[a] // len(langs)], langs[group[a] % len(langs)]

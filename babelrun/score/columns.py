@@ -15,7 +15,8 @@ def item_bits(data: pa.Table) -> np.ndarray:
     """Each record's 60 bits of item id: the compacted ``item_key`` column where the table
     has it, else parsed from ``item_id`` (records from elsewhere: tests, users' tables)."""
     if "item_key" in data.column_names:
-        return data["item_key"].to_numpy()
+        bits: np.ndarray = data["item_key"].to_numpy()
+        return bits
     return item_bits_column(data["item_id"].combine_chunks())
 
 
@@ -44,7 +45,8 @@ def lookup(column: pa.ChunkedArray | pa.Array, values: list[str] | tuple[str, ..
         array = pc.dictionary_encode(array)
     position = pc.index_in(array.dictionary, value_set=pa.array(values, type=pa.string()))
     position = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return position[array.indices.to_numpy(zero_copy_only=False)]
+    out: np.ndarray = position[array.indices.to_numpy(zero_copy_only=False)]
+    return out
 
 
 def by_cell_and_item(cell: np.ndarray, bits: np.ndarray) -> np.ndarray:

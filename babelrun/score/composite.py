@@ -50,8 +50,11 @@ from ..spec import (
     EnsembleSpec,
     inner_judges,
 )
-from . import SCORING_COLUMNS, CompositeCard, Interval, lookup, metrics, paired, stats
-from .stats import rounded
+from . import metrics, paired, stats
+from .cards import CompositeCard
+from .columnar import SCORING_COLUMNS
+from .columns import lookup
+from .stats import ROUND, Interval, rounded
 
 REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
 # Columns a composite needs beyond the scoring ones: the tie probability, and what the
@@ -225,7 +228,7 @@ def calibrated(spec: CalibratedSpec, j: _Judged, lang: np.ndarray, langs: list[s
     p = p / p.sum(axis=1, keepdims=True)
     verdict = _from_slots(p, (j.key[scored] & np.uint64(1)) == 0)
     return Derived(spec, "", j.rows[scored], verdict, p, 1.0, 0,
-                   slot_bias={k: rounded(v) for k, v in sorted(bias.items())},
+                   slot_bias={k: round(float(v), ROUND) + 0.0 for k, v in sorted(bias.items())},  # as rounded()
                    calibration_items=len(np.unique(item[held_out])))
 
 
@@ -236,7 +239,8 @@ def _judges(data: pa.Table, ids: dict[str, str]) -> Callable[[str], _Judged]:
     order = lookup(data["order"], metrics.ORDER_CODES)
     verdict = lookup(data["verdict"], metrics.VERDICTS)
     probs = np.column_stack([data[c].to_numpy(zero_copy_only=False).astype(float) for c in ("p_a", "p_b", "p_tie")])
-    empty = _Judged(*(np.zeros(0, dtype=t) for t in (np.int64, np.uint64, np.int64)), np.zeros((0, 3)))
+    empty = _Judged(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64),
+                    np.zeros((0, 3)))
     judged: dict[str, _Judged] = {}
 
     def of(name: str) -> _Judged:
@@ -271,13 +275,16 @@ def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> l
     langs = sorted(set(pc.unique(data["lang"].cast(pa.string())).to_pylist()))
     lang = lookup(data["lang"], langs)
 
-    rules: dict[type, Callable[[CompositeSpec], Derived]] = {
-        DualOrderSpec: lambda s: dual_order(s, of(s.of)),
-        EnsembleSpec: lambda s: ensemble(s, [of(n) for n in s.of]),
-        CascadeSpec: lambda s: cascade(s, of(s.cheap), of(s.strong), _is_rule(data, of(s.cheap))),
-        CalibratedSpec: lambda s: calibrated(s, of(s.of), lang, langs),
-    }
-    return [msgspec.structs.replace(rules[type(s)](s), judge_id=composite_id(s, ids)) for s in specs]
+    def rule(s: CompositeSpec) -> Derived:
+        if isinstance(s, DualOrderSpec):
+            return dual_order(s, of(s.of))
+        if isinstance(s, EnsembleSpec):
+            return ensemble(s, [of(n) for n in s.of])
+        if isinstance(s, CascadeSpec):
+            return cascade(s, of(s.cheap), of(s.strong), _is_rule(data, of(s.cheap)))
+        return calibrated(s, of(s.of), lang, langs)
+
+    return [msgspec.structs.replace(rule(s), judge_id=composite_id(s, ids)) for s in specs]
 
 
 def _is_rule(data: pa.Table, judged: _Judged) -> bool:
@@ -321,7 +328,7 @@ def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], 
     if derived.escalated is not None:
         k, m = derived.escalated, derived.considered
         lo, hi = stats.wilson(k, m, confidence)
-        escalation = Interval(rounded(k / m) if m else None, rounded(lo), rounded(hi), m)
+        escalation = Interval(rounded(k / m) if m else None, rounded(float(lo)), rounded(float(hi)), m)
     return CompositeCard(
         name=spec.name, kind=spec.kind, judge_id=derived.judge_id, inner=inner_judges(spec),
         base=base_name, targets=TARGETS[spec.kind], calls_per_decision=round(derived.calls_per_decision, 4),

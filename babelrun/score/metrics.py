@@ -26,6 +26,8 @@ A judge whose every reply is invalid has acc = 0 and κ_ord = 0, hence R = 0.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 # Columns of the per-item table.
@@ -35,6 +37,47 @@ STATS = (
 )
 _I = {name: i for i, name in enumerate(STATS)}
 LENGTH_GAP = 0.10  # relative length difference for a pair to count in v
+
+
+
+class Metric(NamedTuple):
+    """One card metric, as every reader of cards sees it: scoring (its interval and the count
+    behind it), both reports' metric tables, the mitigations' change table (summary) and the
+    tidy export. ``REGISTRY`` lists them in the reports' column order.
+
+    Adding a metric: its computation in ``from_sums`` (and, for a bootstrap interval, nothing
+    more: ``bootstrap`` resamples every metric ``from_sums`` returns), its field on
+    ``score.cards.Card``, and one line here.
+    """
+
+    name: str  # the Card field and from_sums key
+    header: str  # the reports' column header
+    n: tuple[str, ...]  # STATS columns summed for the count behind the interval; () = the card's items
+    wilson: str | None = None  # a STATS column k: a Wilson interval of k in n; None = the item bootstrap
+    signed: bool = False  # printed with a sign (a bias whose direction matters)
+    rate: bool = False  # reports print the value alone (0 where undefined), right-aligned
+    higher_is_better: bool | None = True  # None: neither (0 or 0.5 is the neutral point)
+    compared: bool = False  # shown in a mitigation's change against its base judge (summary.COMPARED)
+    flag: str | None = None  # a remark the reports append: "verdict", "below_chance", "consistently_wrong"
+    kinds: tuple[str, ...] = ("degradation", "pairs")  # the card families the metric is on
+
+
+REGISTRY: tuple[Metric, ...] = (
+    Metric("reliability", "R", (), compared=True, flag="verdict"),
+    Metric("accuracy", "accuracy", ("n",), compared=True, flag="below_chance"),
+    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=True),
+    Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=True),
+    Metric("order_consistency", "κ_ord", ("pairs",), compared=True, flag="consistently_wrong"),
+    Metric("tie_rate", "ties", ("n",), wilson="tie", rate=True, higher_is_better=None),
+    Metric("invalid_rate", "invalid", ("n",), wilson="invalid", rate=True, higher_is_better=False),
+)
+BY_NAME = {m.name: m for m in REGISTRY}
+
+
+def interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
+    """Each metric's count behind its interval, from a card's summed item table."""
+    return {m.name: int(sum(int(sums[_I[c]]) for c in m.n)) if m.n else items for m in REGISTRY}
+
 
 VERDICTS = ("reference", "perturbed", "tie", "invalid")
 ORDER_CODES = ("ref_first", "pert_first")
@@ -49,7 +92,8 @@ def presentation_code(order: np.ndarray, verdict: np.ndarray, ref_len: np.ndarra
     longer_is_ref = ref_len > pert_len
     differs = np.abs(ref_len - pert_len) >= LENGTH_GAP * np.maximum(np.maximum(ref_len, pert_len), 1)
     stratum = np.where(differs, np.where(longer_is_ref, 2, 1), 0)
-    return (verdict | (order << 2) | (stratum << 3)).astype(np.uint8)
+    code: np.ndarray = (verdict | (order << 2) | (stratum << 3)).astype(np.uint8)
+    return code
 
 
 def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:

@@ -20,7 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import languages
-from . import SCORING_COLUMNS, Change, LanguageDrift, McNemar, lookup, metrics, pointwise, score
+from . import metrics, pointwise
+from .cards import Card, Change, LanguageDrift, McNemar
+from .columnar import SCORING_COLUMNS, score
+from .columns import lookup
 from .stats import mcnemar_exact, rounded
 
 METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
@@ -135,17 +138,19 @@ def _paired(ta: np.ndarray, tb: np.ndarray, replicates: int, confidence: float,
     width = ta.shape[1]
     sa, sb = metrics.from_sums(weights @ rows[:, :width]), metrics.from_sums(weights @ rows[:, width:])
     tail = (1.0 - confidence) / 2.0
-    out = {}
+    out: dict[str, tuple[float, float]] = {}
     for name in METRICS:
         d = sb[name] - sa[name]
         d = d[np.isfinite(d)]
         if d.size:
-            out[name] = tuple(float(q) for q in np.quantile(d, [tail, 1.0 - tail]))
+            lo, hi = np.quantile(d, [tail, 1.0 - tail])
+            out[name] = (float(lo), float(hi))
     return out
 
 
-def _language(lang, ta, tb, correct_a, correct_b, card_a, card_b, replicates, confidence,
-              rng) -> LanguageDrift:
+def _language(lang: str, ta: np.ndarray, tb: np.ndarray, correct_a: np.ndarray, correct_b: np.ndarray,
+              card_a: Card, card_b: Card, replicates: int, confidence: float,
+              rng: np.random.Generator) -> LanguageDrift:
     """One language's (or the overall) changes from its item tables and correctness."""
     pa_, pb_ = metrics.from_sums(ta.sum(axis=0)), metrics.from_sums(tb.sum(axis=0))
     ci = _paired(ta, tb, replicates, confidence, rng)
@@ -191,7 +196,7 @@ def compare(a: Matched, ja: int, b: Matched, jb: int, replicates: int, confidenc
     correct_a, correct_b = verdicts[0] == 0, verdicts[1] == 0
     item_lang = lang[starts]
 
-    def drift(code: str, items: np.ndarray, records: np.ndarray, card_a, card_b) -> LanguageDrift:
+    def drift(code: str, items: np.ndarray, records: np.ndarray, card_a: Card, card_b: Card) -> LanguageDrift:
         rng = _seed(seed, a.ids[ja], b.ids[jb], code)
         return _language(code, ta[items], tb[items], correct_a[records], correct_b[records],
                          card_a, card_b, replicates, confidence, rng)

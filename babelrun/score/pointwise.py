@@ -207,7 +207,8 @@ def _replicates(sums: np.ndarray, replicates: int, key: str, seed: int) -> np.nd
     rng = np.random.default_rng(int.from_bytes(digest))
     k = len(sums)
     weights = rng.multinomial(k, np.full(k, 1.0 / k), size=replicates) if k else np.zeros((replicates, 0))
-    return weights @ sums
+    out: np.ndarray = weights @ sums
+    return out
 
 
 def _card(sums: np.ndarray, replicates: int, confidence: float, key: str, seed: int) -> PointwiseCard:
@@ -226,11 +227,11 @@ def _card(sums: np.ndarray, replicates: int, confidence: float, key: str, seed: 
         if not len(draws):
             return Interval(value, None, None, n)
         lo, hi = np.percentile(draws, [tail, 100 - tail])
-        return Interval(value, rounded(lo), rounded(hi), n)
+        return Interval(value, rounded(float(lo)), rounded(float(hi)), n)
 
     calls, invalid = int(total[_S["calls"]]), int(total[_S["invalid"]])
     lo, hi = stats.wilson(invalid, calls, confidence)
-    invalid_rate = Interval(rounded(invalid / calls) if calls else None, rounded(lo), rounded(hi), calls)
+    invalid_rate = Interval(rounded(invalid / calls) if calls else None, rounded(float(lo)), rounded(float(hi)), calls)
     return PointwiseCard(items=int(total[_S["items"]]), calls=calls, invalid_rate=invalid_rate,
                          **{name: interval(name) for name in _N})
 
@@ -360,8 +361,8 @@ def _discrimination(key: np.ndarray, score: np.ndarray) -> float | None:
     return rounded(float(np.mean(np.nan_to_num(ref, nan=-np.inf) > np.nan_to_num(deg, nan=np.inf))))
 
 
-def _scale_drift(lang: str, a, b, ia: np.ndarray, ib: np.ndarray, replicates: int, confidence: float,
-                 key: str, seed: int) -> ScaleDrift:
+def _scale_drift(lang: str, a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], ia: np.ndarray,
+                 ib: np.ndarray, replicates: int, confidence: float, key: str, seed: int) -> ScaleDrift:
     (ka, sa, ra), (kb, sb) = (a[0][ia], a[1][ia], a[2][ia]), (b[0][ib], b[1][ib])
     valid = ~np.isnan(sa) & ~np.isnan(sb)
     d, item = (sb - sa)[valid], (ka >> np.uint64(1))[valid]
@@ -379,7 +380,7 @@ def drift(data_a: pa.Table, data_b: pa.Table, *, replicates: int = 1000, confide
     a, b = _by_judge(data_a), _by_judge(data_b)
     if len(a) == 1 and len(b) == 1 and len(next(iter(a.values()))) == 1 and len(next(iter(b.values()))) == 1:
         pairs = [(next(iter(a.values()))[0], next(iter(b.values()))[0])]
-        notes = []
+        notes: list[str] = []
     else:
         pairs, notes = [], []
         for name in sorted(set(a) | set(b)):

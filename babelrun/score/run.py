@@ -6,6 +6,7 @@ perturbation (``score``). Reads run.yaml (scoring settings, seed, composites) an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import pyarrow as pa
@@ -14,7 +15,10 @@ import pyarrow.compute as pc
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import CARDS_JSON, read_plan_summary, read_run_info
-from . import SCORING_COLUMNS, Cards, RunMeta, composite, encode, score
+from . import composite
+from .agentic import AgenticJudgeCards
+from .cards import Cards, JudgeCards, RunMeta, encode
+from .columnar import SCORING_COLUMNS, score
 
 
 def cards_of_run(run_dir: Path) -> Cards:
@@ -44,11 +48,14 @@ def cards_of_run(run_dir: Path) -> Cards:
     return cards
 
 
+_Named = TypeVar("_Named", JudgeCards, AgenticJudgeCards)
+
+
 def stale_label(name: str, judge_id: str) -> str:
     return f"{name} (earlier judge_id {judge_id})"
 
 
-def _label_stale(cards: list, judge_ids: dict[str, str]) -> list:
+def _label_stale(cards: list[_Named], judge_ids: dict[str, str]) -> list[_Named]:
     """A judge name whose manifest changed has records under its old judge_id too: those
     cards are named apart (``name (earlier judge_id …)``), so that no ranking or row takes
     the old verdicts for the judge as it is now configured."""

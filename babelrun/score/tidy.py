@@ -8,9 +8,12 @@ hi, n. ``items`` and ``presentations`` are metrics too (value = the count, n = t
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pyarrow as pa
 
+from .metrics import REGISTRY
 from .stats import Interval
 
 ALL = "all"
@@ -20,23 +23,30 @@ SCHEMA = pa.schema([("run", pa.string()), ("judge", pa.string()), ("judge_id", p
                     ("hi", pa.float64()), ("n", pa.int64())])
 
 
-def _metrics(card) -> list[tuple[str, Interval]]:
-    """A card's intervals by field name (its counts as intervals without bounds)."""
+def _metrics(card: Any, family: str) -> list[tuple[str, Interval]]:
+    """A card's intervals by name (its counts as intervals without bounds): a text card's
+    registered metrics (``metrics.REGISTRY``, in its order) then its other intervals (the
+    soft margin); an agentic card's intervals in field order."""
     out = [("items", Interval(card.items, None, None, card.items)),
            ("presentations", Interval(card.presentations, None, None, card.presentations))]
+    registered = {m.name for m in REGISTRY} if family == "text" else set()
+    out += [(m.name, getattr(card, m.name)) for m in REGISTRY if m.name in registered]
     for field in msgspec.structs.fields(card):
+        if field.name in registered:
+            continue
         value = getattr(card, field.name)
         if isinstance(value, Interval):
             out.append((field.name, value))
     return out
 
 
-def rows(cards, run: str = "") -> list[tuple]:
-    out = []
+def rows(cards: Any, run: str = "") -> list[tuple[Any, ...]]:
+    """The long table's rows (``SCHEMA``) of ``cards`` (a ``score.Cards``)."""
+    out: list[tuple[Any, ...]] = []
 
-    def add(judge, family: str, lang: str, pert: str, card) -> None:
+    def add(judge: Any, family: str, lang: str, pert: str, card: Any) -> None:
         out.extend((run, judge.judge, judge.judge_id, family, lang, pert, name, iv.value, iv.lo, iv.hi, iv.n)
-                   for name, iv in _metrics(card))
+                   for name, iv in _metrics(card, family))
 
     for jc in cards.judges:
         add(jc, "text", ALL, ALL, jc.overall)
@@ -51,6 +61,6 @@ def rows(cards, run: str = "") -> list[tuple]:
     return out
 
 
-def table(cards, run: str = "") -> pa.Table:
-    columns = list(zip(*rows(cards, run), strict=True)) or [[] for _ in SCHEMA]
+def table(cards: Any, run: str = "") -> pa.Table:
+    columns: list[Any] = list(zip(*rows(cards, run), strict=True)) or [[] for _ in SCHEMA]
     return pa.table([pa.array(list(c), f.type) for c, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)

@@ -16,29 +16,12 @@ off before the next run appends, and the key is judged again. Rotation happens b
 batches, so a segment can pass ``segment_bytes`` by one batch. Errors are recorded but are
 never done: a resume retries them.
 
-Shards and locking. A plan splits by key into N shards (``Shard``: a hash of (judge_id,
-item_id, order) mod N), and several processes may write one run directory at once, each
-running its own shard. ``RunLock`` is an ``flock`` on ``RUN_DIR/lock`` taken in one of
-three ways:
-
-- a whole-run ``audit`` (and ``merge``) takes it **exclusive**: no other writer is alive,
-  so it may repair every segment;
-- a shard takes it **shared**, plus an exclusive lock on ``RUN_DIR/locks/s<i>of<N>``: shards
-  run side by side, a whole-run audit or merge is refused while any of them runs,
-  and two processes never run the same shard. A shard's segments are named after it
-  (``s<i>of<N>-host-pid-…``), and it repairs only those: under its own exclusive lock their
-  writers are all dead, while other shards' segments may have live writers;
-- the Ray driver takes it **shared** only; its workers lock their shards.
-
-Readers never need a repair: they leave out a torn last line (a live writer's, or a dead
-one's that no repair has cut yet). The kernel drops a lock when its process dies, however
-it dies; on shared storage across hosts, ``flock`` must reach the server (NFSv4 and Lustre
-do; otherwise give each host its own shards and never run one shard twice).
+The done-set (the keys with an ``ok`` record) is ``store/done.py``; the run directory's lock,
+and how shards share a run directory, ``store/lock.py``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import socket
@@ -48,16 +31,15 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from ..core.keys import Shard, item_bits, keys_by_judge, order_bit, plan_keys, sorted_unique
+from ..core.keys import Shard
 from ..core.records import ANSWERS, ORDERS, Record
-from ..errors import RunDirBusy
+from .lock import RunLock
 
-__all__ = ["BadLine", "DoneSet", "LogWriter", "Record", "RunLock", "Shard", "decode_line", "final_records", "read",
+__all__ = ["BadLine", "LogWriter", "Record", "RunLock", "Shard", "decode_line", "final_records", "read",
            "read_table", "repair", "segments", "stream_segment"]
 
 _encoder = msgspec.json.Encoder()
@@ -323,72 +305,6 @@ def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False,
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-# ---- the done-set -------------------------------------------------------------------------
-
-class DoneSet:
-    """The keys that have an ``ok`` record: per judge, a sorted array of 61-bit keys (60 bits
-    of item id, 1 bit of order) — 8 bytes a key, a million keys in 8 MB, where a Python set
-    of key tuples takes about 200 bytes a key. Built from the log with Arrow and NumPy, no
-    Python loop per record. Two items of one judge share 60 bits with probability about
-    n² / 2⁶¹: for a million items, one in two million."""
-
-    _KEYS = pa.schema([("judge_id", pa.string()), ("item_id", pa.string()),
-                       ("order", pa.string()), ("status", pa.string())])
-
-    def __init__(self, keys: dict[str, np.ndarray] | None = None):
-        self._keys = {j: sorted_unique(k) for j, k in (keys or {}).items()}
-
-    @classmethod
-    def from_log(cls, run_dir: Path) -> DoneSet:
-        table = read_table(run_dir, cls._KEYS, threads=True)
-        table = table.filter(pc.equal(table["status"], "ok"))
-        return cls({jid: bits for jid, _, bits in keys_by_judge(table)})
-
-    @classmethod
-    def of(cls, keys: Iterable[tuple[str, str, str]]) -> DoneSet:
-        """From (judge_id, item_id, order) tuples."""
-        by_judge: dict[str, list[int]] = {}
-        for judge_id, item_id, order in keys:
-            by_judge.setdefault(judge_id, []).append((item_bits(item_id) << 1) | order_bit(order))
-        return cls({j: np.array(v, dtype=np.uint64) for j, v in by_judge.items()})
-
-    def __len__(self) -> int:
-        return sum(len(k) for k in self._keys.values())
-
-    def __contains__(self, key: tuple[str, str, str]) -> bool:
-        return self.contains(*key)
-
-    def contains(self, judge_id: str, item_id: str, order: str) -> bool:
-        keys = self._keys.get(judge_id)
-        if keys is None:
-            return False
-        bits = (item_bits(item_id) << 1) | order_bit(order)
-        i = int(np.searchsorted(keys, np.uint64(bits)))
-        return i < len(keys) and int(keys[i]) == bits
-
-    def count(self, judge_id: str, item_ids: list[str]) -> int:
-        """How many of (item, order) for these items, both orders, are done for this judge."""
-        keys = self._keys.get(judge_id)
-        if keys is None or not item_ids:
-            return 0
-        return self.count_keys(judge_id, plan_keys(item_ids))
-
-    def count_keys(self, judge_id: str, wanted: np.ndarray) -> int:
-        """How many of these 61-bit keys are done for this judge."""
-        keys = self._keys.get(judge_id)
-        if keys is None or not len(wanted):
-            return 0
-        return int(np.isin(wanted, keys).sum())
-
-    def keys(self, judge_id: str) -> np.ndarray:
-        """This judge's keys, sorted."""
-        return self._keys.get(judge_id, np.zeros(0, dtype=np.uint64))
-
-    @property
-    def nbytes(self) -> int:
-        return sum(k.nbytes for k in self._keys.values())
-
-
 def final_records(records: Iterable[Record]) -> list[Record]:
     """One record per key: its first ``ok`` record; keys that never succeeded are left out."""
     seen: dict[tuple[str, str, str], Record] = {}
@@ -469,59 +385,3 @@ class LogWriter:
 
     def close(self) -> None:
         self._close_current()
-
-
-class RunLock:
-    """The run directory's lock (see the module docstring): ``flock`` on ``RUN_DIR/lock``,
-    exclusive for a whole-run audit, shared for a shard (which also locks
-    ``RUN_DIR/locks/<shard tag>`` exclusively) or for the Ray driver (``shared=True``).
-
-    The kernel drops the locks when the process dies, however it dies, so a killed run never
-    leaves a stale lock behind. Each lock file names its holder for the error message.
-    """
-
-    def __init__(self, run_dir: Path, shard: Shard | None = None, *, shared: bool = False):
-        self.path = run_dir / "lock"
-        self.shard = shard
-        self.shared = shared or shard is not None
-        self._fds: list[tuple[int, int]] = []  # (descriptor, lock mode)
-
-    def _take(self, path: Path, mode: int, busy: str) -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            self.__exit__()
-            raise RunDirBusy(busy.format(holder=holder)) from None
-        self._fds.append((fd, mode))
-
-    def _name_holder(self) -> None:
-        """Write who holds each lock, once ALL are held: a process refused the second lock
-        (a shard already running) must not have overwritten the first's holder text."""
-        for fd, mode in self._fds:
-            kind = "shards, e.g. " if mode == fcntl.LOCK_SH else ""  # shared holders overwrite each other
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"babelrun {kind}pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-
-    def __enter__(self) -> RunLock:
-        where = self.path.parent
-        if not self.shared:
-            self._take(self.path, fcntl.LOCK_EX, f"{where} is in use by {{holder}}; wait for it to "
-                       "finish, or give this audit another output_dir")
-            self._name_holder()
-            return self
-        self._take(self.path, fcntl.LOCK_SH, f"{where} is in use by {{holder}} (a whole-run audit "
-                   "or merge); wait for it to finish")
-        if self.shard is not None:
-            (where / "locks").mkdir(exist_ok=True)
-            self._take(where / "locks" / self.shard.tag, fcntl.LOCK_EX,
-                       f"shard {self.shard.index}/{self.shard.count} of {where} is already running "
-                       "in {holder}")
-        self._name_holder()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        while self._fds:
-            os.close(self._fds.pop()[0])  # closing releases the lock

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from babelrun.app.cli import main
+from babelrun.errors import RunDirBusy
 from babelrun.store import compact, log
 from helpers import simulated, write_manifest
 
@@ -149,7 +150,7 @@ def test_orphaned_tmp_files_are_cleaned_and_a_refused_lock_keeps_the_holder(fini
     shard = log.Shard(0, 2)
     with log.RunLock(run, shard):
         holder = (run / "lock").read_bytes()
-        with pytest.raises(log.RunDirBusy):
+        with pytest.raises(RunDirBusy):
             # another process would be refused; in this one flock is per open file: the same
             # (a second descriptor), so the refusal path runs
             log.RunLock(run, shard).__enter__()

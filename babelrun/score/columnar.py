@@ -1,0 +1,282 @@
+"""The columnar pass: every card of a run's counted records in one sorted sweep.
+
+Grouping is columnar: string columns are dictionary-encoded into integer codes, each record
+gets its item's row, and every group is a slice of one item table (``metrics.item_table``);
+no Python loop runs per record. Intervals are item-clustered percentile bootstraps seeded
+from the manifest seed and the group, so the same log always gives the same cards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core import languages
+from ..core.items import PAIRS_PREFIX, PerturbationAudit, Removed, Segmentation
+from . import agentic, metrics, pointwise, stats, verdict
+from .cards import Card, Cards, FamilyCards, JudgeCards, LanguageCard, PerturbationCard
+from .columns import by_cell_and_item, codes, item_bits, lookup
+from .stats import Interval, rounded
+
+# The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
+SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
+                   "ref_len", "pert_len", "kind", "p_a", "p_b", "score", "ref_id"]
+UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
+SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
+
+
+def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point: dict[str, float],
+          replicates: int, confidence: float, seed_key: str) -> Card:
+    """One card: its point values (computed for every card at once), the bootstrap interval
+    over its items (given as counts of each distinct item row) for the metrics built from
+    pairs, and Wilson intervals for the plain rates."""
+    digest = hashlib.blake2b(seed_key.encode(), digest_size=8).digest()
+    ci = metrics.bootstrap(pattern_counts, rows, replicates, confidence,
+                           np.random.default_rng(int.from_bytes(digest)))
+    items = int(pattern_counts.sum())
+    n = metrics.interval_n(sums, items)
+    # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals.
+    for m in metrics.REGISTRY:
+        if m.wilson is not None:
+            lo, hi = stats.wilson(sums[metrics.STATS.index(m.wilson)], n[m.name], confidence)
+            ci[m.name] = (float(lo), float(hi))
+
+    def interval(name: str) -> Interval:
+        value = rounded(point[name])
+        lo, hi = ci.get(name, (None, None)) if value is not None else (None, None)
+        return Interval(value, rounded(lo), rounded(hi), int(n[name]))
+
+    intervals: dict[str, Any] = {name: interval(name) for name in n}
+    return Card(items=items, presentations=int(sums[0]), **intervals)
+
+
+def _soft_margins(data: pa.Table, by: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    """Cumulative (margin sum, count) over items, in item order, for soft verdicts: a
+    presentation's margin is P(the reference's slot) − P(the perturbed answer's slot)."""
+    if "p_a" not in data.column_names or data["p_a"].null_count == data.num_rows:
+        return None
+    p_a = data["p_a"].to_numpy(zero_copy_only=False)[by]
+    p_b = data["p_b"].to_numpy(zero_copy_only=False)[by]
+    ref_first = (lookup(data["order"], metrics.ORDER_CODES) == 0)[by]
+    margin = np.where(ref_first, p_a - p_b, p_b - p_a)
+    has = ~np.isnan(margin)
+    margin = np.where(has, margin, 0.0)
+    per_item = np.column_stack([np.add.reduceat(margin, starts), np.add.reduceat(has, starts)])
+    out = np.zeros((len(starts) + 1, 2))
+    np.cumsum(per_item, axis=0, out=out[1:])
+    return out
+
+
+def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
+          confidence: float = 0.95, seed: int = 0, segmentation: Sequence[Segmentation] = (),
+          removed: Sequence[Removed] = ()) -> Cards:
+    """Cards for every judge in ``data`` (the counted records, one row per key), one set
+    per item family (``verdict.family``): degradation items in ``judges``, each labelled
+    set in ``pairs``, agent trajectories in ``agentic`` — never pooled into one card.
+
+    Records are sorted once by (cell, item), cell = (judge, language, perturbation) in card
+    order. Then an item is a run of adjacent records, a perturbation card a run of items, a
+    language card a run of cells and a judge card a run of languages: every card is a slice
+    of one item table, and its sums a difference of two cumulative rows.
+    ``segmentation`` (from the plan) withholds the verdict of weakly segmented languages;
+    with the audit and ``removed`` it names every planned language left without a card.
+    """
+    def scored(table: pa.Table) -> Cards:
+        return cells(table, [], replicates=replicates, confidence=confidence, seed=seed)
+
+    scored_alone = None
+    if "score" in data.column_names and data.num_rows:
+        alone = pointwise.is_pointwise(data)
+        if pc.any(alone).as_py():
+            scored_alone = data.filter(alone)
+            data = data.filter(pc.invert(alone))
+    separate = pairs = None
+    if "kind" in data.column_names:
+        kind = data["kind"].cast(pa.string())
+        separate = data.filter(pc.is_in(kind, pa.array(SEPARATE_KINDS)))
+        data = data.filter(pc.invert(pc.is_in(kind, pa.array(UNSCORED_KINDS + SEPARATE_KINDS))))
+    if data.num_rows:
+        labelled = pc.starts_with(data["perturbation"].cast(pa.string()), PAIRS_PREFIX)
+        pairs, data = data.filter(labelled), data.filter(pc.invert(labelled))
+    cards = cells(data, audit, replicates=replicates, confidence=confidence, seed=seed)
+    weak = {s.lang for s in segmentation if s.weak}
+    if weak:
+        cards = msgspec.structs.replace(cards, judges=[_withhold(jc, weak) for jc in cards.judges])
+    if pairs is not None and pairs.num_rows:
+        names = sorted(set(pairs["perturbation"].cast(pa.string()).to_pylist()))
+        cards = msgspec.structs.replace(cards, pairs=[
+            FamilyCards(name, scored(pairs.filter(pc.equal(pairs["perturbation"].cast(pa.string()), name))).judges)
+            for name in names])
+    if separate is not None and separate.num_rows:
+        cards = msgspec.structs.replace(cards, agentic=agentic.cards(separate, scored, replicates, confidence, seed))
+    if scored_alone is not None:
+        cards = msgspec.structs.replace(cards, pointwise=pointwise.cards(
+            scored_alone, replicates=replicates, confidence=confidence, seed=seed))
+    return msgspec.structs.replace(cards, segmentation=list(segmentation),
+                                   not_judged=_not_judged(cards, audit, removed, segmentation))
+
+
+def _withhold(jc: JudgeCards, weak: set[str]) -> JudgeCards:
+    """A judge's cards with the verdict of weakly segmented languages withheld."""
+    return msgspec.structs.replace(jc, languages=[
+        msgspec.structs.replace(lc, card=msgspec.structs.replace(
+            lc.card, verdict=verdict.verdict(lc.card.reliability, lc.card.items, weak=True)))
+        if lc.lang in weak else lc for lc in jc.languages])
+
+
+def _not_judged(cards: Cards, audit: list[PerturbationAudit], removed: Sequence[Removed],
+                segmentation: Sequence[Segmentation]) -> list[verdict.NotJudged]:
+    """Every (language, family) the plan asked for without a card: for all judges when the
+    plan gave it no item, else for each judge of the family that has no card for it."""
+    emitted: dict[tuple[str, str], int] = {}
+    for row in audit:
+        key = (row.lang, verdict.family(row.perturbation))
+        emitted[key] = emitted.get(key, 0) + row.emitted
+    for r in removed:
+        emitted.setdefault((r.lang, verdict.DEGRADATION), 0)
+    weak = {s.lang: s for s in segmentation if s.weak}
+    judged: dict[str, dict[str, set[str]]] = {verdict.DEGRADATION: _langs(cards.judges),
+                                              verdict.AGENTIC: _langs(cards.agentic)}
+    judged.update((fc.family, _langs(fc.judges)) for fc in cards.pairs)
+    out = []
+    for (lang, fam), n in sorted(emitted.items()):
+        if n == 0:
+            out.append(verdict.NotJudged(lang, languages.name(lang), fam, _no_items(lang, fam, weak, removed)))
+            continue
+        out += [verdict.NotJudged(lang, languages.name(lang), fam, "no counted records", judge)
+                for judge, langs in sorted(judged.get(fam, {}).items()) if lang not in langs]
+    return out
+
+
+def _langs(judges: Sequence[Any]) -> dict[str, set[str]]:
+    return {jc.judge: {lc.lang for lc in jc.languages} for jc in judges}
+
+
+def _no_items(lang: str, fam: str, weak: dict[str, Segmentation], removed: Sequence[Removed]) -> str:
+    if fam == verdict.DEGRADATION and lang in weak:
+        return (f"no items: segmentation weak ({weak[lang].sentences_per_unit:.2f} sentences per unit), "
+                "every perturbation a no-op")
+    if any(r.lang == lang for r in removed) and fam == verdict.DEGRADATION:
+        return "no items: the corpus filters removed its references or every perturbation was a no-op"
+    return "no items: every perturbation was a no-op"
+
+
+def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1000,
+          confidence: float = 0.95, seed: int = 0) -> Cards:
+    """Cards for every (judge, language, perturbation) cell of ``data``, whatever its kinds."""
+    if data.num_rows == 0:
+        return Cards([], audit, replicates, confidence)
+    data = data.unify_dictionaries()  # Parquet row groups each bring their own dictionaries
+    judge, judge_ids = codes(data["judge_id"])
+    lang, langs = codes(data["lang"])
+    pert, perts = codes(data["perturbation"])
+    first_row = [int(np.argmax(judge == j)) for j in range(len(judge_ids))]  # a row of each judge
+    names = dict(zip(judge_ids, data["judge"].take(pa.array(first_row)).to_pylist(), strict=True))
+    j_rank = _rank([(names[j], j) for j in judge_ids])
+    n_langs, n_perts = len(langs), len(perts)
+    cell = (j_rank[judge] * n_langs + lang) * n_perts + pert
+
+    bits = item_bits(data)
+    by = by_cell_and_item(cell, bits)
+    cell, bits = cell[by], bits[by]
+    starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
+    code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),
+                                     lookup(data["verdict"], metrics.VERDICTS),
+                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
+    table = metrics.item_table(starts, code[by])
+    cell = cell[starts]  # one per item, in order
+    cumulative = _cumulative(table)
+    margins = _soft_margins(data, by, starts)
+
+    # Lay the cards out (judge > language > perturbation), then compute every card's point
+    # values in one vectorised pass, then bootstrap each slice.
+    layout, spans = _layout(cell, sorted(judge_ids, key=lambda j: (names[j], j)), langs, perts)
+    starts, stops = (np.array(x) for x in zip(*[(a, b) for a, b, _ in spans], strict=True))
+    sums = cumulative[stops] - cumulative[starts]
+    points = metrics.from_sums(sums)
+
+    rows, pattern_of = metrics.patterns(table) if replicates else (np.zeros((1, table.shape[1])), None)
+
+    def card(i: int) -> Card:
+        start, stop, key = spans[i]
+        point = {name: float(values[i]) for name, values in points.items()}
+        counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if pattern_of is not None
+                  else np.array([stop - start]))
+        result = _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
+        result = msgspec.structs.replace(result, verdict=verdict.verdict(result.reliability, result.items),
+                                         below_chance=verdict.below_chance(result.accuracy))
+        if margins is not None:
+            total, n = margins[stop] - margins[start]
+            if n:
+                result = msgspec.structs.replace(result, soft_margin=Interval(rounded(total / n), None, None, int(n)))
+        return result
+
+    judges = [
+        JudgeCards(names[jid], jid, card(j), [
+            LanguageCard(code, languages.name(code), card(li),
+                         [PerturbationCard(name, card(pi)) for name, pi in pert_layout])
+            for code, li, pert_layout in lang_layout
+        ])
+        for jid, j, lang_layout in layout
+    ]
+    return Cards(judges, audit, replicates, confidence)
+
+
+def _cumulative(table: np.ndarray) -> np.ndarray:
+    """Row i: the sums of the item table's first i rows (row 0 zeros), so that a run of items'
+    sums is a difference of two rows."""
+    cumulative = np.zeros((len(table) + 1, len(metrics.STATS)), dtype=np.int64, order="F")
+    np.cumsum(table, axis=0, out=cumulative[1:])
+    return cumulative
+
+
+# (judge_id, its span, [(language, its span, [(perturbation, its span)])]); a span indexes spans
+_Layout = list[tuple[str, int, list[tuple[str, int, list[tuple[str, int]]]]]]
+
+
+def _layout(cell: np.ndarray, judge_names: list[str], langs: list[str],
+            perts: list[str]) -> tuple[_Layout, list[tuple[int, int, str]]]:
+    """The cards over the items (one ``cell`` code each, in card order): every judge, language
+    and perturbation card as a span (start item, stop item, bootstrap seed key), nested."""
+    n_langs, n_perts = len(langs), len(perts)
+    judge_of, lang_of, pert_of = cell // (n_langs * n_perts), (cell // n_perts) % n_langs, cell % n_perts
+    spans: list[tuple[int, int, str]] = []
+
+    def span(start: int, stop: int, key: str) -> int:
+        spans.append((start, stop, key))
+        return len(spans) - 1
+
+    layout: _Layout = []
+    for j_start, j_stop in _runs(judge_of):
+        jid = judge_names[judge_of[j_start]]
+        lang_layout = []
+        for l_start, l_stop in _runs(lang_of, j_start, j_stop):
+            code = langs[lang_of[l_start]]
+            pert_layout = [(perts[pert_of[a]], span(a, b, f"{jid}/{code}/{perts[pert_of[a]]}"))
+                           for a, b in _runs(pert_of, l_start, l_stop)]
+            lang_layout.append((code, span(l_start, l_stop, f"{jid}/{code}"), pert_layout))
+        layout.append((jid, span(j_start, j_stop, jid), lang_layout))
+    return layout, spans
+
+
+def _rank(values: list[Any]) -> np.ndarray:
+    """Position of each value in sorted order."""
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
+    return ranks
+
+
+def _runs(codes: np.ndarray, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
+    """(start, stop) of each run of equal values in ``codes[start:stop]``."""
+    stop = len(codes) if stop is None else stop
+    edges = np.flatnonzero(np.diff(codes[start:stop])) + 1 + start
+    bounds = [start, *edges.tolist(), stop]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
