@@ -53,8 +53,9 @@ def test_a_throwaway_perturbation_and_backend_audit_end_to_end(tmp_path, monkeyp
     (package / "__init__.py").write_text(textwrap.dedent(PERTURBATION))
     (package / "longer.py").write_text(textwrap.dedent(BACKEND))
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
-    monkeypatch.setattr(judges, "BACKENDS", dict(judges.BACKENDS))  # the registration ends with the test
-    monkeypatch.setattr(perturb, "TEXT_PERTURBATIONS", dict(perturb.TEXT_PERTURBATIONS))
+    # Both registrations end with the test (monkeypatch deletes the keys it first set).
+    monkeypatch.setitem(judges.BACKENDS, "longer", None)
+    monkeypatch.setitem(perturb.TEXT_PERTURBATIONS, "swap_halves", None)
     import extpkg
 
     # The recipes' registry lines, as the page gives them.
