@@ -51,15 +51,16 @@ def _verdicts(run_dir):
 
 
 def test_three_shard_processes_merge_to_the_one_process_run(tmp_path):
-    # One call in flight per judge and shard, 0.1 s a call: each shard runs for about two
-    # seconds, so that the three overlap however their processes' start-ups are staggered
-    # (at 0.03 s they did not, once, on a loaded two-core machine).
-    with FakeJudgeServer(latency_s=0.1) as server:
+    # One call in flight per judge and shard: the server holds the first verdicts until five
+    # calls are in flight at once, which two shards (two judges each) cannot make alone. So
+    # the three ran at the same time on one run directory, shown by a count, not a clock.
+    with FakeJudgeServer(gather=5) as server:
         path = _manifest(tmp_path / "sharded", server)
         shards = [subprocess.Popen(_cmd("audit", path, "--shard", f"{i}/3", "--progress-every", "60"), cwd=ROOT,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
         outs = [p.communicate(timeout=120) for p in shards]
         assert [p.returncode for p in shards] == [0, 0, 0], [err for _, err in outs]
+        assert server.gathered and server.most_in_flight >= 5
         whole = _manifest(tmp_path / "whole", server, concurrency=8)  # not in the judge_id
         one = subprocess.run(_cmd("audit", whole, "--progress-every", "60"), cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
@@ -73,9 +74,6 @@ def test_three_shard_processes_merge_to_the_one_process_run(tmp_path):
     by_shard = [{_key(line) for line in s.read_bytes().splitlines()} for s in segments]
     assert sum(map(len, by_shard)) == len(planned) and set().union(*by_shard) == planned
     assert min(map(len, by_shard)) > len(planned) / 3 * 0.7
-    # They ran at the same time, on one run directory: their records' times overlap.
-    times = [[msgspec.json.decode(line, type=log.Record).ts for line in s.read_bytes().splitlines()] for s in segments]
-    assert max(map(min, times)) < min(map(max, times))
 
     merged = subprocess.run(_cmd("merge", run_dir), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert merged.returncode == 0, merged.stderr
