@@ -130,15 +130,16 @@ class _GeminiRequest(msgspec.Struct):
 _decode_gemini = msgspec.json.Decoder(_GeminiRequest).decode
 
 
-@dataclass(frozen=True)
-class Protocol:
+class WireFormat:
     """One provider's wire format, as the fake server speaks it: where the key travels, how
-    the prompt is read, and the shapes of a verdict and of an error."""
+    the prompt is read, and the shapes of a verdict and of an error. A subclass per provider
+    (:class:`OpenAIWire`, :class:`AnthropicWire`, :class:`GeminiWire`); :data:`WIRE_FORMATS`
+    maps each provider's name to its instance and :data:`ROUTES` each path to the format."""
 
-    name: str
-    key_header: str
-    key_prefix: str
-    body_key: str  # the reply's field a "malformed" fault deletes
+    name = ""
+    key_header = ""
+    key_prefix = ""
+    body_key = ""  # the reply's field a "malformed" fault deletes
 
     def key(self, request: web.Request) -> str:
         value = request.headers.get(self.key_header, "")
@@ -146,27 +147,35 @@ class Protocol:
 
     def prompt(self, body: bytes) -> tuple[str, bool]:
         """(the last user message, whether soft verdicts were asked); ValueError when the body
-        is not a request of this protocol."""
+        is not a request of this wire format."""
         try:
-            if self.name == "gemini":
-                return _decode_gemini(body).contents[-1].parts[0].text, False
-            chat = _decode_request(body)
-            return chat.messages[-1].content, chat.logprobs
+            return self._prompt(body)
         except (msgspec.DecodeError, IndexError):
             raise ValueError(f"expected a {self.name} request") from None
 
+    def _prompt(self, body: bytes) -> tuple[str, bool]:
+        chat = _decode_request(body)
+        return chat.messages[-1].content, chat.logprobs
+
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
                    tokens_out: int = 1) -> dict:
-        if self.name == "anthropic":
-            return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-                    "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn",
-                    "usage": {"input_tokens": len(prompt) // 4, "output_tokens": tokens_out}}
-        if self.name == "gemini":
-            return {"candidates": [{"content": {"role": "model", "parts": [{"text": verdict}]},
-                                    "finishReason": "STOP"}],
-                    "usageMetadata": {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out},
-                    "modelVersion": model}
-        choice = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
+        raise NotImplementedError
+
+    def error(self, status: int, message: str) -> dict:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class OpenAIWire(WireFormat):
+    """OpenAI chat completions (also Azure OpenAI and every OpenAI-compatible server)."""
+
+    name, key_header, key_prefix, body_key = "openai", "Authorization", "Bearer ", "choices"
+
+    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
+                   tokens_out: int = 1) -> dict:
+        choice: dict = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
         if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
             choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
                                                "top_logprobs": _top(verdict)}]}
@@ -175,17 +184,51 @@ class Protocol:
                 "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": tokens_out}}
 
     def error(self, status: int, message: str) -> dict:
-        if self.name == "anthropic":
-            return {"type": "error", "error": {"type": "api_error", "message": message}}
-        if self.name == "gemini":
-            return {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
         return {"error": {"message": message, "type": "invalid_request_error"}}
 
 
-OPENAI = Protocol("openai", "Authorization", "Bearer ", "choices")
-ANTHROPIC = Protocol("anthropic", "x-api-key", "", "content")
-GEMINI = Protocol("gemini", "x-goog-api-key", "", "candidates")
-PROTOCOLS = {p.name: p for p in (OPENAI, ANTHROPIC, GEMINI)}
+class AnthropicWire(WireFormat):
+    """Anthropic's Messages API."""
+
+    name, key_header, key_prefix, body_key = "anthropic", "x-api-key", "", "content"
+
+    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
+                   tokens_out: int = 1) -> dict:
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": len(prompt) // 4, "output_tokens": tokens_out}}
+
+    def error(self, status: int, message: str) -> dict:
+        return {"type": "error", "error": {"type": "api_error", "message": message}}
+
+
+class GeminiWire(WireFormat):
+    """Google's Gemini ``generateContent``."""
+
+    name, key_header, key_prefix, body_key = "gemini", "x-goog-api-key", "", "candidates"
+
+    def _prompt(self, body: bytes) -> tuple[str, bool]:
+        return _decode_gemini(body).contents[-1].parts[0].text, False
+
+    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
+                   tokens_out: int = 1) -> dict:
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": verdict}]},
+                                "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out},
+                "modelVersion": model}
+
+    def error(self, status: int, message: str) -> dict:
+        return {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
+
+
+WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (OpenAIWire(), AnthropicWire(), GeminiWire())}
+# The paths the server answers, and the wire format each speaks.
+ROUTES = {
+    "/v1/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+    "/v1beta/models/{model}": "gemini",
+    "/openai/deployments/{deployment}/chat/completions": "openai",  # Azure OpenAI
+}
 
 # Hostile behaviours (``hostile=``): what a broken or malicious provider (or a proxy in front
 # of one) can answer. Each applies to every request that passes the key check.
@@ -240,6 +283,10 @@ class FakeJudgeServer:
     * ``flip_rate`` (0): the share of prompts (chosen by hash, so the same ones every time)
       answered with the other slot: a provider's silent model update, for ``babelrun check``.
     * ``fingerprint`` ("fp_fake"): the ``system_fingerprint`` the replies carry.
+    * ``gather`` (0): hold the first verdicts until this many requests are in flight at once
+      (then serve as usual): proof, by count and not by clock, that that many clients (say
+      one per shard process) were calling together. ``gathered`` says whether it happened;
+      after ``gather_timeout_s`` (30) the held requests go on without it.
     * ``reply`` (None): a function of the last message's text giving the reply's content
       (a judge that reasons first, a scripted rule); unset, the verdict of ``choose``.
       ``completion_tokens`` is then the reply's length / 4.
@@ -264,8 +311,11 @@ class FakeJudgeServer:
                  hang_s: float = 30.0, rpm_limit: int | None = None, rpm_window_s: float = 60.0,
                  seed: int | None = 0, port: int = 0, flip_rate: float = 0.0,
                  fingerprint: str = "fp_fake", reply=None, hostile: str | None = None,
-                 hostile_status: int | None = None, redirect_to: str | None = None):
+                 hostile_status: int | None = None, redirect_to: str | None = None, gather: int = 0,
+                 gather_timeout_s: float = 30.0):
         self.reply = reply
+        self.gather = gather
+        self.gather_timeout_s = gather_timeout_s
         self.latency_s = latency_s
         self.latency = latency
         self.jitter_s = jitter_s
@@ -292,6 +342,8 @@ class FakeJudgeServer:
         self.statuses: Counter = Counter()
         self.injected: Counter = Counter()
         self.served_ok = 0
+        self.in_flight = 0  # held by ``gather``, now; and the most at once
+        self.most_in_flight = 0
         self.authorizations: set[str] = set()
         self.last_body: dict | None = None  # the last request's JSON body, and its headers
         self.last_headers: dict[str, str] = {}
@@ -307,6 +359,12 @@ class FakeJudgeServer:
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self._stop: asyncio.Event | None = None
+        self._gathered: asyncio.Event | None = None
+
+    @property
+    def gathered(self) -> bool:
+        """Whether ``gather`` requests were in flight at once (see the class docstring)."""
+        return self._gathered is not None and self._gathered.is_set()
 
     def _check(self) -> None:
         if self.hostile is not None and self.hostile not in HOSTILE:
@@ -326,6 +384,8 @@ class FakeJudgeServer:
             raise ValueError(f"rpm_limit must be >= 1, not {self.rpm_limit}")
         if self.rpm_window_s <= 0:
             raise ValueError("rpm_window_s must be > 0")
+        if self.gather < 0 or self.gather_timeout_s <= 0:
+            raise ValueError("gather must be >= 0 and gather_timeout_s > 0")
         if not 0.0 <= self.flip_rate <= 1.0:
             raise ValueError(f"flip_rate must be in [0, 1], not {self.flip_rate}")
 
@@ -396,7 +456,7 @@ class FakeJudgeServer:
 
     # -- handling -------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request, proto: Protocol = OPENAI) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, proto: WireFormat) -> web.StreamResponse:
         key = proto.key(request)
         with self._lock:
             self.requests += 1
@@ -427,9 +487,27 @@ class FakeJudgeServer:
         if plan.fault is not None:
             self._count_fault(plan.fault)
             return await self._inject(proto, request, plan, prompt)
+        if self.gather:
+            await self._gather()
         return await self._verdict(proto, request, prompt, plan.latency_s, soft)
 
-    async def _hostile(self, request: web.Request, proto: Protocol, key: str, prompt: str) -> web.StreamResponse:
+    async def _gather(self) -> None:
+        """Wait until ``gather`` requests are here at once (or ``gather_timeout_s`` passed)."""
+        assert self._gathered is not None
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            if self.in_flight >= self.gather:
+                self._gathered.set()
+        try:
+            await asyncio.wait_for(self._gathered.wait(), self.gather_timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    async def _hostile(self, request: web.Request, proto: WireFormat, key: str, prompt: str) -> web.StreamResponse:
         kind = self.hostile
         self._count_fault(kind)
         if kind in ("echo_key_4xx", "echo_key_5xx"):
@@ -472,14 +550,14 @@ class FakeJudgeServer:
             pass  # the client went away: what a capped reader does
         return response
 
-    def _scripted(self, proto: Protocol, request: web.Request, fault: int) -> web.StreamResponse:
+    def _scripted(self, proto: WireFormat, request: web.Request, fault: int) -> web.StreamResponse:
         self._count_fault("scripted")
         if fault == 0:
             return self._drop(request)
         headers = {"Retry-After": str(self.retry_after)} if fault == 429 else None
         return self._error(proto, fault, f"injected {fault}", headers)
 
-    async def _inject(self, proto: Protocol, request: web.Request, plan: _Plan, prompt: str) -> web.StreamResponse:
+    async def _inject(self, proto: WireFormat, request: web.Request, plan: _Plan, prompt: str) -> web.StreamResponse:
         if plan.fault == "429":
             return self._error(proto, 429, "injected 429", {"Retry-After": str(self.retry_after)})
         if plan.fault == "5xx":
@@ -501,7 +579,7 @@ class FakeJudgeServer:
             body = msgspec.json.encode(completion)
         return self._reply(200, body)
 
-    async def _verdict(self, proto: Protocol, request: web.Request, prompt: str, delay_s: float,
+    async def _verdict(self, proto: WireFormat, request: web.Request, prompt: str, delay_s: float,
                        soft: bool = False) -> web.StreamResponse:
         if not await self._pause(delay_s):
             return self._drop(request)  # shutting down: no reply, no waiting
@@ -511,7 +589,7 @@ class FakeJudgeServer:
             self.served_ok += 1
         return self._reply(200, msgspec.json.encode(self._completion(proto, prompt, soft)))
 
-    def _completion(self, proto: Protocol, prompt: str, soft: bool = False) -> dict:
+    def _completion(self, proto: WireFormat, prompt: str, soft: bool = False) -> dict:
         verdict = choose(prompt) if self.reply is None else self.reply(prompt)
         if self.flip_rate and verdict in ("A", "B") and flipped(prompt, self.flip_rate):
             verdict = "B" if verdict == "A" else "A"
@@ -542,7 +620,7 @@ class FakeJudgeServer:
         with self._lock:
             self.injected[kind] += 1
 
-    def _error(self, proto: Protocol, status: int, message: str, headers: dict | None = None) -> web.Response:
+    def _error(self, proto: WireFormat, status: int, message: str, headers: dict | None = None) -> web.Response:
         return self._reply(status, msgspec.json.encode(proto.error(status, message)), headers)
 
     def _reply(self, status: int, body: bytes, headers: dict | None = None,
@@ -556,11 +634,8 @@ class FakeJudgeServer:
 
     async def _serve(self) -> None:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", functools.partial(self._handle, proto=OPENAI))
-        app.router.add_post("/v1/messages", functools.partial(self._handle, proto=ANTHROPIC))
-        app.router.add_post("/v1beta/models/{model}", functools.partial(self._handle, proto=GEMINI))
-        app.router.add_post("/openai/deployments/{deployment}/chat/completions",  # Azure OpenAI
-                            functools.partial(self._handle, proto=OPENAI))
+        for path, wire in ROUTES.items():
+            app.router.add_post(path, functools.partial(self._handle, proto=WIRE_FORMATS[wire]))
         # The short shutdown timeout is a backstop only: every wait in a handler ends on _stop.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
@@ -574,6 +649,7 @@ class FakeJudgeServer:
             return
         self.port = site._server.sockets[0].getsockname()[1]
         self._stop = asyncio.Event()
+        self._gathered = asyncio.Event()
         self._ready.set()
         await self._stop.wait()
         await runner.cleanup()

@@ -23,7 +23,8 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import fake_judge, plan, run_engine  # noqa: E402
 
-from babelrun.judges.prompt import PAIRWISE, render  # noqa: E402
+from babelrun.judges.protocol import Judging  # noqa: E402
+from babelrun.spec import JudgeSpec  # noqa: E402
 
 
 async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> float:
@@ -70,10 +71,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     planned = plan(args.calls)
+    protocol = Judging.of(JudgeSpec(name="bare", backend="openai", model="m"))  # the built-in template
     bodies = [
-        msgspec.json.encode({"model": "m", "messages": render(PAIRWISE, it.prompt, a, b), "temperature": 0,
-                             "max_tokens": 8})
-        for it in planned.items() for a, b in ((it.reference, it.perturbed), (it.perturbed, it.reference))
+        msgspec.json.encode({"model": "m", "messages": protocol.render(it, key), "temperature": 0, "max_tokens": 8})
+        for it in planned.items() for key in ("ref_first", "pert_first")
     ]
     # Alternate the two, several rounds, and compare medians: client and server share the
     # machine's cores, so any one round is noisy.

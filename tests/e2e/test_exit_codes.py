@@ -14,8 +14,8 @@ LLMBAR = SHARED_DATA / "llmbar"
 UDHR = SHARED_DATA / "udhr"
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "sw"], "references_per_language": 2}
 # Cells run elsewhere (a real interrupt needs a subprocess and a signal).
-ELSEWHERE = {("audit", 130): "tests/test_resume.py::test_ctrl_c_drains_flushes_and_says_how_to_resume",
-             ("check", 1): "tests/test_pin.py::test_check_passes_an_unchanged_judge_and_fails_a_drifted_one"}
+ELSEWHERE = {("audit", 130): "tests/e2e/test_resume.py::test_ctrl_c_drains_flushes_and_says_how_to_resume",
+             ("check", 1): "tests/e2e/test_pin.py::test_check_passes_an_unchanged_judge_and_fails_a_drifted_one"}
 
 
 def readme_table() -> dict[tuple[str, int], str]:

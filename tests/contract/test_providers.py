@@ -1,8 +1,9 @@
 """One contract, every HTTP provider: the same suite runs over openai, anthropic and gemini
-against the fake server speaking each one's wire format (``babelrun.testing.Protocol``), the
+against the fake server speaking each one's wire format (``babelrun.testing.WIRE_FORMATS``), the
 way msgspec's tests/unit/test_common.py runs one suite over every format with a ``proto``
 fixture. What differs per provider (Anthropic's 529, Gemini's RetryInfo and API_KEY_INVALID,
-OpenAI's presets and logprobs) stays in test_<provider>.py."""
+OpenAI's presets and logprobs) stays in test_<provider>.py. The in-process backends' side of
+the contract is test_judges.py."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from helpers import files_bytes, quiet_audit, write_manifest
 
 SECRET = "sk-contract-Zq81-never-log-me"
 KEY_ENV = "BABELRUN_CONTRACT_KEY"
+# The wire formats of the HTTP backends (every preset speaks openai's); test_judges.py checks
+# that every registered remote backend is one of them.
+HTTP_PROVIDERS = ("openai", "anthropic", "gemini")
 
 
-@pytest.fixture(params=["openai", "anthropic", "gemini"])
+@pytest.fixture(params=HTTP_PROVIDERS)
 def proto(request) -> str:
     return request.param
 

@@ -11,9 +11,8 @@ from babelrun.core.items import Item
 from babelrun.errors import ManifestError
 from babelrun.judges import build, judge_id
 from babelrun.judges import rule as rules
-from babelrun.plan import Plan
 from babelrun.spec import JudgeSpec, RuleSpec
-from helpers import quiet_audit, request, simulated, write_manifest
+from helpers import request, simulated, write_manifest
 
 
 def _verdict(rule: dict, reference: str, perturbed: str, order: str = "ref_first") -> str:
@@ -68,31 +67,6 @@ def test_a_rule_judge_has_its_own_id_and_existing_ids_do_not_move():
     # a simulated judge's id from before rules, families and self-preference existed
     assert judge_id(JudgeSpec(name="s", backend="simulated", family="gpt")) == judge_id(
         JudgeSpec(name="s", backend="simulated"))
-
-
-def test_a_length_rule_as_a_cascades_cheap_stage_on_the_bundled_corpus(tmp_path):
-    min_ratio = 1.3
-    judges = [{"name": "length-rule", "backend": "rule", "rule": {"kind": "length", "min_ratio": min_ratio}},
-              {**simulated("strong", default_accuracy=0.92), "calls": "all"}]
-    composites = [{"kind": "cascade", "name": "triage", "cheap": "length-rule", "strong": "strong",
-                   "base": "strong"}]
-    path = write_manifest(tmp_path, judges, composites=composites,
-                          corpus={"sources": [{"kind": "bundled"}], "references_per_language": 12},
-                          perturbations=[{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "repeat_pad")])
-    cards = quiet_audit(path).cards
-    comp = {c.name: c for c in cards.composites}["triage"]
-    # escalated: exactly the items whose longer answer is under min_ratio times the shorter
-    items = list(Plan.from_manifest(babelrun.load_manifest(path)).items())
-    close = sum(max(i.ref_len, i.pert_len) < min_ratio * min(i.ref_len, i.pert_len) for i in items)
-    assert comp.escalation_rate.value == pytest.approx(close / len(items), abs=1e-4)
-    # the rule makes no model call: the strong judge is asked on the escalations alone
-    assert comp.calls_per_decision == pytest.approx(comp.escalation_rate.value, abs=1e-4)
-    # what the triage costs: against the strong judge alone, accuracy falls (repeat_pad items
-    # are longer than their reference, and the rule prefers them), by a paired interval
-    overall = next(c for c in comp.change if c.lang == "all")
-    accuracy = next(m for m in overall.changes if m.metric == "accuracy")
-    assert accuracy.hi < 0
-    assert overall.mcnemar.b > overall.mcnemar.c
 
 
 def test_the_triage_example_is_a_valid_manifest():

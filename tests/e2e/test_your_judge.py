@@ -19,7 +19,8 @@ from babelrun.errors import ManifestError
 from babelrun.judges.protocol import Judging, reply_format, score_reader, slot_reader
 from babelrun.spec import JudgeSpec, VerdictSpec
 from babelrun.store import compact
-from babelrun.store.log import DoneSet, read_table
+from babelrun.store.done import DoneSet
+from babelrun.store.log import read_table
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, SHARED_DATA, files_bytes, kill_after_records, quiet_audit, write_manifest
 

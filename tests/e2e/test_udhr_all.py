@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 
 import pytest
 import regex
-from test_udhr import SEVERITIES, invariant_failures
+from invariants import SEVERITIES, invariant_failures
 
 from babelrun.core.items import generate
 from babelrun.corpus import udhr

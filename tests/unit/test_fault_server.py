@@ -100,13 +100,14 @@ def _within(count, n, p, sigmas=5):
 async def test_each_fault_happens_at_its_rate_and_the_counters_agree():
     n = 800
     rates = {"429": 0.1, "5xx": 0.1, "timeout": 0.05, "drop": 0.1, "malformed": 0.1}
-    server = FakeJudgeServer(seed=7, hang_s=5.0, **{f"rate_{k}": v for k, v in rates.items()})
+    server = FakeJudgeServer(seed=7, hang_s=30.0, **{f"rate_{k}": v for k, v in rates.items()})
     with server:
         replies = await burst(server.url, n, timeout=1.0)
         snap = server.snapshot()
         stopping = time.monotonic()
-    # The timed-out requests still hang on the server (5 s): shutdown must not wait for them.
-    assert time.monotonic() - stopping < 1.5
+    # The timed-out requests still hang on the server (30 s): shutdown must not wait for them
+    # (a bound a third of the hang: what it shows is that the hang was cut, however loaded the machine).
+    assert time.monotonic() - stopping < 10
     seen = Counter(r.outcome for r in replies)
     assert set(seen) <= {*rates, "ok"}, seen
     for kind, rate in rates.items():
@@ -212,18 +213,16 @@ async def test_timeout_fault_times_out_a_short_client_and_does_not_hold_up_shutd
     server = FakeJudgeServer(rate_timeout=1.0, hang_s=30.0)
     with server:
         async with aiohttp.ClientSession() as session:
-            start = time.monotonic()
             with pytest.raises(TimeoutError):
                 async with session.post(server.url + "/chat/completions", data=BODY,
                                         timeout=aiohttp.ClientTimeout(total=0.2)) as resp:
                     await resp.read()
-            assert time.monotonic() - start < 1.0
             # A second request is still hanging on the server while it shuts down.
             hanging = asyncio.create_task(post(session, server.url, timeout=10))
             await asyncio.sleep(0.1)
             stopping = time.monotonic()
             server.__exit__(None, None, None)
-            assert time.monotonic() - stopping < 1.5
+            assert time.monotonic() - stopping < 10  # not the 30 s hang
             assert (await hanging).outcome == "drop"
     assert server.snapshot()["served_ok"] == 0
 
@@ -283,10 +282,9 @@ def test_bad_knobs_are_refused(knobs):
 
 def test_a_taken_port_fails_at_once():
     with FakeJudgeServer() as server:
-        start = time.monotonic()
+        # OSError at once; a server that did not notice would raise RuntimeError after 10 s.
         with pytest.raises(OSError), FakeJudgeServer(port=server.port):
             pass
-        assert time.monotonic() - start < 2
 
 
 async def test_cli_serves_until_sigterm_and_reports_its_counters():
@@ -313,3 +311,37 @@ def test_cli_refuses_a_rate_above_one():
     bad = subprocess.run([sys.executable, "-m", "babelrun.testing", "--rate-drop", "2"],
                          cwd=ROOT, capture_output=True, text=True, timeout=20)
     assert bad.returncode == 2 and "rate_drop" in bad.stderr
+
+
+def test_one_wire_format_class_per_provider_and_every_route_speaks_one():
+    from babelrun import judges, testing
+
+    assert {type(w).__name__ for w in testing.WIRE_FORMATS.values()} == {"OpenAIWire", "AnthropicWire", "GeminiWire"}
+    assert all(isinstance(w, testing.WireFormat) and w.name == n for n, w in testing.WIRE_FORMATS.items())
+    assert set(testing.ROUTES.values()) == set(testing.WIRE_FORMATS)
+    # Each is the wire format of a registered backend module.
+    assert set(testing.WIRE_FORMATS) <= {b.module for b in judges.BACKENDS.values() if b.capabilities.remote}
+    for wire in testing.WIRE_FORMATS.values():  # an error and a verdict in each provider's own shape
+        assert wire.body_key in wire.completion("A", "m", PROMPT, False) and wire.error(400, "no")
+        with pytest.raises(ValueError, match=f"expected a {wire.name} request"):
+            wire.prompt(b"{}")
+
+
+async def test_gather_holds_the_first_verdicts_until_that_many_are_in_flight():
+    with FakeJudgeServer(gather=3) as server:
+        async with aiohttp.ClientSession() as session:
+            first = asyncio.gather(*(post(session, server.url, timeout=20) for _ in range(2)))
+            while server.in_flight < 2:  # both arrived (the test's timeout bounds this wait)
+                await asyncio.sleep(0.01)
+            assert not server.gathered and server.served_ok == 0  # and both are held
+            replies = [*await asyncio.gather(first, post(session, server.url, timeout=20))]
+            later = await post(session, server.url)  # gathered once: served as usual
+        assert server.gathered and server.most_in_flight == 3
+    assert [r.outcome for r in [*replies[0], replies[1], later]] == ["ok"] * 4
+
+
+async def test_gather_gives_up_after_its_timeout():
+    with FakeJudgeServer(gather=2, gather_timeout_s=0.1) as server:
+        async with aiohttp.ClientSession() as session:
+            reply = await post(session, server.url, timeout=20)
+        assert reply.outcome == "ok" and not server.gathered and server.most_in_flight == 1
