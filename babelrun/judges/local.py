@@ -66,6 +66,7 @@ class LocalJudge:
             await self._lead()
         if mine.error is not None:
             raise mine.error
+        assert mine.reply is not None  # the batch that held it set its reply or its error
         return mine.reply
 
     async def _lead(self) -> None:
