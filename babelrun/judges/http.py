@@ -31,8 +31,8 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
-from typing import Any
 
 import aiohttp
 import msgspec
@@ -40,6 +40,10 @@ import msgspec
 from ..errors import JudgeError
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+
+if TYPE_CHECKING:
+    from .batch_api import BatchApi
+    from .protocol import Judging
 
 MAX_REPLY_BYTES = 1 << 20  # 1 MiB: a verdict is a few bytes; a batch result file is read apart
 MAX_RETRY_AFTER_S = 300.0
@@ -157,6 +161,11 @@ async def _read(resp: aiohttp.ClientResponse, cap: int) -> tuple[bytes, bool]:
 class HttpJudge:
     fatal: Mapping[int, str] = FATAL
     retryable: Mapping[int, str] = RETRYABLE
+    # Declared, not set here: ``judges.build`` attaches the protocol to every judge it builds
+    # (``base.Judge``), and the backends whose capabilities say ``batch_api`` (openai,
+    # anthropic) set their adapter class; the engine asks for it only of those.
+    protocol: Judging
+    batch_api: ClassVar[type[BatchApi]]
 
     def __init__(self, spec: JudgeSpec, judge_id: str, url: str, headers: dict[str, str],
                  secrets: Iterable[str | None] = ()):
