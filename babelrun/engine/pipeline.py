@@ -307,8 +307,8 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     shard, when it is one), as ``options`` say."""
     budgets: dict[str, limits.Budget] = dict(options.accounts or limits.accounts([j.spec for j in judges]))
     wanted, progress = options.wanted, options.progress or Progress()
-    state = lambda j: _state(j, plan, done, options)  # noqa: E731
-    runs = [runner(j, budgets[j.spec.name], state(j), limits.CallLimits.of(j.spec, plan.shard)) for j in judges]
+    runs = [runner(j, budgets[j.spec.name], _state(j, plan, done, options), limits.CallLimits.of(j.spec, plan.shard))
+            for j in judges]
     result = EngineResult([r.state for r in runs])
     producers: list[anyio.CancelScope] = []
     judges_scope = anyio.CancelScope()

@@ -24,6 +24,7 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
     if judge.protocol.kind == "pointwise":
         verdict = "invalid" if score is None else None
     else:
+        assert slot is not None  # a pairwise reading always names a slot (Judging.read)
         verdict = verdict_of(slot, request.order)
     probs = _NO_PROBS
     if judge.protocol.soft and reply.probs is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -68,7 +68,7 @@ class _Message(msgspec.Struct):
 class _ErrorDetail(msgspec.Struct):
     type: str = ""
     message: str = ""
-    details: dict | None = None
+    details: dict[str, Any] | None = None
 
 
 class _ErrorBody(msgspec.Struct):
@@ -97,7 +97,7 @@ class AnthropicJudge(HttpJudge):
         system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
         messages = [{"role": m["role"], "content": m["content"]}
                     for m in request.messages if m["role"] != "system"]
-        body: dict = {
+        body: dict[str, Any] = {
             "model": self.spec.model,
             "max_tokens": max_tokens(self.spec),
             "temperature": self.spec.temperature,
@@ -139,13 +139,13 @@ class AnthropicJudge(HttpJudge):
         return ProviderError(type=err.type, message=err.message + (" (spend limit reached)" if spent else ""),
                              fatal="spend_limit" if spent else None)
 
-    def retry_after(self, status: int, headers, err: ProviderError) -> float | None:
+    def retry_after(self, status: int, headers: Mapping[str, str], err: ProviderError) -> float | None:
         """``retry-after``; on a 429 without it, the ``anthropic-ratelimit-*-reset`` times."""
         wait = retry_after_header(headers.get("retry-after"))
         return _reset(headers) if wait is None and status == 429 else wait
 
 
-def _reset(headers, now: float | None = None) -> float | None:
+def _reset(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """Seconds from now until the rate limit that was hit refills, from the
     ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-reset`` RFC 3339
     timestamps: the latest reset among the limits reported exhausted (``-remaining: 0``), or

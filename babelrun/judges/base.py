@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from ..core.items import Item
-from ..core.records import ORDERS, Order
+from ..core.records import ORDERS, Answer, Order
 from ..errors import FatalJudgeError, RejectedError, RetryableError
 from ..spec import JudgeSpec
 
@@ -26,7 +26,7 @@ __all__ = ["ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "
 
 class JudgeRequest(msgspec.Struct, frozen=True):
     item: Item
-    order: Order
+    order: Order | Answer  # the key: a slot order (pairwise) or the one answer shown (pointwise)
     messages: list[dict[str, str]]  # rendered by the judge's protocol (``Judging.request``)
 
     @property

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -90,7 +92,7 @@ class GeminiJudge(HttpJudge):
             {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
             for m in request.messages if m["role"] != "system"
         ]
-        body: dict = {}
+        body: dict[str, Any] = {}
         if system:
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
         body["contents"] = contents
@@ -153,7 +155,7 @@ class GeminiJudge(HttpJudge):
         return ProviderError(type=str(err.get("status", "")), message=str(err.get("message", "")), wait=delay,
                              fatal="unauthorized" if "API_KEY_INVALID" in reasons else None)
 
-    def retry_after(self, status: int, headers, err: ProviderError) -> float | None:
+    def retry_after(self, status: int, headers: Mapping[str, str], err: ProviderError) -> float | None:
         """The larger of ``Retry-After`` and the body's ``retryDelay``."""
         present = [x for x in (retry_after_header(headers.get("Retry-After")), err.wait) if x is not None]
         return max(present) if present else None
@@ -162,6 +164,7 @@ class GeminiJudge(HttpJudge):
 def _text(response: _Response) -> str:
     """The first candidate's text, or a bracketed note saying why there is none."""
     if not response.candidates:  # judge() saw to it that the prompt was blocked
+        assert response.prompt_feedback is not None  # (reply() raised where it was not)
         return f"[blocked: prompt {response.prompt_feedback.block_reason}]"
     candidate = response.candidates[0]
     parts = candidate.content.parts if candidate.content is not None else []
@@ -175,7 +178,7 @@ def _text(response: _Response) -> str:
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)s\s*$")
 
 
-def _duration(value) -> float | None:
+def _duration(value: object) -> float | None:
     """A protobuf JSON Duration (``"17s"``, ``"0.200s"``) in seconds; also accepts
     ``{"seconds": 17, "nanos": 0}``."""
     if isinstance(value, str):

@@ -31,6 +31,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -39,6 +40,10 @@ import msgspec
 from ..errors import JudgeError
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+
+if TYPE_CHECKING:
+    from .batch_api import BatchApi
+    from .protocol import Judging
 
 MAX_REPLY_BYTES = 1 << 20  # 1 MiB: a verdict is a few bytes; a batch result file is read apart
 MAX_RETRY_AFTER_S = 300.0
@@ -114,7 +119,7 @@ class ProviderError(msgspec.Struct, frozen=True):
     fatal: str | None = None
 
 
-def json_or_none(payload: bytes):
+def json_or_none(payload: bytes) -> Any:
     """The JSON document in ``payload``, or None where it is none."""
     try:
         return msgspec.json.decode(payload)
@@ -122,7 +127,7 @@ def json_or_none(payload: bytes):
         return None
 
 
-def error_message(doc) -> str | None:
+def error_message(doc: Any) -> str | None:
     """The innermost ``message`` of a (possibly nested, possibly listed) error object."""
     if isinstance(doc, list) and doc:
         doc = doc[0]
@@ -156,6 +161,11 @@ async def _read(resp: aiohttp.ClientResponse, cap: int) -> tuple[bytes, bool]:
 class HttpJudge:
     fatal: Mapping[int, str] = FATAL
     retryable: Mapping[int, str] = RETRYABLE
+    # Declared, not set here: ``judges.build`` attaches the protocol to every judge it builds
+    # (``base.Judge``), and the backends whose capabilities say ``batch_api`` (openai,
+    # anthropic) set their adapter class; the engine asks for it only of those.
+    protocol: Judging
+    batch_api: ClassVar[type[BatchApi]]
 
     def __init__(self, spec: JudgeSpec, judge_id: str, url: str, headers: dict[str, str],
                  secrets: Iterable[str | None] = ()):
@@ -186,7 +196,7 @@ class HttpJudge:
         return mask(text, self._secrets, limit)
 
     async def request(self, method: str, url: str, *, cap: int = MAX_REPLY_BYTES,
-                      **kwargs) -> tuple[int, bytes, Mapping[str, str]]:
+                      **kwargs: Any) -> tuple[int, bytes, Mapping[str, str]]:
         """One HTTP exchange: (status, body, headers). Never follows a redirect; a 2xx body
         over ``cap`` raises ``oversize``; timeouts and dropped connections are retryable."""
         try:
@@ -202,7 +212,7 @@ class HttpJudge:
                                 f"{cap} bytes, not read")
         return status, payload, headers
 
-    async def call(self, method: str, url: str, **kwargs) -> bytes:
+    async def call(self, method: str, url: str, **kwargs: Any) -> bytes:
         """``request``, with any status that is not a success raised as the judge error the
         status means (the one mapping, used by calls and by the batch APIs alike)."""
         status, payload, headers = await self.request(method, url, **kwargs)
@@ -265,5 +275,5 @@ class HttpJudge:
         if after is not None:
             return after
         resets = [duration(headers.get(h)) for h in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")]
-        resets = [r for r in resets if r is not None]
-        return max(resets) if resets else err.wait
+        known = [r for r in resets if r is not None]
+        return max(known) if known else err.wait

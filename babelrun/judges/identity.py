@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import msgspec
 
@@ -40,14 +41,15 @@ def judge_id(spec: JudgeSpec) -> str:
 
 # Knobs added after judge ids were first published: left out of the identity while they hold
 # their default, so adding a knob never renames existing judges.
-_LATER_KNOBS = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None, "score_drop": 2.0,
-                "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {}, "self_preference": 0.0}
+_LATER_KNOBS: dict[str, Any] = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None,
+                                "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
+                                "self_preference": 0.0}
 # Judge options added later that can change a verdict, in the identity only when set.
 _LATER_OPTIONS = ("reasoning", "reasoning_effort", "azure", "callable", "rule")
 
 
-def _later_options(spec: JudgeSpec) -> dict:
-    out = {}
+def _later_options(spec: JudgeSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for name in _LATER_OPTIONS:
         value = getattr(spec, name)
         if value not in (None, False):
@@ -55,7 +57,7 @@ def _later_options(spec: JudgeSpec) -> dict:
     return out
 
 
-def _knobs(spec: JudgeSpec) -> dict | None:
+def _knobs(spec: JudgeSpec) -> dict[str, Any] | None:
     if spec.simulated is None:
         return None
     knobs = msgspec.structs.asdict(spec.simulated)

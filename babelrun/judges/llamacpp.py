@@ -25,6 +25,7 @@ import atexit
 import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +61,8 @@ def _silence_llama_log() -> object:
 
     import llama_cpp
 
-    @llama_cpp.llama_log_callback
-    def quiet(level, text, user_data):
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE, untyped in llama_cpp
+    def quiet(level: int, text: bytes, user_data: object) -> None:
         pass
 
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
@@ -81,12 +82,12 @@ def _free_models() -> None:
     _load.cache_clear()
 
 
-_LOADED: list = []  # every model _load made, for _free_models
-_DECODERS: list = []  # every multi-sequence context still open, for _free_models
+_LOADED: list[Any] = []  # every llama_cpp.Llama _load made, for _free_models
+_DECODERS: list[llamacpp_batch.Decoder] = []  # every multi-sequence context still open, for _free_models
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str, n_ctx: int, threads: int | None, seed: int):
+def _load(path: str, n_ctx: int, threads: int | None, seed: int) -> Any:  # a llama_cpp.Llama
     # One model per (file, settings) per process: judges sharing a GGUF share its weights.
     from llama_cpp import Llama
 
@@ -101,13 +102,14 @@ MULTI_SEQUENCE = "llama.cpp multi-sequence"
 ONE_AT_A_TIME = "llama.cpp one-at-a-time"
 
 
-def prompt_tokens(llm, request: JudgeRequest) -> list[int]:
+def prompt_tokens(llm: Any, request: JudgeRequest) -> list[int]:
     """The prompt's tokens, with the BOS token; corpus text is data (``special=False``): a
     ``<start_of_turn>`` inside an answer is text, never a control token."""
-    return llm.tokenize(completion_prompt(request.messages).encode(), add_bos=True, special=False)
+    tokens: list[int] = llm.tokenize(completion_prompt(request.messages).encode(), add_bos=True, special=False)
+    return tokens
 
 
-def _soft_reply(llm, logits: np.ndarray, tokens_in: int, engine: str) -> JudgeReply:
+def _soft_reply(llm: Any, logits: np.ndarray, tokens_in: int, engine: str) -> JudgeReply:
     """P(A), P(B), P(tie) from the next token's top-20 log-probabilities."""
     logits = logits.astype(np.float64)
     peak = logits.max()
@@ -129,12 +131,12 @@ class LlamaCppJudge(LocalJudge):
     multi_sequence: bool | None = None
     share_prefix: bool = True
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._decoder = None
+    def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        super().__init__(spec, judge_id, seed)
+        self._decoder: llamacpp_batch.Decoder | None = None
         self._rng = np.random.default_rng(self.seed)
 
-    def _llm(self):
+    def _llm(self) -> Any:  # a llama_cpp.Llama (untyped)
         if self._model is None:
             path = model_path(self.spec.model)
             if not path.is_file():
@@ -159,7 +161,7 @@ class LlamaCppJudge(LocalJudge):
 
     # -- one at a time, llama-cpp-python's high-level API ------------------------------------
 
-    def _soft(self, llm, tokens: list[int]) -> JudgeReply:
+    def _soft(self, llm: Any, tokens: list[int]) -> JudgeReply:
         """One forward pass over the prompt. The logits come from the context directly:
         llama-cpp-python's ``logprobs`` needs ``logits_all``, which keeps n_ctx × vocabulary
         floats (4 GB for Gemma's 262k-token vocabulary)."""
@@ -172,7 +174,7 @@ class LlamaCppJudge(LocalJudge):
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
         return _soft_reply(llm, logits, len(tokens), ONE_AT_A_TIME)
 
-    def _generate(self, llm, tokens: list[int]) -> JudgeReply:
+    def _generate(self, llm: Any, tokens: list[int]) -> JudgeReply:
         out = llm.create_completion(tokens, max_tokens=max_tokens(self.spec), temperature=self.spec.temperature,
                                     stop=["\n"])
         usage = out.get("usage", {})
@@ -182,7 +184,7 @@ class LlamaCppJudge(LocalJudge):
 
     # -- a batch at once, llama.cpp's low-level API -------------------------------------------
 
-    def _multi_sequence(self, llm, prompts: list[list[int]]) -> list[JudgeReply]:
+    def _multi_sequence(self, llm: Any, prompts: list[list[int]]) -> list[JudgeReply]:
         """The batch as one prefix tree in one llama_decode call; generated verdicts then
         decode a token for every running sequence per call."""
         budgets = [self._budget(len(tokens)) for tokens in prompts]
@@ -199,7 +201,7 @@ class LlamaCppJudge(LocalJudge):
         texts: dict[int, bytes] = {}
         logits = dict(enumerate(first))
         while logits:
-            running = {}
+            running: dict[int, tuple[int, int]] = {}
             for s, row in logits.items():
                 token = llamacpp_batch.sample(row, self.spec.temperature, self._rng)
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):  # end of text: not counted
@@ -222,7 +224,7 @@ class LlamaCppJudge(LocalJudge):
         limit = max_tokens(self.spec)
         return limit if limit + n_prompt < self.spec.context else self.spec.context - n_prompt
 
-    def _decoder_for(self, llm, n_seq: int, cells: int):
+    def _decoder_for(self, llm: Any, n_seq: int, cells: int) -> llamacpp_batch.Decoder:
         """The judge's own llama.cpp context, made again larger when a batch needs more."""
         n_seq = min(max(n_seq, self.spec.batch_size), llamacpp_batch.max_sequences())
         if self._decoder is None or self._decoder.n_ctx < cells or self._decoder.n_seq < n_seq:

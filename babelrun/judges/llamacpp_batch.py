@@ -24,7 +24,7 @@ high-level API, one prompt at a time, where they are not.
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def available() -> bool:
         import llama_cpp
     except ImportError:
         return False
-    fields = {name for name, _ in llama_cpp.llama_context_params._fields_}
+    fields = {field[0] for field in llama_cpp.llama_context_params._fields_}  # (name, type[, bits])
     return all(hasattr(llama_cpp, name) for name in NEEDED) and "kv_unified" in fields
 
 
@@ -89,7 +89,7 @@ class Decoder:
     ``Llama``), with one unified KV cache for up to ``n_seq`` sequences of ``n_ctx`` cells in
     all. Runs in the model thread only."""
 
-    def __init__(self, llm, n_seq: int, n_ctx: int, flash: bool = True):
+    def __init__(self, llm: Any, n_seq: int, n_ctx: int, flash: bool = True):  # llm: llama_cpp.Llama
         import llama_cpp
 
         self._lib = llama_cpp
@@ -145,7 +145,10 @@ class Decoder:
         prompt i: ``prefix_tree``, or ``apart`` for bench/), and return each prompt's
         next-token logits."""
         self._lib.llama_memory_clear(self._memory, True)
-        tokens, pos, seqs, outputs = [], [], [], []
+        tokens: list[int] = []
+        pos: list[int] = []
+        seqs: list[tuple[int, ...]] = []
+        outputs: list[bool] = []
         last: dict[tuple[int, int], int] = {}  # (prompt, position) of a prompt's last token -> batch index
         ends = {(s, len(p) - 1) for s, p in enumerate(prompts)}
         for segment in tree:

@@ -12,6 +12,8 @@ work inside its own call, so every task still has an owner. A subclass gives
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import msgspec
 
@@ -37,7 +39,7 @@ class LocalJudge:
         self.spec = spec
         self.judge_id = judge_id
         self.seed = seed
-        self._model = None
+        self._model: Any = None  # the backend's loaded model (llama_cpp.Llama; mlx_lm's pair): untyped
         self._pending: list[_Pending] = []
         self._full = anyio.Event()
         self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
@@ -66,6 +68,7 @@ class LocalJudge:
             await self._lead()
         if mine.error is not None:
             raise mine.error
+        assert mine.reply is not None  # the batch that held it set its reply or its error
         return mine.reply
 
     async def _lead(self) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
@@ -43,7 +44,7 @@ _INSTALL = "the mlx backend needs `pip install mlx-lm` (and `mlx[cpu]` on Linux)
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str):
+def _load(path: str) -> Any:  # mlx_lm.load: (model, tokenizer)
     # One model per folder per process: judges sharing a folder share its weights.
     import mlx_lm
 
@@ -53,7 +54,7 @@ def _load(path: str):
 class MlxJudge(LocalJudge):
     """An mlx-lm model folder (see the module docstring)."""
 
-    def _llm(self):
+    def _llm(self) -> Any:
         if self._model is None:
             path = Path(self.spec.model).expanduser()
             if not path.is_dir():
@@ -77,6 +78,7 @@ class MlxJudge(LocalJudge):
         prompts = [tokenizer.encode(completion_prompt(r.messages)) for r in requests]
         out = batch_generate(model, tokenizer, prompts, max_tokens=max_tokens(self.spec),
                              sampler=make_sampler(temp=self.spec.temperature), return_token_ids=True)
+        assert out.token_ids is not None  # mlx_lm fills it when asked (return_token_ids=True)
         served = Path(self.spec.model).expanduser().resolve().name
         return [JudgeReply(raw=text.split("\n", 1)[0], served_model=served, tokens_in=len(prompt),
                            tokens_out=len(ids))

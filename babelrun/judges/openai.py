@@ -24,7 +24,7 @@ the request. Status mapping, masking and the bounds on replies are ``http.HttpJu
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -79,7 +79,7 @@ class _Completion(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Completion).decode
 
 
-def headers_of(spec: JudgeSpec, environ=os.environ) -> dict[str, str]:
+def headers_of(spec: JudgeSpec, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The request headers: the key (``Authorization: Bearer``, Azure's ``api-key``), the
     organisation/project, the judge's extra headers and those from environment variables."""
     headers = {"Content-Type": "application/json"}
@@ -118,7 +118,7 @@ class OpenAIJudge(HttpJudge):
         super().__init__(spec, judge_id, url_of(spec), headers, secrets=secrets)
 
     def body(self, request: JudgeRequest) -> bytes:
-        body = {"model": self.spec.model, "messages": request.messages}
+        body: dict[str, Any] = {"model": self.spec.model, "messages": request.messages}
         if self.spec.reasoning or self.spec.reasoning_effort:  # reasoning models take no temperature
             body["max_completion_tokens"] = max_tokens(self.spec)
             if self.spec.reasoning_effort:

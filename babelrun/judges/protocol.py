@@ -28,11 +28,12 @@ import math
 import re
 import string
 from collections.abc import Callable
+from typing import Any, cast
 
 import msgspec
 
 from ..core.items import Item
-from ..core.records import ANSWERS, ORDERS
+from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
@@ -131,7 +132,7 @@ def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
 
 
-def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern:
+def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
     try:
         pattern = re.compile(verdict.pattern)
     except re.error as e:
@@ -170,7 +171,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern:
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
 
 
-def _captured(pattern: re.Pattern, match: str, raw: str) -> str | None:
+def _captured(pattern: re.Pattern[str], match: str, raw: str) -> str | None:
     if match == "first":
         found = pattern.search(raw)
     else:
@@ -197,6 +198,7 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
 
 def score_reader(verdict: VerdictSpec) -> Callable[[str], float | None]:
     """reply -> a score inside the scale, or None (invalid)."""
+    assert verdict.scale is not None  # a pointwise verdict has one (check_verdict rejects it otherwise)
     pattern, (lo, hi), match, named = re.compile(verdict.pattern), verdict.scale, verdict.match, verdict.values
 
     def read(raw: str) -> float | None:
@@ -239,10 +241,14 @@ def reply_format(verdict: VerdictSpec) -> str | None:
                 head, tail = text[:start], text[i + 1:]
                 if re.search(r"(?<!\\)[][()|*+?{}^$.]", head + tail):
                     return None
-                unescape = lambda s: _REGEX_ESCAPE.sub(r"\1", s).replace("{", "{{").replace("}", "}}")  # noqa: E731
-                return f"{unescape(head)}{{label}}{unescape(tail)}"
+                return f"{_unescape(head)}{{label}}{_unescape(tail)}"
         i += 1
     return None
+
+
+def _unescape(text: str) -> str:
+    """Regex escapes undone, braces doubled for ``str.format``."""
+    return _REGEX_ESCAPE.sub(r"\1", text).replace("{", "{{").replace("}", "}}")
 
 
 # ---- one judge's protocol -----------------------------------------------------------------
@@ -263,7 +269,10 @@ class Judging:
         if self.verdict is not None:
             check_verdict(self.verdict, spec.protocol)
         self.read_slot = slot_reader(self.verdict) if spec.protocol == "pairwise" else None
-        self.read_score = score_reader(self.verdict) if spec.protocol == "pointwise" else None
+        self.read_score: Callable[[str], float | None] | None = None
+        if spec.protocol == "pointwise":
+            assert self.verdict is not None  # verdict_of gives every pointwise judge one (the default)
+            self.read_score = score_reader(self.verdict)
         self.localized = spec.prompt_language == "item"
         self.soft = spec.soft
 
@@ -272,7 +281,9 @@ class Judging:
         return cls(spec)
 
     def request(self, item: Item, key: str) -> JudgeRequest:
-        return JudgeRequest(item, key, self.render(item, key))
+        # ``key`` is one of ``self.keys`` (a slot order, or a pointwise answer); callers pass
+        # it as ``str`` because a log record's ``order`` is one. Not checked here, as before.
+        return JudgeRequest(item, cast("Order | Answer", key), self.render(item, key))
 
     def render(self, item: Item, key: str) -> list[dict[str, str]]:
         """Chat messages for one key. Plain ``str.format_map`` over the template only: corpus
@@ -290,7 +301,7 @@ class Judging:
         if self.kind == "pointwise":
             values["answer"] = item.reference if key == "reference" else item.perturbed
         else:
-            request = JudgeRequest(item, key, [])
+            request = JudgeRequest(item, cast(Order, key), [])  # pairwise: key is a slot order (above)
             values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
         values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
         system, user = self.template.texts(item.lang if self.localized else None)
@@ -318,10 +329,10 @@ class Judging:
         return self.read_slot(reply.raw), None
 
 
-def identity(spec: JudgeSpec) -> dict:
+def identity(spec: JudgeSpec) -> dict[str, Any]:
     """What the protocol adds to ``judge_id``, only where set away from the defaults, so the
     ids of existing judges (built-in template, strict parser, pairwise) never change."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     if spec.protocol != "pairwise":
         out["protocol"] = spec.protocol
     if spec.verdict is not None:  # its fields set away from their defaults (a later field renames nothing)

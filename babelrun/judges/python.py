@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 
@@ -31,7 +32,7 @@ from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 
 
-def load(target: str):
+def load(target: str) -> Callable[..., Any]:
     """The object ``package.module:attr.path`` names; FatalJudgeError when it cannot be had."""
     module_name, _, attr = target.partition(":")
     try:
@@ -45,7 +46,7 @@ def load(target: str):
     return obj
 
 
-def to_reply(value) -> JudgeReply:
+def to_reply(value: object) -> JudgeReply:
     """A callable's return value as a JudgeReply (module docstring)."""
     if isinstance(value, JudgeReply):
         return value
@@ -75,11 +76,12 @@ class PythonJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         self.spec = spec
         self.judge_id = judge_id
-        self._fn = None
+        self._fn: Callable[..., Any] | None = None
         self._async = False
 
-    def _function(self):
+    def _function(self) -> Callable[..., Any]:
         if self._fn is None:
+            assert self.spec.callable is not None  # check() rejects a python judge without one before build
             self._fn = load(self.spec.callable)
             self._async = inspect.iscoroutinefunction(self._fn) or inspect.iscoroutinefunction(
                 type(self._fn).__call__)  # an object with an async __call__

@@ -37,7 +37,7 @@ def problem(rule: RuleSpec) -> tuple[str, str] | None:
     needs = {"regex": "pattern", "exact_match": "expected", "python": "function"}.get(rule.kind)
     if needs and getattr(rule, needs) is None:
         return needs, f"a {rule.kind} rule needs {needs}"
-    if rule.kind == "regex":
+    if rule.kind == "regex" and rule.pattern is not None:  # (None: returned above)
         try:
             re.compile(rule.pattern)
         except re.error as e:
@@ -60,16 +60,20 @@ def _json_score(answer: str, required: list[str]) -> float:
 
 
 def scorer(rule: RuleSpec) -> Scorer:
+    """The rule's score function; ``rule`` is one ``problem`` passed (the manifest's check)."""
     if rule.kind == "length":
         return lambda prompt, answer: float(len(answer))
     if rule.kind == "regex":
+        assert rule.pattern is not None  # problem() rejects a regex rule without one
         pattern = re.compile(rule.pattern)
         return lambda prompt, answer: float(pattern.search(answer[:_MAX_CHARS]) is not None)
     if rule.kind == "exact_match":
+        assert rule.expected is not None  # problem() rejects an exact_match rule without one
         expected = rule.expected.strip().casefold()
         return lambda prompt, answer: float(answer.strip().casefold() == expected)
     if rule.kind == "json":
         return lambda prompt, answer: _json_score(answer[:_MAX_CHARS], rule.required)
+    assert rule.function is not None  # problem() rejects a python rule without one
     return FUNCTIONS[rule.function]
 
 
@@ -88,6 +92,7 @@ class RuleJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int):
         self.spec = spec
         self.judge_id = judge_id
+        assert spec.rule is not None  # check() rejects a rule judge without a rule before build
         self.rule = spec.rule
         self._score = scorer(spec.rule)
 

@@ -85,10 +85,11 @@ class SimulatedJudge:
         how = self.protocol = Judging.of(spec)
         self._pointwise = how.kind == "pointwise"
         self._format = reply_format(how.verdict) if how.verdict is not None else None
-        self._scale = how.verdict.scale if self._pointwise else None
-        self._values = how.verdict.values if self._pointwise else {}
+        pointwise = how.verdict if self._pointwise else None  # verdict_of: never None for pointwise
+        self._scale = pointwise.scale if pointwise is not None else None
+        self._values = pointwise.values if pointwise is not None else {}
         labels = (how.verdict.labels or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
-        self._label = {}
+        self._label: dict[str, str] = {}
         for label, slot in labels.items():
             self._label.setdefault(slot, label)
 
@@ -112,8 +113,8 @@ class SimulatedJudge:
             slot = "A" if k.position_bias > 0 else "B"
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
-        elif w < abs(k.position_bias) + k.verbosity_bias + k.self_preference and self.own_slot(request):
-            slot = self.own_slot(request)
+        elif w < abs(k.position_bias) + k.verbosity_bias + k.self_preference and (own := self.own_slot(request)):
+            slot = own
         else:
             slot = ref_slot if rng.random() < self.accuracy(request) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
@@ -158,6 +159,7 @@ class SimulatedJudge:
         k, rng = self.knobs, self._rng(request)
         if rng.random() < k.invalid_rate:
             return rng.choice(_OFF_FORMAT)
+        assert self._scale is not None  # rate() is for a pointwise judge, whose verdict has a scale
         lo, hi = self._scale
         score = lo + (hi - lo) * 2 / 3 if k.score_reference is None else k.score_reference
         if request.order == "degraded":
@@ -172,6 +174,7 @@ class SimulatedJudge:
         return self._written(rng, f"{value:g}")
 
     def _written(self, rng: random.Random, label: str) -> str:
+        assert self._format is not None  # check() requires a reply format the pattern reads back
         return f"{rng.choice(_EXPLAINED)} {self._format.format(label=label)}"
 
     def _declared(self, raw: str, rng: random.Random) -> str:
