@@ -342,6 +342,8 @@ def _install(tmp_path: Path) -> Path:
 def test_python_judges_sync_async_and_a_plugin_audit_in_process(tmp_path, small_corpus, monkeypatch):
     site = _install(tmp_path)
     monkeypatch.syspath_prepend(str(site))
+    # The plugin registers itself on first lookup: on a copy, so that it ends with this test.
+    monkeypatch.setattr(judges, "BACKENDS", dict(judges.BACKENDS))
     m = write_manifest(tmp_path, [
         {"name": "code", "backend": "python", "callable": "userjudge:longer"},
         {"name": "scored", "backend": "python", "callable": "userjudge:scored", "protocol": "pointwise",
