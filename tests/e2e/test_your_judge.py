@@ -340,9 +340,11 @@ def _install(tmp_path: Path) -> Path:
     return site
 
 
-def test_python_judges_sync_async_and_a_plugin_audit_in_process(tmp_path, small_corpus, monkeypatch):
+def test_python_judges_sync_async_and_a_plugin_audit_in_process(tmp_path, small_corpus, monkeypatch, request):
     site = _install(tmp_path)
     monkeypatch.syspath_prepend(str(site))
+    # The plugin registers itself in the registry on first lookup: undone in place with the test.
+    request.addfinalizer(lambda: judges.BACKENDS.pop("echo", None))
     m = write_manifest(tmp_path, [
         {"name": "code", "backend": "python", "callable": "userjudge:longer"},
         {"name": "scored", "backend": "python", "callable": "userjudge:scored", "protocol": "pointwise",
