@@ -22,7 +22,6 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
-from test_providers import HTTP_PROVIDERS
 
 from babelrun import judges
 from babelrun.core.items import Item
@@ -32,6 +31,7 @@ from babelrun.judges import rule as rules
 from babelrun.spec import JudgeSpec
 from babelrun.store import log
 from helpers import needs_llama_cpp, quiet_audit, write_manifest
+from test_providers import HTTP_PROVIDERS
 
 CLASSIFIED = (RetryableError, RejectedError, FatalJudgeError)
 

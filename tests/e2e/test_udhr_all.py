@@ -13,12 +13,12 @@ from collections import Counter, defaultdict
 
 import pytest
 import regex
-from invariants import SEVERITIES, invariant_failures
 
 from babelrun.core.items import generate
 from babelrun.corpus import udhr
 from babelrun.perturb import TEXT_PERTURBATIONS, perturb_reference, script
 from helpers import SHARED_DATA
+from invariants import SEVERITIES, invariant_failures
 
 UDHR_ALL = SHARED_DATA / "udhr-all"
 SENTENCE_PERTURBATIONS = ("truncate", "shuffle", "repeat_pad")

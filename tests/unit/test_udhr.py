@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from invariants import SEVERITIES, invariant_failures
 
 from babelrun import corpus
 from babelrun.core.items import audit_counts, generate
@@ -21,6 +20,7 @@ from babelrun.errors import ManifestError
 from babelrun.manifest import UdhrSource
 from babelrun.perturb import TEXT_PERTURBATIONS, perturb_reference, script
 from helpers import SHARED_DATA
+from invariants import SEVERITIES, invariant_failures
 
 UDHR = SHARED_DATA / "udhr"
 
