@@ -21,7 +21,7 @@ def _count(fraction: float, n: int) -> int:
 
 def truncate(text: str, severity: float, rng: random.Random, lang: str) -> str:
     """Drop the trailing fraction ``severity`` of sentences (at least one; keep at least one)."""
-    parts = script.sentences(text)
+    parts = script.sentences(text, lang)
     keep = max(1, len(parts) - _count(severity, len(parts)))
     return script.join(parts[:keep])
 
@@ -34,7 +34,7 @@ def shuffle(text: str, severity: float, rng: random.Random, lang: str) -> str:
     whole sentences move (``script.is_whole``): an unterminated last fragment stays last,
     since anywhere else it would run into the sentence after it.
     """
-    parts = script.sentences(text)
+    parts = script.sentences(text, lang)
     movable = [i for i, p in enumerate(parts) if script.is_whole(p.text)]
     if len(movable) < 2:
         return text
@@ -109,7 +109,7 @@ def repeat_pad(text: str, severity: float, rng: random.Random, lang: str) -> str
     run into the sentence after it. A text with none (one unterminated fragment) is left
     unchanged, and the item builder skips and counts it.
     """
-    parts = script.sentences(text)
+    parts = script.sentences(text, lang)
     whole = [p for p in parts if script.is_whole(p.text)]
     if not whole:
         return text
