@@ -272,7 +272,7 @@ def sentence_gap(parts: list[Sentence]) -> str:
 # ---- numbers ------------------------------------------------------------------------------
 
 NUMBER = re.compile(r"\d+(?:[.,٫٬]\d+)*")
-_GROUP = re.compile(r"\d+")
+DIGIT_GROUP = re.compile(r"\d+")  # a number's first digit group (before its separators)
 
 
 def digits_like(value: int, template: str) -> str:

@@ -14,7 +14,7 @@ import random
 from . import script
 
 
-def _count(fraction: float, n: int) -> int:
+def share(fraction: float, n: int) -> int:
     """round(fraction * n), halves up, at least 1."""
     return max(1, math.floor(fraction * n + 0.5))
 
@@ -22,7 +22,7 @@ def _count(fraction: float, n: int) -> int:
 def truncate(text: str, severity: float, rng: random.Random, lang: str) -> str:
     """Drop the trailing fraction ``severity`` of sentences (at least one; keep at least one)."""
     parts = script.sentences(text, lang)
-    keep = max(1, len(parts) - _count(severity, len(parts)))
+    keep = max(1, len(parts) - share(severity, len(parts)))
     return script.join(parts[:keep])
 
 
@@ -68,7 +68,7 @@ def number_corrupt(text: str, severity: float, rng: random.Random, lang: str) ->
     for i, token in enumerate(tokens):
         if i not in chosen:
             continue
-        group = script._GROUP.match(token.group()).group()
+        group = script.DIGIT_GROUP.match(token.group()).group()
         out.append(text[last : token.start()])
         out.append(script.digits_like(_nudge(script.digit_value(group), rng), group))
         last = token.start() + len(group)
@@ -92,7 +92,7 @@ def drop_entities(text: str, severity: float, rng: random.Random, lang: str) -> 
     spans = script.entity_spans(text, lang)
     if not spans:
         return text
-    k = min(len(spans), _count(severity, len(spans)))
+    k = min(len(spans), share(severity, len(spans)))
     drop = sorted(rng.sample(spans, k))
     out, last = [], 0
     for start, end in drop:
