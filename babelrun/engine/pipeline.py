@@ -28,6 +28,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
+from ..core import bounds
 from ..judges import (
     FatalJudgeError,
     Judge,
@@ -36,7 +37,6 @@ from ..judges import (
     RejectedError,
     RetryableError,
 )
-from ..core import bounds
 from ..judges.protocol import max_tokens
 from ..judges.safe_regex import PatternTimeout
 from ..plan import Plan

@@ -54,7 +54,7 @@ def timeout_record(judge: Judge, request: JudgeRequest, error: PatternTimeout, a
     return record(
         judge, request.item, request.order, status="ok", verdict="invalid", slot="invalid" if pairwise else None,
         raw=None if reply is None else reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
-        error_kind=PatternTimeout.kind, error=str(error), **told,
+        error_kind="pattern_timeout", error=str(error), **told,
     )
 
 

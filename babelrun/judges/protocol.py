@@ -183,9 +183,8 @@ def _captured(pattern: safe_regex.Pattern[str], match: str, raw: str) -> str | N
     """The first group of the first or last match; ``safe_regex.PatternTimeout`` when the
     search runs past its time (the engine records the reply invalid, ``pattern_timeout``)."""
     found = safe_regex.search(pattern, raw, "first" if match == "first" else "last")
-    if found is None or found.group(1) is None:
-        return None
-    return found.group(1).strip()
+    label = None if found is None else found.group(1)
+    return label.strip() if isinstance(label, str) else None
 
 
 def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:

@@ -38,7 +38,8 @@ def compile(pattern: str) -> regex.Pattern[str]:  # noqa: A001 (the module's one
     return regex.compile(pattern, regex.VERSION0)
 
 
-def search(pattern: regex.Pattern[str], text: str, match: Literal["first", "last"] = "first") -> regex.Match[str] | None:
+def search(pattern: regex.Pattern[str], text: str,
+           match: Literal["first", "last"] = "first") -> regex.Match[str] | None:
     """The first (or last) match of ``pattern`` in ``text`` (cut to ``MAX_TEXT``), within
     ``TIMEOUT_S`` in all; ``PatternTimeout`` past it."""
     text = text[:MAX_TEXT]

@@ -99,7 +99,8 @@ def _complete_lines(seg: Path) -> Iterator[bytes]:
 #
 # A record is valid when it decodes as a ``Record`` (every required field, every field of its
 # type, its integers inside int64 and its floats finite, status/verdict/slot among their
-# values) and an ``ok`` record names its verdict and slot. Both read paths apply this one rule: ``read`` decodes line by line with msgspec;
+# values) and an ``ok`` record names its verdict and slot. Both read paths apply this one
+# rule: ``read`` decodes line by line with msgspec;
 # ``stream_segment`` parses a segment with Arrow (fast) and checks the same rule column-wise,
 # and when Arrow refuses the segment or a check fails, it reads that segment line by line
 # (``_valid_lines``), skipping each bad line and naming it (``BadLine``). A bad line never

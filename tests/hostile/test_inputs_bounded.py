@@ -279,7 +279,8 @@ def test_a_python_judges_timeout_is_enforced_for_a_sync_callable(code):
 # ---- M7: templates ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("user", ["{answer_a:>299999999}{answer_b}", "{answer_a}{answer_b:{answer_b.__class__.__name__}}",
+@pytest.mark.parametrize("user", ["{answer_a:>299999999}{answer_b}",
+                                  "{answer_a}{answer_b:{answer_b.__class__.__name__}}",
                                   "{answer_a}{answer_b:{foo}}", "{answer_a:%}{answer_b}", "{answer_a!r}{answer_b}"])
 def test_format_specs_are_refused_at_validate(user, tmp_path, capsys):
     """M7: a 300 MB width (two 300 MB requests before), nested specs (tracebacks before) and
