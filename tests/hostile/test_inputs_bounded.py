@@ -303,13 +303,24 @@ def test_a_huge_template_file_is_refused_before_it_is_read(tmp_path, capsys):
     assert err.count("\n") == 1 and "at most 1,048,576" in err
 
 
-@pytest.mark.parametrize("path", ["/proc/self/environ", "/dev/zero"])
-def test_a_system_file_is_not_a_template(path, tmp_path, capsys):
-    """``prompt: /proc/self/environ`` was accepted: the environment sent as the prompt and
-    stored in run.yaml. A system file (or one that is not a regular file) is refused."""
-    if not os.path.exists(path):
-        pytest.skip(f"no {path} here")
-    manifest = write_manifest(tmp_path, [{"name": "p", "backend": "python", "callable": "m:f", "prompt": path}])
+def test_proc_self_environ_is_not_a_template(tmp_path):
+    """``prompt: /proc/self/environ`` was accepted (an environment that holds ``{answer_a}`` and
+    ``{answer_b}`` is a valid template): the environment sent as the prompt and stored in
+    run.yaml. A system file is refused, one line, exit 2."""
+    if not os.path.exists("/proc/self/environ"):
+        pytest.skip("no /proc here")
+    manifest = write_manifest(tmp_path, [{"name": "p", "backend": "python", "callable": "m:f",
+                                          "prompt": "/proc/self/environ"}])
+    done = subprocess.run([sys.executable, "-m", "babelrun", "validate", str(manifest)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=_env(BABELRUN_T="{answer_a} {answer_b}"))
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.count("\n") == 1 and "system file" in done.stderr
+
+
+def test_a_fifo_is_not_a_template(tmp_path, capsys):
+    os.mkfifo(tmp_path / "pipe.txt")
+    manifest = write_manifest(tmp_path, [{"name": "p", "backend": "python", "callable": "m:f",
+                                          "prompt": {"file": "pipe.txt"}}])
     assert main(["validate", str(manifest)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "judges[0].prompt" in err
