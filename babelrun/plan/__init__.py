@@ -21,7 +21,17 @@ from collections.abc import Iterator
 
 from .. import agentic, corpus
 from ..core import languages
-from ..core.items import Item, ItemKind, Outcome, PerturbationAudit, Segmentation, audit_counts, generate, pair_item, replay
+from ..core.items import (
+    Item,
+    ItemKind,
+    Outcome,
+    PerturbationAudit,
+    Segmentation,
+    audit_counts,
+    generate,
+    pair_item,
+    replay,
+)
 from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
