@@ -123,7 +123,7 @@ class JudgeRunner:
         await self._interruptible(lambda: anyio.sleep(seconds))
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
-        if self.account.open_now() and not self.draining:  # nothing to wait for: no scope
+        if self.account.open_now(estimate) and not self.draining:  # nothing to wait for: no scope
             reserved = await self.account.admit(estimate)
         else:
             reserved = await self._interruptible(lambda: self.account.admit(estimate))

@@ -97,3 +97,71 @@ def test_render_is_format_map_over_every_field(fields):
         for key in protocol.keys:
             assert protocol.render(item, key) == _plain_render(protocol, item, key)
             assert protocol.request(item, key).messages == _plain_render(protocol, item, key)
+
+
+def test_an_account_is_open_exactly_when_admit_would_not_wait():
+    """``open_now(estimate)`` is what lets an admission skip the drain's cancel scope: it must
+    be True only when ``admit(estimate)`` returns without awaiting anything."""
+    import anyio
+
+    from babelrun.engine.limits import Account
+
+    async def check() -> None:
+        account = Account(("u", "k"), rpm=600, tpm=60_000)  # 2 requests deep, 1,000 tokens deep
+        assert account.open_now(500)
+        assert account.open_now(5_000)  # admit reserves at most the bucket's depth: no wait either
+        await account.admit(500)
+        await account.admit(400)
+        assert not account.open_now(0)  # the request bucket (2 deep) is full
+        assert Account(("u", "k"), rpm=None, tpm=None).open_now(10**9)
+        tokens_only = Account(("u", "k"), rpm=None, tpm=60_000)
+        await tokens_only.admit(900)
+        assert tokens_only.open_now(50) and not tokens_only.open_now(500)
+        paused = Account(("u", "k"), rpm=None, tpm=None)
+        paused.pause(30)
+        assert not paused.open_now()
+
+    anyio.run(check)
+
+
+def test_a_drain_ends_an_admission_waiting_on_the_request_bucket():
+    """An admission that must wait (the bucket is full) still waits in a scope the drain
+    cancels: the call ends without a record (``_Drained``), and nothing is sent."""
+    import anyio
+
+    from babelrun.engine import limits
+    from babelrun.engine.pipeline import JudgeRunner, _Drained
+    from babelrun.engine.state import JudgeState
+
+    sent = []
+
+    class Judge:
+        spec = _spec()
+
+        async def judge(self, request):
+            sent.append(request)
+            raise AssertionError("not to be sent")
+
+    async def check() -> None:
+        account = limits.Account(("u", "k"), rpm=60, tpm=None)
+        await account.admit(0)
+        await account.admit(0)  # 2 deep: the next waits ~1 s
+        runner = JudgeRunner(Judge(), account, limits.FixedConcurrency(), JudgeState("j", "jid", 1, 0))
+        item = next(iter(Plan(_references()[:1], [("truncate", [0.5])], seed=0).items()))
+        outcome = []
+
+        async def call() -> None:
+            try:
+                await runner.call(JudgeRequest(item, "ref_first", []))
+            except _Drained:
+                outcome.append("drained")
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await anyio.sleep(0.05)
+                assert not account.open_now()
+                runner.drain()
+        assert outcome == ["drained"] and not sent
+
+    anyio.run(check)
