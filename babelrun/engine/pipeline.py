@@ -255,6 +255,8 @@ async def _write(records: ObjectReceiveStream[Record], writer: LogWriter) -> Non
                     break
             if writer.write_batch(batch):
                 await anyio.to_thread.run_sync(writer.sync)
+            if writer.sealed:  # a segment was closed: its keys index, off the event loop
+                await anyio.to_thread.run_sync(writer.index_sealed)
 
 
 async def _signals(on_first: Callable[[], None], on_second: Callable[[], None]) -> None:
