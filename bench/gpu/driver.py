@@ -62,21 +62,23 @@ def batching(sizes: list[int], calls: int, rounds: int, concurrency: int) -> Non
 
 
 def sweep(sizes: list[int], sample: int, threads: int) -> None:
+    """One manifest per batch size: judges that differ only in batch_size are one judge (one
+    judge_id), which a manifest refuses to hold twice."""
     import babelrun
     from babelrun.app import benchjudge
 
-    with tempfile.TemporaryDirectory() as tmp:
-        manifest = {"name": "gpu-sweep", "output_dir": tmp,
-                    "corpus": {"languages": ["en", "de", "ja"], "references_per_language": 4},
-                    "perturbations": [{"name": "truncate", "severities": [0.3, 0.6]},
-                                      {"name": "repeat_pad", "severities": [0.6]}],
-                    "judges": [{"name": f"llamacpp batch {n}", "backend": "llamacpp", "model": "gemma3-270m",
-                                "max_tokens": 4, "batch_size": n, "concurrency": n, "threads": threads}
-                               for n in sizes]}
-        path = Path(tmp) / "manifest.yaml"
-        path.write_bytes(msgspec.yaml.encode(manifest))
-        for bench in benchjudge.run(babelrun.load_manifest(path), sample=sample, cap=max(sizes)):
-            print(benchjudge.table(bench), flush=True)
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            manifest = {"name": "gpu-sweep", "output_dir": tmp,
+                        "corpus": {"languages": ["en", "es", "ja"], "references_per_language": 4},
+                        "perturbations": [{"name": "truncate", "severities": [0.3, 0.6]},
+                                          {"name": "repeat_pad", "severities": [0.6]}],
+                        "judges": [{"name": f"llamacpp batch {n}", "backend": "llamacpp", "model": "gemma3-270m",
+                                    "max_tokens": 4, "batch_size": n, "concurrency": n, "threads": threads}]}
+            path = Path(tmp) / "manifest.yaml"
+            path.write_bytes(msgspec.yaml.encode(manifest))
+            for bench in benchjudge.run(babelrun.load_manifest(path), sample=sample, cap=n):
+                print(benchjudge.table(bench), flush=True)
 
 
 def main() -> None:
@@ -89,11 +91,13 @@ def main() -> None:
     p.add_argument("--gpu-layers", type=int, default=-1)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--skip-sweep", action="store_true")
+    p.add_argument("--skip-batching", action="store_true")
     args = p.parse_args()
     print(offload(args.gpu_layers, args.model, args.threads), flush=True)
     started = time.perf_counter()
-    print(f"== batching (calls/s, prompt tokens/s per batch size; n_gpu_layers={args.gpu_layers})", flush=True)
-    batching(args.sizes, args.calls, args.rounds, max(args.sizes))
+    if not args.skip_batching:
+        print(f"== batching (calls/s, prompt tokens/s per batch size; n_gpu_layers={args.gpu_layers})", flush=True)
+        batching(args.sizes, args.calls, args.rounds, max(args.sizes))
     if not args.skip_sweep:
         print("== bench-judge sweep (calls/s per batch size = concurrency)", flush=True)
         sweep(args.sizes, args.sample, args.threads)
