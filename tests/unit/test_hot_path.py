@@ -77,7 +77,7 @@ SPECS = [
     *({"prompt": name, "protocol": "pointwise" if name.startswith("pointwise") else "pairwise"} for name in TEMPLATES),
     *({"prompt": name, "prompt_language": "item",
        "protocol": "pointwise" if name.startswith("pointwise") else "pairwise"} for name in TEMPLATES),
-    {"prompt": {"system": "Judge {{fairly}}.", "user": "{instruction}\n{output_1}|{output_2} {prompt} {answer_a!r:>3}"},
+    {"prompt": {"system": "Judge {{fairly}}.", "user": "{instruction}\n{output_1}|{output_2} {prompt} {answer_a}"},
      "verdict": {"pattern": r"\b(A|B)\b"}},
     {"prompt": {"system": "In {language}: {question}", "user": "{answer_a} {answer_b} {reference} {criterion}"},
      "verdict": {"pattern": r"\b(A|B)\b"}},
