@@ -16,6 +16,7 @@ def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
         kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
         severity=item.severity,
         ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), **fields,
+        **({"cue": item.cue} if item.cue else {}),
     )
 
 

@@ -26,8 +26,9 @@ from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..perturb import perturb_reference, script
-from ..spec import AgenticSpec, Manifest, ParallelSpec
+from ..spec import AgenticSpec, Manifest, ParallelSpec, PerturbationSpec
 from ..store.done import DoneSet
+from . import probes as probe_items
 from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
 
 
@@ -57,8 +58,9 @@ class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
                  parallel: ParallelSpec | None = None, trajectories: list[agentic.Trajectory] = (),
-                 agentic_spec: AgenticSpec | None = None):
+                 agentic_spec: AgenticSpec | None = None, probes: list[PerturbationSpec] = ()):
         self.references = references
+        self.probes = list(probes)  # robustness probes (plan/probes.py), apart from the degradations
         spec = agentic_spec or AgenticSpec()
         self.trajectories = agentic.references(trajectories, spec.focus)
         self.agentic_perturbations = [(p.name, list(p.severities)) for p in spec.perturbations]
@@ -86,10 +88,11 @@ class Plan:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
-        perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
+        degradations, probes = probe_items.split(manifest.perturbations)
+        perturbations = [(p.name, list(p.severities)) for p in degradations]
         chosen = corpus.select(manifest)
         plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
-                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic)
+                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic, probes)
         if not plan.n_items:
             raise ManifestError("corpus", f"the plan has no items: {plan.why_empty()}")
         return plan
@@ -105,11 +108,12 @@ class Plan:
         return text + (f" (segmentation weak in: {', '.join(weak)})" if weak else "")
 
     def _generated(self) -> Iterator[tuple]:
-        """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
+        """Perturbed items (and the no-ops among them): plain, code-switched, agentic, probes."""
         yield from generate(self.references, self.perturbations, self.seed, perturb_reference)
         yield from generate(self.code_switched, self.perturbations, self.seed, perturb_reference,
                             kind="code_switched")
         yield from agentic.generate(self.trajectories, self.agentic_perturbations, self.seed)
+        yield from probe_items.generate(self.references, self.probes, self.seed)
 
     def _ready_items(self) -> Iterator[Item]:
         """Items that need no perturbing: labelled pairs and translation tie probes."""
