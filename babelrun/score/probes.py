@@ -10,7 +10,9 @@ in another language, ``probe:master_key``, ``probe:self_match``), each a ``Probe
   presentations whose twin (same reference, base and slot order) was judged, with an exact
   McNemar test and an interval from the item-clustered bootstrap (a reference's presentations
   are resampled together); ``cue_success`` = share of cued presentations naming the cued
-  (worse) answer, same bootstrap;
+  (worse) answer, same bootstrap. Each interval is widened to the Wilson interval (cue
+  effect: Newcombe's for the difference) where that reaches further: a bootstrap over a
+  cell with no event at all is [0, 0], which claims more than a few items show;
 - ``self_match`` (gold: tie): ``accuracy`` is the tie rate; ``slot_preference`` = P(slot A) −
   P(slot B) (the card's position bias);
 - the language card pools that language's cue probes and master keys, the overall card every
@@ -41,6 +43,7 @@ from .cards import (
     ProbeLanguageCard,
     ProbePerturbationCard,
 )
+from . import stats
 from .stats import Interval, mcnemar_exact, rounded
 
 FAMILY = "probes"
@@ -183,16 +186,26 @@ class _CueStats:
         point = sums.sum(axis=0)
         lo_hi = self._bootstrap(sums, key)
 
-        def iv(name: str, value: float | None, n: int) -> Interval:
+        def iv(name: str, value: float | None, n: int, floor: tuple[float, float] | None) -> Interval:
             lo, hi = lo_hi.get(name, (None, None)) if value is not None else (None, None)
+            if floor is not None and value is not None:  # a bootstrap of 0 events is [0, 0]: widen
+                lo = floor[0] if lo is None else min(lo, floor[0])
+                hi = floor[1] if hi is None else max(hi, floor[1])
             return Interval(rounded(value), rounded(lo), rounded(hi), n)
 
+        def wilson(k: float, n: float) -> tuple[float, float]:
+            lo, hi = stats.wilson(k, n, self.confidence)
+            return float(lo), float(hi)
+
         out: dict[str, Interval | McNemar | None] = {
-            "accuracy": iv("accuracy", point[1] / point[0] if point[0] else None, int(point[0]))}
+            "accuracy": iv("accuracy", point[1] / point[0] if point[0] else None, int(point[0]),
+                           wilson(point[1], point[0]) if point[0] else None)}
         if has_twins:
             effect = (point[4] - point[5]) / point[3]
-            out["cue_effect"] = iv("cue_effect", effect, int(point[3]))
-            out["cue_success"] = iv("cue_success", point[2] / point[0], int(point[0]))
+            n3 = int(point[3])
+            diff = stats.newcombe(int(point[4]), n3, int(point[5]), n3, self.confidence)
+            out["cue_effect"] = iv("cue_effect", effect, n3, (diff.lo, diff.hi) if diff.lo is not None else None)
+            out["cue_success"] = iv("cue_success", point[2] / point[0], int(point[0]), wilson(point[2], point[0]))
             out["mcnemar"] = McNemar(int(b), int(c), mcnemar_exact(int(b), int(c)))
         return out
 
@@ -224,6 +237,7 @@ class _CueStats:
         if not rows:
             return ProbeCard(**fields)
         m = self._metrics(rows, f"{jid}/{lang}/{pert}")
+        fields["accuracy"] = m["accuracy"]  # the same value; its interval widened as the cue metrics'
         return ProbeCard(**fields, cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]
                          mcnemar=m.get("mcnemar"))  # type: ignore[arg-type]
 
