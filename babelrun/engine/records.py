@@ -15,8 +15,7 @@ def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
         judge_id=judge.judge_id, item_id=item.item_id, order=order, judge=judge.spec.name,
         kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
         severity=item.severity,
-        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), **fields,
-        **({"cue": item.cue} if item.cue else {}),
+        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), cue=item.cue or None, **fields,
     )
 
 

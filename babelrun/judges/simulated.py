@@ -11,7 +11,8 @@ answer written by the judge's own ``family`` is named with probability s (only w
 one answer is its family's). With ``probes`` (``ProbeKnobs``), after the verbosity draw, a
 robustness probe's cued answer (a master key's non-answer) is named with its probe's
 probability c; so on cue probes ``cue_success`` estimates c + (1 − c)(1 − a) and ``cue_effect``
-c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
+c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. Under this model
+the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see the README's metric definitions).
 
 With ``soft: true`` the judge gives probabilities instead (a model of a judge whose slot bias

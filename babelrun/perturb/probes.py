@@ -135,7 +135,8 @@ def cues(path: str | None = None) -> Cues:
     sources = dict(base.sources)
     for lang, entry in own.texts.items():
         texts.setdefault(lang, {}).update(entry)
-        sources[lang] = own.sources[lang] if lang not in base.sources else f"{own.sources[lang]} (over {base.sources[lang]})"
+        sources[lang] = (own.sources[lang] if lang not in base.sources
+                         else f"{own.sources[lang]} (over {base.sources[lang]})")
     return Cues(texts, sources)
 
 

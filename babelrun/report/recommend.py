@@ -67,7 +67,8 @@ ACTIONS = {
     "position": "position debiasing: both orders, or calibrate the slot prior (|Δ| ≥ {t.position})",
     "verbosity": "length normalisation in the prompt (v > {t.verbosity})",
     # robustness probes (report/robustness.py): a failed probe, per language
-    "probe:authority": "it gives way to fake sources: tell it to ignore claimed authority (authority cue effect ≥ 0.10)",
+    "probe:authority": ("it gives way to fake sources: tell it to ignore claimed authority "
+                        "(authority cue effect ≥ 0.10)"),
     "probe:bandwagon": "tell it to ignore popularity claims (bandwagon cue effect ≥ 0.10)",
     "probe:injection": "it follows instructions inside the answers it grades: harden the template "
                        "(injection cue effect ≥ 0.10)",

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -34,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..perturb import probes as cues
+from . import stats
 from .cards import (
     Card,
     McNemar,
@@ -43,14 +46,17 @@ from .cards import (
     ProbeLanguageCard,
     ProbePerturbationCard,
 )
-from . import stats
 from .stats import Interval, mcnemar_exact, rounded
 
 FAMILY = "probes"
+# presentations per (judge, lang, perturbation): (cluster, cued correct, cued named, twin correct or -1)
+_Groups = dict[tuple[str, str, str], list[tuple[str, bool, bool, int]]]
+_Cells = Callable[..., Any]
 POINTWISE_FAMILY = "probes:pointwise"
 
 
-def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int, cells) -> list[ProbeFamilyCards]:
+def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int,
+          cells: _Cells) -> list[ProbeFamilyCards]:
     """Every probe card of ``data`` (the run's records of kind ``probe``); ``cells`` is
     ``columnar.cells`` (passed in: columnar calls this module)."""
     out = []
@@ -67,7 +73,7 @@ def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int, cell
 
 def as_presentations(data: pa.Table) -> pa.Table:
     """Pointwise probe records as one pairwise-shaped presentation per item (module doc)."""
-    rows: dict[tuple[str, int], dict] = {}
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
     for r in data.select(["judge_id", "judge", "item_key", "order", "lang", "perturbation", "ref_id",
                           "ref_len", "pert_len", "kind", "score"]).to_pylist():
         entry = rows.setdefault((r["judge_id"], r["item_key"]), {**r, "scores": {}})
@@ -82,7 +88,8 @@ def as_presentations(data: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(out)
 
 
-def _family(data: pa.Table, replicates: int, confidence: float, seed: int, cells) -> list[ProbeJudgeCards]:
+def _family(data: pa.Table, replicates: int, confidence: float, seed: int,
+            cells: _Cells) -> list[ProbeJudgeCards]:
     name = data["perturbation"].cast(pa.string())
     parsed = {p: cues.parse(p) for p in pc.unique(name).to_pylist()}
     clean = [p for p, v in parsed.items() if v is not None and v.probe == cues.CLEAN]
@@ -129,21 +136,22 @@ def _self_match(card: Card) -> ProbeCard:
     return ProbeCard(**fields, slot_preference=card.position_bias)
 
 
-def _paired_rows(data: pa.Table, parsed: dict) -> dict:
+def _paired_rows(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> _Groups:
     """Per (judge, lang, perturbation) of a cue probe or master key: an array of
     presentations (cluster, cued correct, cued answer named, twin correct: -1 where none)."""
     cols = data.select(["judge_id", "lang", "perturbation", "ref_id", "order", "verdict"]).to_pylist()
-    twin: dict[tuple, bool] = {}
+    twin: dict[tuple[str, ...], bool] = {}
     for r in cols:
         p = parsed.get(r["perturbation"])
         if p is not None and p.probe == cues.CLEAN:
             twin[(r["judge_id"], r["lang"], r["ref_id"], r["perturbation"], r["order"])] = r["verdict"] == "reference"
-    groups: dict[tuple, list] = defaultdict(list)
+    groups: _Groups = defaultdict(list)
     for r in cols:
         p = parsed.get(r["perturbation"])
         if p is None or p.probe in (cues.CLEAN, "self_match"):
             continue
-        t = twin.get((r["judge_id"], r["lang"], r["ref_id"], p.twin, r["order"])) if cues.PROBES[p.probe] == "cue" else None
+        cue_probe = cues.PROBES[p.probe] == "cue"
+        t = twin.get((r["judge_id"], r["lang"], r["ref_id"], p.twin, r["order"])) if cue_probe else None
         groups[(r["judge_id"], r["lang"], r["perturbation"])].append(
             (f"{r['lang']}\x1f{r['ref_id']}", r["verdict"] == "reference", r["verdict"] == "perturbed",
              -1 if t is None else int(t)))
@@ -153,20 +161,20 @@ def _paired_rows(data: pa.Table, parsed: dict) -> dict:
 class _CueStats:
     """cue_effect / cue_success with item-clustered bootstrap intervals, for any grouping."""
 
-    def __init__(self, groups: dict, replicates: int, confidence: float, seed: int):
+    def __init__(self, groups: _Groups, replicates: int, confidence: float, seed: int):
         self.groups, self.replicates, self.confidence, self.seed = groups, replicates, confidence, seed
 
     def probes(self, jid: str) -> list[str]:
         return sorted({p for j, _, p in self.groups if j == jid})
 
-    def _rows(self, jid: str, lang: str | None, pert: str | None) -> list:
-        out: list = []
+    def _rows(self, jid: str, lang: str | None, pert: str | None) -> list[tuple[str, bool, bool, int]]:
+        out: list[tuple[str, bool, bool, int]] = []
         for (j, lg, p), rows in self.groups.items():
             if j == jid and (lang is None or lg == lang) and (pert is None or p == pert):
                 out += rows
         return out
 
-    def _metrics(self, rows: list, key: str) -> dict[str, Interval | McNemar | None]:
+    def _metrics(self, rows: list[tuple[str, bool, bool, int]], key: str) -> dict[str, Interval | McNemar | None]:
         clusters = {c: i for i, c in enumerate(dict.fromkeys(r[0] for r in rows))}
         # per cluster: n, cued correct, cued named, paired n, paired twin correct, paired cued correct
         sums = np.zeros((len(clusters), 6))
@@ -204,7 +212,8 @@ class _CueStats:
             effect = (point[4] - point[5]) / point[3]
             n3 = int(point[3])
             diff = stats.newcombe(int(point[4]), n3, int(point[5]), n3, self.confidence)
-            out["cue_effect"] = iv("cue_effect", effect, n3, (diff.lo, diff.hi) if diff.lo is not None else None)
+            floor = (diff.lo, diff.hi) if diff.lo is not None and diff.hi is not None else None
+            out["cue_effect"] = iv("cue_effect", effect, n3, floor)
             out["cue_success"] = iv("cue_success", point[2] / point[0], int(point[0]), wilson(point[2], point[0]))
             out["mcnemar"] = McNemar(int(b), int(c), mcnemar_exact(int(b), int(c)))
         return out

@@ -7,10 +7,9 @@ import hashlib
 import json
 import re
 
-from helpers import LoopbackServer, quiet_audit, simulated, write_manifest
-
 from babelrun.corpus import bundled as bundled_corpus
 from babelrun.perturb import probes
+from helpers import LoopbackServer, quiet_audit, simulated, write_manifest
 
 PROBES = [{"name": n} for n in probes.PROBES]
 ACCURACY = 0.9

@@ -7,7 +7,6 @@ import random
 
 import pytest
 import regex
-from helpers import write_manifest
 
 from babelrun import manifest
 from babelrun.core.items import Reference
@@ -18,6 +17,7 @@ from babelrun.perturb import probes, script
 from babelrun.plan import Plan
 from babelrun.plan import probes as probe_items
 from babelrun.spec import BaseSpec, JudgeSpec, PerturbationSpec, VerdictSpec
+from helpers import write_manifest
 
 BUNDLED = ("ar", "bn", "en", "es", "fr", "hi", "ja", "ru", "sw", "tr", "yo", "zh")
 # Script_Extensions: a letter shared by scripts (the Arabic tatweel, the Japanese long-vowel
