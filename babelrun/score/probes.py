@@ -26,6 +26,7 @@ the same way, in the family ``probes:pointwise``.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -46,11 +47,12 @@ from .cards import (
     ProbeLanguageCard,
     ProbePerturbationCard,
 )
+from .columns import codes, lookup
 from .stats import Interval, mcnemar_exact, rounded
 
+EXACT_UP_TO = 200  # discordant pairs up to which stats.mcnemar_exact's integer sum runs
+
 FAMILY = "probes"
-# presentations per (judge, lang, perturbation): (cluster, cued correct, cued named, twin correct or -1)
-_Groups = dict[tuple[str, str, str], list[tuple[str, bool, bool, int]]]
 _Cells = Callable[..., Any]
 POINTWISE_FAMILY = "probes:pointwise"
 
@@ -99,8 +101,7 @@ def _family(data: pa.Table, replicates: int, confidence: float, seed: int,
     main = cells(scored, [], replicates=replicates, confidence=confidence, seed=seed).judges if scored.num_rows else []
     selfs = {jc.judge_id: jc for jc in cells(matched, [], replicates=replicates, confidence=confidence,
                                               seed=seed).judges} if matched.num_rows else {}
-    paired = _paired_rows(data, parsed)
-    stats = _CueStats(paired, replicates, confidence, seed)
+    stats = _CueStats(_presentations(data, parsed), replicates, confidence, seed)
     out = []
     ids = [jc.judge_id for jc in main] + [j for j in selfs if j not in {jc.judge_id for jc in main}]
     by_id = {jc.judge_id: jc for jc in main}
@@ -136,60 +137,125 @@ def _self_match(card: Card) -> ProbeCard:
     return ProbeCard(**fields, slot_preference=card.position_bias)
 
 
-def _paired_rows(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> _Groups:
-    """Per (judge, lang, perturbation) of a cue probe or master key: an array of
-    presentations (cluster, cued correct, cued answer named, twin correct: -1 where none)."""
-    cols = data.select(["judge_id", "lang", "perturbation", "ref_id", "order", "verdict"]).to_pylist()
-    twin: dict[tuple[str, ...], bool] = {}
-    for r in cols:
-        p = parsed.get(r["perturbation"])
-        if p is not None and p.probe == cues.CLEAN:
-            twin[(r["judge_id"], r["lang"], r["ref_id"], r["perturbation"], r["order"])] = r["verdict"] == "reference"
-    groups: _Groups = defaultdict(list)
-    for r in cols:
-        p = parsed.get(r["perturbation"])
-        if p is None or p.probe in (cues.CLEAN, "self_match"):
-            continue
-        cue_probe = cues.PROBES[p.probe] == "cue"
-        t = twin.get((r["judge_id"], r["lang"], r["ref_id"], p.twin, r["order"])) if cue_probe else None
-        groups[(r["judge_id"], r["lang"], r["perturbation"])].append(
-            (f"{r['lang']}\x1f{r['ref_id']}", r["verdict"] == "reference", r["verdict"] == "perturbed",
-             -1 if t is None else int(t)))
-    return groups
+def mcnemar(b: int, c: int) -> float:
+    """The exact two-sided McNemar p: ``stats.mcnemar_exact`` for a few discordant pairs; for
+    more, the same binomial sum in log space (its integer sum grows with b + c squared: the
+    overall card of a 500-language run has thousands)."""
+    n = b + c
+    if n <= EXACT_UP_TO:
+        return mcnemar_exact(b, c)
+    i = np.arange(min(b, c) + 1, dtype=np.float64)
+    lg = np.vectorize(math.lgamma)
+    log_pmf = math.lgamma(n + 1) - lg(i + 1) - lg(n - i + 1) - n * math.log(2.0)
+    top = float(log_pmf.max())
+    return float(min(1.0, 2.0 * math.exp(top) * np.exp(log_pmf - top).sum()))
+
+
+class _Presentations(msgspec.Struct):
+    """The cue probes' and master keys' presentations as columns: each row's judge id,
+    language, perturbation, cluster (language × reference) code, whether it was right, whether
+    it named the cued answer, and its clean twin's rightness (-1: none, or a master key)."""
+
+    judge: list[str]
+    lang: list[str]
+    pert: list[str]
+    j: np.ndarray
+    lg: np.ndarray
+    p: np.ndarray
+    cluster: np.ndarray
+    ok: np.ndarray
+    named: np.ndarray
+    twin: np.ndarray
+
+
+def _presentations(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> _Presentations:
+    """Columnar: a cued row finds its twin's row by one sorted search over packed keys
+    (judge, language, reference, twin perturbation, order)."""
+    j, judge = codes(data["judge_id"])
+    lg, lang = codes(data["lang"])
+    p, pert = codes(data["perturbation"])
+    ref, _ = codes(data["ref_id"])
+    order = lookup(data["order"], ("ref_first", "pert_first"))
+    verdict = lookup(data["verdict"], ("reference", "perturbed"))
+    def kind_of(n: str) -> int:  # 0: not a probe, 1: a clean twin, 2: the self match, 3: cued / master key
+        q = parsed.get(n)
+        return 0 if q is None else 1 if q.probe == cues.CLEAN else 2 if q.probe == "self_match" else 3
+
+    def twin_code(n: str) -> int:
+        q = parsed.get(n)
+        if q is None or cues.PROBES.get(q.probe) != "cue" or q.twin not in pert:
+            return -1
+        return pert.index(q.twin)
+
+    kind = np.array([kind_of(n) for n in pert] or [0])
+    twin_of = np.array([twin_code(n) for n in pert] or [-1])
+    dims = (len(judge), len(lang), int(ref.max()) + 1 if len(ref) else 1, len(pert) + 1, 2)
+
+    def key(pp: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return np.ravel_multi_index((j[rows], lg[rows], ref[rows], pp, np.maximum(order[rows], 0)), dims)
+
+    row_kind = kind[p]
+    clean = np.flatnonzero(row_kind == 1)
+    clean_key = key(p[clean], clean)
+    by = np.argsort(clean_key)
+    clean_key, clean_ok = clean_key[by], (verdict[clean] == 0)[by]
+    keep = np.flatnonzero(row_kind == 3)
+    target = twin_of[p[keep]]
+    twin = np.full(len(keep), -1, dtype=np.int64)
+    has = target >= 0
+    if has.any() and len(clean_key):
+        k = key(target[has], keep[has])
+        at = np.minimum(np.searchsorted(clean_key, k), len(clean_key) - 1)
+        hit = clean_key[at] == k
+        twin[np.flatnonzero(has)[hit]] = clean_ok[at[hit]].astype(np.int64)
+    cluster = lg[keep] * dims[2] + ref[keep]
+    return _Presentations(judge, lang, pert, j[keep], lg[keep], p[keep], cluster,
+                          verdict[keep] == 0, verdict[keep] == 1, twin)
 
 
 class _CueStats:
     """cue_effect / cue_success with item-clustered bootstrap intervals, for any grouping."""
 
-    def __init__(self, groups: _Groups, replicates: int, confidence: float, seed: int):
-        self.groups, self.replicates, self.confidence, self.seed = groups, replicates, confidence, seed
+    def __init__(self, rows: _Presentations, replicates: int, confidence: float, seed: int):
+        self.r, self.replicates, self.confidence, self.seed = rows, replicates, confidence, seed
+        self._judge = {jid: i for i, jid in enumerate(rows.judge)}
+        self._lang = {code: i for i, code in enumerate(rows.lang)}
+        self._pert = {name: i for i, name in enumerate(rows.pert)}
+        # row indices per (judge, language, perturbation), then any of them left open
+        by = np.lexsort((rows.p, rows.lg, rows.j))
+        cell = (rows.j[by] * (len(rows.lang) + 1) + rows.lg[by]) * (len(rows.pert) + 1) + rows.p[by]
+        bounds = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1], True]) if len(cell) else np.array([0])
+        self._index: dict[tuple[int, int, int], list[np.ndarray]] = defaultdict(list)
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            i = by[a]
+            rows_ = by[a:b]
+            jj, ll, pp = int(rows.j[i]), int(rows.lg[i]), int(rows.p[i])
+            for k in ((jj, ll, pp), (jj, ll, -1), (jj, -1, pp), (jj, -1, -1)):
+                self._index[k].append(rows_)
 
     def probes(self, jid: str) -> list[str]:
-        return sorted({p for j, _, p in self.groups if j == jid})
+        j = self._judge.get(jid)
+        return sorted(self.r.pert[p] for (jj, ll, p) in self._index if jj == j and ll == -1 and p >= 0)
 
-    def _rows(self, jid: str, lang: str | None, pert: str | None) -> list[tuple[str, bool, bool, int]]:
-        out: list[tuple[str, bool, bool, int]] = []
-        for (j, lg, p), rows in self.groups.items():
-            if j == jid and (lang is None or lg == lang) and (pert is None or p == pert):
-                out += rows
-        return out
+    def _rows(self, jid: str, lang: str | None, pert: str | None) -> np.ndarray:
+        j = self._judge.get(jid)
+        ll = -1 if lang is None else self._lang.get(lang)
+        pp = -1 if pert is None else self._pert.get(pert)
+        parts = self._index.get((j, ll, pp), []) if j is not None and ll is not None and pp is not None else []
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def _metrics(self, rows: list[tuple[str, bool, bool, int]], key: str) -> dict[str, Interval | McNemar | None]:
-        clusters = {c: i for i, c in enumerate(dict.fromkeys(r[0] for r in rows))}
+    def _metrics(self, rows: np.ndarray, key: str) -> dict[str, Interval | McNemar | None]:
+        r = self.r
+        _, cl = np.unique(r.cluster[rows], return_inverse=True)
+        ok, named, twin = r.ok[rows], r.named[rows], r.twin[rows]
+        paired = twin >= 0
+        t = paired & (twin == 1)
         # per cluster: n, cued correct, cued named, paired n, paired twin correct, paired cued correct
-        sums = np.zeros((len(clusters), 6))
-        b = c = 0
-        for cl, ok, named, t in rows:
-            s = sums[clusters[cl]]
-            s[0] += 1
-            s[1] += ok
-            s[2] += named
-            if t >= 0:
-                s[3] += 1
-                s[4] += t
-                s[5] += ok
-                b += t and not ok
-                c += ok and not t
+        columns = (np.ones(len(rows)), ok, named, paired, t, paired & ok)
+        k = int(cl.max()) + 1 if len(cl) else 0
+        sums = np.column_stack([np.bincount(cl, weights=c.astype(np.float64), minlength=k) for c in columns])
+        b = int((t & ~ok).sum())
+        c = int((paired & ~t & ok).sum())
         has_twins = bool(sums[:, 3].sum())
         point = sums.sum(axis=0)
         lo_hi = self._bootstrap(sums, key)
@@ -215,7 +281,7 @@ class _CueStats:
             floor = (diff.lo, diff.hi) if diff.lo is not None and diff.hi is not None else None
             out["cue_effect"] = iv("cue_effect", effect, n3, floor)
             out["cue_success"] = iv("cue_success", point[2] / point[0], int(point[0]), wilson(point[2], point[0]))
-            out["mcnemar"] = McNemar(int(b), int(c), mcnemar_exact(int(b), int(c)))
+            out["mcnemar"] = McNemar(b, c, mcnemar(b, c))
         return out
 
     def _bootstrap(self, sums: np.ndarray, key: str) -> dict[str, tuple[float, float]]:
@@ -243,7 +309,7 @@ class _CueStats:
         jid, lang, pert = where
         rows = self._rows(jid, lang, pert)
         fields = msgspec.structs.asdict(card)
-        if not rows:
+        if not len(rows):
             return ProbeCard(**fields)
         m = self._metrics(rows, f"{jid}/{lang}/{pert}")
         fields["accuracy"] = m["accuracy"]  # the same value; its interval widened as the cue metrics'
@@ -258,7 +324,7 @@ class _CueStats:
         empty = Interval(None, None, None, 0)
         acc = m["accuracy"]
         assert isinstance(acc, Interval)
-        return ProbeCard(items=len({r[0] for r in rows}), presentations=len(rows), accuracy=acc,
+        return ProbeCard(items=len(np.unique(self.r.cluster[rows])), presentations=len(rows), accuracy=acc,
                          position_bias=empty, verbosity=empty, order_consistency=empty, reliability=empty,
                          tie_rate=empty, invalid_rate=empty,
                          cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]

@@ -182,3 +182,11 @@ def test_master_key_avoids_reference_words():
 
 def test_base_spec_defaults_to_truncate_at_0_6():
     assert (BaseSpec().name, BaseSpec().severity) == probes.DEFAULT_BASE
+
+
+def test_the_log_space_mcnemar_matches_the_exact_integer_sum():
+    from babelrun.score.probes import EXACT_UP_TO, mcnemar
+    from babelrun.score.stats import mcnemar_exact
+
+    for b, c in [(0, 0), (3, 9), (90, 111), (150, 60), (300, 290), (EXACT_UP_TO, 1)]:
+        assert mcnemar(b, c) == pytest.approx(mcnemar_exact(b, c), rel=1e-9, abs=1e-300)
