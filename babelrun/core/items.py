@@ -15,13 +15,14 @@ from typing import Literal
 
 import msgspec
 
-ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic"]
+ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic", "probe"]
 # Item families whose perturbation names carry a prefix in the cards: code-switched items
 # are "cs:truncate", …, agent trajectories "agent:step_pad", …, so they never share a card
 # cell with the plain items.
 FAMILY_PREFIX = {"text": "", "code_switched": "cs:", "agentic": "agent:"}
 PAIRS_PREFIX = "pairs:"  # labelled pairs: "pairs:<set>" (and "pairs:<set>@<mix>")
 TIE_PROBE_PREFIX = "tie_probe:"  # translation tie probes: "tie_probe:<pivot>"
+PROBE_PREFIX = "probe:"  # robustness probes: "probe:authority", "probe:clean", … (perturb/probes.py)
 
 
 def bare_name(perturbation: str) -> str:
@@ -33,7 +34,8 @@ def bare_name(perturbation: str) -> str:
 
 def is_family(perturbation: str, kind: ItemKind) -> bool:
     """Whether a perturbation name belongs to item family ``kind``."""
-    prefix = {"labelled": PAIRS_PREFIX, "tie_probe": TIE_PROBE_PREFIX}.get(kind, FAMILY_PREFIX.get(kind, ""))
+    prefix = {"labelled": PAIRS_PREFIX, "tie_probe": TIE_PROBE_PREFIX,
+              "probe": PROBE_PREFIX}.get(kind, FAMILY_PREFIX.get(kind, ""))
     if not prefix:  # plain text items carry no prefix: any name without a family's
         return ":" not in perturbation
     return perturbation.startswith(prefix)
@@ -99,6 +101,9 @@ class Item(msgspec.Struct, frozen=True):
     ref_family: str = ""
     pert_family: str = ""
     reference_answer: str = ""  # the corpus's reference answer, for reference-guided templates
+    # A robustness probe's cue: which probe, cue language, text and placement
+    # (``authority|en|1|between:2``; perturb/probes.py). Empty for every other item.
+    cue: str = ""
 
 
 class PerturbationAudit(msgspec.Struct, frozen=True):

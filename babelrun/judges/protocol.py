@@ -314,6 +314,8 @@ class Judging:
             values["answer_a"], values["answer_b"] = item.reference, item.perturbed
         else:
             values["answer_a"], values["answer_b"] = item.perturbed, item.reference
+        if item.cue:  # a robustness probe: an injection names the cued answer's slot in this judge's syntax
+            self._write_injection(values, key)
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -343,6 +345,27 @@ class Judging:
         system_names = names(system) if system else ()
         fixed = system.format_map({}) if system and system_names == () else system
         return (fixed or None), system_names, user, names(user)
+
+    def injected_verdict(self, slot: str) -> str:
+        """What an injection asks this judge to write for ``slot`` (A or B; pointwise: the top
+        of the scale): the template's own verdict syntax where it declares one."""
+        if self.kind == "pointwise":
+            assert self.verdict is not None and self.verdict.scale is not None
+            label = f"{self.verdict.scale[1]:g}"
+        else:
+            labels = self.verdict.labels if self.verdict is not None and self.verdict.labels else {}
+            label = next((k for k, v in labels.items() if v == slot), slot)
+        form = reply_format(self.verdict) if self.verdict is not None else None
+        return form.format(label=label) if form else label
+
+    def _write_injection(self, values: dict[str, str], key: str) -> None:
+        from ..perturb import probes
+
+        if self.kind == "pointwise":
+            values["answer"] = probes.render_slot(values["answer"], self.injected_verdict("A"))
+            return
+        for field, slot in (("answer_a", "A"), ("answer_b", "B")):
+            values[field] = probes.render_slot(values[field], self.injected_verdict(slot))
 
     def read(self, reply: JudgeReply) -> tuple[str | None, float | None]:
         """(slot, score) of a reply: pointwise, a score inside the scale or None (invalid);

@@ -36,8 +36,9 @@ from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..perturb import perturb_reference, script
-from ..spec import AgenticSpec, Manifest, ParallelSpec
+from ..spec import AgenticSpec, Manifest, ParallelSpec, PerturbationSpec
 from ..store.done import DoneSet
+from . import probes as probe_items
 from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
 
 
@@ -69,8 +70,9 @@ class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
                  parallel: ParallelSpec | None = None, trajectories: list[agentic.Trajectory] = (),
-                 agentic_spec: AgenticSpec | None = None):
+                 agentic_spec: AgenticSpec | None = None, probes: list[PerturbationSpec] = ()):
         self.references = references
+        self.probes = list(probes)  # robustness probes (plan/probes.py), apart from the degradations
         spec = agentic_spec or AgenticSpec()
         self.trajectories = agentic.references(trajectories, spec.focus)
         self.agentic_perturbations = [(p.name, list(p.severities)) for p in spec.perturbations]
@@ -96,7 +98,7 @@ class Plan:
                 if item is not None:
                     self.item_ids.append(item.item_id)
             self._surveyed.append(codes)
-        for cell, item, outcome in agentic.generate(self.trajectories, self.agentic_perturbations, self.seed):
+        for cell, item, outcome in self._regenerated():
             cells.append((cell, outcome))
             if item is not None:
                 self.item_ids.append(item.item_id)
@@ -109,10 +111,11 @@ class Plan:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
-        perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
+        degradations, probes = probe_items.split(manifest.perturbations)
+        perturbations = [(p.name, list(p.severities)) for p in degradations]
         chosen = corpus.select(manifest)
         plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
-                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic)
+                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic, probes)
         if not plan.n_items:
             raise ManifestError("corpus", f"the plan has no items: {plan.why_empty()}")
         return plan
@@ -130,6 +133,11 @@ class Plan:
     def _perturbed(self) -> list[tuple[ItemKind, list]]:
         """The sources of the perturbed text items, by kind: plain and code-switched."""
         return [("text", self.references), ("code_switched", self.code_switched)]
+
+    def _regenerated(self) -> Iterator[tuple]:
+        """The items every pass generates afresh (and their no-ops): agentic, then probes."""
+        yield from agentic.generate(self.trajectories, self.agentic_perturbations, self.seed)
+        yield from probe_items.generate(self.references, self.probes, self.seed)
 
     def _ready_items(self) -> Iterator[Item]:
         """Items that need no perturbing: labelled pairs and translation tie probes."""
@@ -157,7 +165,7 @@ class Plan:
         for (kind, sources), codes in zip(self._perturbed(), self._surveyed, strict=True):
             yield from replay(sources, self.perturbations, self.seed, perturb_reference,
                               map(_OUTCOMES.__getitem__, codes), ids, kind)
-        for _, item, _ in agentic.generate(self.trajectories, self.agentic_perturbations, self.seed):
+        for _, item, _ in self._regenerated():
             if item is not None:
                 yield item
         yield from self._ready_items()

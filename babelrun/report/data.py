@@ -414,4 +414,7 @@ def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
     cards = cards or {}
     runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
     data = ReportData(runs, [], thresholds)
-    return msgspec.structs.replace(data, recommendations=recommend(data.families(), thresholds))
+    from . import robustness
+
+    return msgspec.structs.replace(data, recommendations=recommend(data.families(), thresholds)
+                                   + robustness.recommendations(data))

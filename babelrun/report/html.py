@@ -536,3 +536,6 @@ def render(data: ReportData, plots: list[Plot]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>babelrun report</title><style>{STYLE}</style></head><body>\n{body}\n"
             f"<p class=note>babelrun {h(__version__)}</p></body></html>\n")
+
+
+from . import robustness  # noqa: E402, F401 (registers the robustness section's renderers)

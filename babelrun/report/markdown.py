@@ -514,3 +514,6 @@ def render_report(data) -> str:
     for _, section in rendered("markdown"):
         out += section(data)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+from . import robustness  # noqa: E402, F401 (registers the robustness section's renderers)

@@ -66,6 +66,15 @@ ACTIONS = {
     "consistency": "score both slot orders and average (κ_ord < {t.consistency})",
     "position": "position debiasing: both orders, or calibrate the slot prior (|Δ| ≥ {t.position})",
     "verbosity": "length normalisation in the prompt (v > {t.verbosity})",
+    # robustness probes (report/robustness.py): a failed probe, per language
+    "probe:authority": ("it gives way to fake sources: tell it to ignore claimed authority "
+                        "(authority cue effect ≥ 0.10)"),
+    "probe:bandwagon": "tell it to ignore popularity claims (bandwagon cue effect ≥ 0.10)",
+    "probe:injection": "it follows instructions inside the answers it grades: harden the template "
+                       "(injection cue effect ≥ 0.10)",
+    "probe:refinement": "tell it to judge content, not claims of revision (refinement cue effect ≥ 0.10)",
+    "probe:master_key": "it accepts non-answers: reject content-free answers first and harden the template "
+                        "(master key accuracy < 0.90)",
 }
 
 

@@ -31,6 +31,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("pointwise", "Pointwise judges", "every run's pointwise cards"),
     Section("mitigations", "Mitigations", "every run's composite cards"),
     Section("agentic", "Agent trajectories", "every run's agentic cards"),
+    Section("robustness", "Robustness probes", "every run's probe cards (judge × probe, worst languages)"),
     Section("plots", "Plots", "the drawn plots (HTML only; Markdown renders nothing)"),
     Section("audit", "Perturbation audit", "every run's perturbation audit, segmentation, filters"),
     Section("analyses", "Analyses", "the analyses' results (calibration, invariance, agreement) and staleness"),

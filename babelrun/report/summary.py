@@ -262,6 +262,8 @@ def actions(data) -> list[tuple[str, str, list[Action]]]:
         lang = r.lang if r.family == "degradation" else f"{r.lang} ({r.family})"
         by.setdefault((r.judge, r.judge_id), {}).setdefault(r.rule, []).append((lang, r.value))
     worst_first = {"chance": 1, "reliability": 1, "consistency": 1, "position": -1, "verbosity": -1}
+    # robustness probes: the largest cue effect first; a master key's lowest accuracy first
+    worst_first.update({rule: -1 for rule in ACTIONS if rule.startswith("probe:")}, **{"probe:master_key": 1})
     return [(judge, jid, [Action(rule, ACTIONS[rule].format(t=t),
                                  sorted(langs, key=lambda lv, s=worst_first[rule]: (s * lv[1], lv[0])))
                           for rule, langs in rules.items()])

@@ -90,6 +90,11 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     def scored(table: pa.Table) -> Cards:
         return cells(table, [], replicates=replicates, confidence=confidence, seed=seed)
 
+    probe_rows = None  # robustness probes (score/probes.py): their own family, pairwise and pointwise
+    if "kind" in data.column_names and data.num_rows:
+        is_probe = pc.equal(data["kind"].cast(pa.string()), "probe")
+        if pc.any(is_probe).as_py():
+            probe_rows, data = data.filter(is_probe), data.filter(pc.invert(is_probe))
     scored_alone = None
     if "score" in data.column_names and data.num_rows:
         alone = pointwise.is_pointwise(data)
@@ -118,6 +123,11 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     if scored_alone is not None:
         cards = msgspec.structs.replace(cards, pointwise=pointwise.cards(
             scored_alone, replicates=replicates, confidence=confidence, seed=seed))
+    if probe_rows is not None:
+        from . import probes
+
+        cards = msgspec.structs.replace(cards, probes=probes.cards(
+            probe_rows, replicates=replicates, confidence=confidence, seed=seed, cells=cells))
     return msgspec.structs.replace(cards, segmentation=list(segmentation),
                                    not_judged=_not_judged(cards, audit, removed, segmentation))
 

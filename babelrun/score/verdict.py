@@ -12,7 +12,8 @@ and the rows for languages the plan asked for that have no card.
   middling R; the flag says that consistency is not correctness.
 - Families: degradation items (plain and code-switched perturbations), each labelled-pair
   set (``pairs:<set>``) and agent trajectories (``agentic``) are scored into separate cards
-  and never pooled into one language's card.
+  and never pooled into one language's card; so are the robustness probes (``probes``,
+  score/probes.py), whose gold is the reference, except ``self_match``'s: a tie.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CHANCE = 0.5
 
 DEGRADATION = "degradation"
 AGENTIC = "agentic"
+PROBES = "probes"
 
 
 class NotJudged(msgspec.Struct, frozen=True):
@@ -50,6 +52,8 @@ def family(perturbation: str) -> str:
         return perturbation
     if is_family(perturbation, "agentic"):
         return AGENTIC
+    if is_family(perturbation, "probe"):
+        return PROBES
     return DEGRADATION
 
 

@@ -16,6 +16,7 @@ importlib.import_module("babelrun.report.markdown")
 def test_every_section_has_a_renderer_in_each_format_in_one_order(fmt) -> None:
     got = [s.name for s, _ in sections.rendered(fmt)]
     assert got == ["matrix", "leaderboard", "recommendations", "cards", "pointwise", "mitigations", "agentic",
+                   "robustness",
                    "plots", "audit", "analyses", "stats", "identities", "examples"]
 
 
