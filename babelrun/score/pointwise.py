@@ -20,7 +20,12 @@ An item has two records, ``reference`` and ``degraded`` (its two keys). Per item
                             consistent across, but it has repeated calls on the same answer;
 - R                       = (0.6·acc + 0.4·stability)·(1 − 0.7·max(0, 2v − 1)), with acc in
                             place of a missing stability and the last factor 1 where v is
-                            undefined. No Δ: one answer a call has no position. The scale
+                            undefined because the plan held no length-differing pairs of
+                            both kinds; where it held them but the judge decided none of
+                            one kind (ties, invalid scores), v is unmeasured: the factor is
+                            its worst, 0.3, and acc stands in for stability (a judge that
+                            gives every answer the same score gets 0, not 0.4). No Δ: one
+                            answer a call has no position. The scale
                             offset is not in R: it is relative to the other languages of the
                             run, and a language's R must not depend on which others ran;
 - scale offset (language) = mean score of that language's references − the pooled mean of
@@ -56,7 +61,7 @@ COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "sc
            "pert_len"]
 # Per-reference sums; every metric is a ratio of two of them.
 SUMS = ("items", "correct", "tie", "margin_n", "margin", "calls", "invalid", "lw_n", "lw_long", "lb_n",
-        "lb_long", "pad_n", "pad", "ref_n", "ref", "agree", "pairs")
+        "lb_long", "pad_n", "pad", "ref_n", "ref", "agree", "pairs", "lw_items", "lb_items")
 _S = {name: i for i, name in enumerate(SUMS)}
 
 
@@ -160,6 +165,10 @@ def _sums(it: _Items, mask: np.ndarray, perts: list[str]) -> np.ndarray:
         "lw_n": lw, "lw_long": lw & chose_longer, "lb_n": lb, "lb_long": lb & chose_longer,
         "pad_n": pad, "pad": np.where(pad, deg - ref, 0.0),
         "ref_n": ref_valid, "ref": np.where(ref_valid, ref, 0.0),
+        # The items that could measure v, whatever the judge replied: a v left undefined
+        # while these exist is the judge's doing (ties or invalid scores), not the plan's.
+        "lw_items": complete & it.differs[mask] & ~it.longer_is_ref[mask],
+        "lb_items": complete & it.differs[mask] & it.longer_is_ref[mask],
     }
     out = np.zeros((k, len(SUMS)))
     for name, values in columns.items():
@@ -187,12 +196,19 @@ def _points(s: np.ndarray) -> dict[str, np.ndarray]:
         acc = col["correct"] / col["items"]
         v = 0.5 * (col["lw_long"] / col["lw_n"] + col["lb_long"] / col["lb_n"])
         stability = col["agree"] / col["pairs"]
-        penalty = np.where(np.isnan(v), 1.0, 1 - 0.7 * np.maximum(0.0, 2 * v - 1))
+        # v undefined although the plan held length-differing pairs of both kinds: the judge
+        # decided none of one kind (all ties or invalid) and is unmeasured on length. It gets
+        # the worst length factor and no credit for agreeing with itself (acc in place of
+        # stability), so an unmeasurable judge (a constant score: discrimination 0, stability 1)
+        # scores 0, never 0.4. Where the plan held no such pairs the factor is 1, as in R.
+        unmeasured = np.isnan(v) & (col["lw_items"] > 0) & (col["lb_items"] > 0)
+        penalty = np.where(unmeasured, 0.3, np.where(np.isnan(v), 1.0, 1 - 0.7 * np.maximum(0.0, 2 * v - 1)))
+        credit = np.where(np.isnan(stability) | unmeasured, acc, stability)
         return {
             "discrimination": acc, "tie_rate": col["tie"] / col["items"],
             "margin": col["margin"] / col["margin_n"], "verbosity": v,
             "verbosity_gain": col["pad"] / col["pad_n"], "stability": stability,
-            "reliability": (0.6 * acc + 0.4 * np.where(np.isnan(stability), acc, stability)) * penalty,
+            "reliability": (0.6 * acc + 0.4 * credit) * penalty,
             "reference_mean": col["ref"] / col["ref_n"],
         }
 
