@@ -312,6 +312,17 @@ def _matrix(data) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "diagnosis")
+def _diagnosis(data) -> list[str]:
+    """Misconfigured judges first: no verdict is claimed for them (score/diagnose.py)."""
+    found = [d for run in data.runs for d in run.diagnoses]
+    if not found:
+        return []
+    return ["## Diagnosis: judges whose replies could not be read", "",
+            "These judges get no ✓/✗ and no bias advice: fix the prompt, the verdict pattern or the "
+            "request before judging the judge.", ""] + [f"- {md(d.line())}" for d in found] + [""]
+
+
 @renders("markdown", "cards")
 def _cards(data) -> list[str]:
     out = []

@@ -261,7 +261,7 @@ def actions(data) -> list[tuple[str, str, list[Action]]]:
         # another item family's language is named with it: pairs and agents never pool
         lang = r.lang if r.family == "degradation" else f"{r.lang} ({r.family})"
         by.setdefault((r.judge, r.judge_id), {}).setdefault(r.rule, []).append((lang, r.value))
-    worst_first = {"chance": 1, "reliability": 1, "consistency": 1, "position": -1, "verbosity": -1}
+    worst_first = {"unreadable": -1, "chance": 1, "reliability": 1, "consistency": 1, "position": -1, "verbosity": -1}
     return [(judge, jid, [Action(rule, ACTIONS[rule].format(t=t),
                                  sorted(langs, key=lambda lv, s=worst_first[rule]: (s * lv[1], lv[0])))
                           for rule, langs in rules.items()])
