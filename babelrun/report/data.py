@@ -163,6 +163,17 @@ class ReportData(msgspec.Struct, frozen=True):
                         out.append((run, family, jc))
         return out
 
+    def scored(self) -> list[tuple[RunReport, str, object]]:
+        """``families()`` and every pointwise judge (family ``pointwise``, R_pw on its own scale):
+        what the judge × language matrix, the leaderboard and the recommendations rank."""
+        out, seen = self.families(), set()
+        for run in self.runs:
+            for jc in run.cards.pointwise or []:
+                if jc.judge_id not in seen:
+                    seen.add(jc.judge_id)
+                    out.append((run, "pointwise", jc))
+        return out
+
     def analysis(self, name: str) -> list[tuple[RunReport, Any]]:
         """(run, result) of the analysis ``name`` (a registry entry) for every run it was run on;
         the first only for one whose result spans several runs (the same in each)."""
@@ -418,4 +429,4 @@ def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
     cards = cards or {}
     runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
     data = ReportData(runs, [], thresholds)
-    return msgspec.structs.replace(data, recommendations=recommend(data.families(), thresholds))
+    return msgspec.structs.replace(data, recommendations=recommend(data.scored(), thresholds))

@@ -303,7 +303,8 @@ def _matrix(data) -> list[str]:
         return value + {"pass": " ✓", "fail": " ✗"}.get(c.status, "") + "".join(f" {_cell(f)}" for f in c.flags)
 
     out = ["## Judge × language: reliability R", "",
-           f"✓ R ≥ {data.thresholds.reliability}, ✗ below; n/j: planned but not judged; –: undefined. "
+           f"✓ R ≥ {data.thresholds.reliability}, ✗ below (R_pw in a pointwise column, R_agent in an agentic one); "
+           "n/j: planned but not judged; –: undefined. "
            "Intervals: the cards below.", "",
            "| language | " + " | ".join(md(j.judge) for j in m.judges) + " |",
            "|---|" + "---:|" * len(m.judges)]

@@ -86,7 +86,8 @@ def _excludes(iv: Interval, neutral: float) -> bool:
 def rules(card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
     """The (rule, value) pairs this card triggers, in a fixed order (a text or an agentic card)."""
     out = []
-    r, k, d = card.reliability, card.order_consistency, card.position_bias
+    # A pointwise card (R_pw) has no slot order: no κ_ord, no Δ; its other rules are R's.
+    r, k, d = card.reliability, getattr(card, "order_consistency", None), getattr(card, "position_bias", None)
     v = getattr(card, "verbosity", None)
     if getattr(card, "verdict", None) == UNREADABLE:
         return [("unreadable", card.invalid_rate.value)]
@@ -94,9 +95,9 @@ def rules(card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
         out.append(("chance", card.accuracy.value))
     if r.value is not None and r.value < t.reliability:
         out.append(("reliability", r.value))
-    if k.value is not None and k.value < t.consistency:
+    if k is not None and k.value is not None and k.value < t.consistency:
         out.append(("consistency", k.value))
-    if d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):
+    if d is not None and d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):
         out.append(("position", abs(d.value)))
     if v is not None and v.value is not None and v.value > t.verbosity and _excludes(v, 0.5):
         out.append(("verbosity", v.value))

@@ -49,7 +49,7 @@ from ..core import languages
 from ..core.items import FAMILY_PREFIX
 from ..core.records import ANSWERS
 from ..perturb import lengthening
-from . import stats
+from . import stats, verdict
 from .columns import codes, item_bits, lookup
 from .metrics import LENGTH_GAP
 from .stats import Interval, rounded
@@ -77,6 +77,16 @@ class PointwiseCard(msgspec.Struct, frozen=True):
     reliability: Interval
     invalid_rate: Interval
     reference_mean: Interval
+    # What the card may claim, as a pairwise card's (score/verdict.py) on R_pw: pass / fail
+    # against the deployment bar, or why neither (too few items, unreadable replies); and
+    # whether the judge scores the degraded answer higher (margin interval below 0).
+    verdict: str | None = None
+    below_chance: bool = False
+
+    @property
+    def accuracy(self) -> Interval:
+        """Discrimination, under the name the report's shared tables read (leaderboard)."""
+        return self.discrimination
 
 
 class PointwiseLanguage(msgspec.Struct, frozen=True):
@@ -248,8 +258,22 @@ def _card(sums: np.ndarray, replicates: int, confidence: float, key: str, seed: 
     calls, invalid = int(total[_S["calls"]]), int(total[_S["invalid"]])
     lo, hi = stats.wilson(invalid, calls, confidence)
     invalid_rate = Interval(rounded(invalid / calls) if calls else None, rounded(float(lo)), rounded(float(hi)), calls)
-    return PointwiseCard(items=int(total[_S["items"]]), calls=calls, invalid_rate=invalid_rate,
-                         **{name: interval(name) for name in _N})
+    values = {name: interval(name) for name in _N}
+    items = int(total[_S["items"]])
+    margin = values["margin"]
+    worse = margin.value is not None and margin.hi is not None and margin.hi < 0
+    return PointwiseCard(items=items, calls=calls, invalid_rate=invalid_rate, **values,
+                         verdict=verdict.verdict(values["reliability"], items, invalid=invalid_rate),
+                         below_chance=worse and not verdict.unreadable(invalid_rate))
+
+
+def _unreadable(jc: PointwiseJudgeCards) -> PointwiseJudgeCards:
+    """An unreadable overall card withholds every language's verdict too (score/verdict.py)."""
+    if jc.overall.verdict != verdict.UNREADABLE:
+        return jc
+    return msgspec.structs.replace(jc, languages=[msgspec.structs.replace(lc, card=msgspec.structs.replace(
+        lc.card, verdict=verdict.UNREADABLE if lc.card.verdict else None, below_chance=False))
+        for lc in jc.languages])
 
 
 def _offset(sums: np.ndarray, pooled: float | None, replicates: int, confidence: float, key: str,
@@ -298,8 +322,8 @@ def cards(data: pa.Table, *, replicates: int = 1000, confidence: float = 0.95,
         by_pert = [PointwisePerturbation(p, _card(_sums(it, it.pert == pi, perts), replicates, confidence,
                                                   f"{jid}//{p}", seed))
                    for pi, p in enumerate(perts)]
-        out.append(PointwiseJudgeCards(name, jid, _card(overall_sums, replicates, confidence, jid, seed),
-                                       by_lang, by_pert))
+        out.append(_unreadable(PointwiseJudgeCards(name, jid, _card(overall_sums, replicates, confidence, jid, seed),
+                                                   by_lang, by_pert)))
     return sorted(out, key=lambda c: (c.judge, c.judge_id))
 
 
