@@ -148,9 +148,8 @@ def compare(data: pa.Table, pairs: list, families: dict[str, str | None], confid
 
 def run(run_dir: Path, confidence: float = 0.95) -> SelfPreference:
     from .. import corpus
-    from ..store.rundir import read_run_info
-
     from ..errors import NotApplicable
+    from ..store.rundir import read_run_info
 
     manifest = read_run_info(Path(run_dir)).manifest
     if not any(j.family for j in manifest.judges):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -104,28 +105,31 @@ def unmatched(data: pa.Table, specs: Mapping[str, JudgeSpec]) -> list[Diagnosis]
         lang = np.array(mine["lang"].cast(pa.string()).to_pylist(), dtype=object)
         raw = mine["raw"].to_pylist() if "raw" in mine.column_names else [None] * mine.num_rows
         name = mine["judge"].cast(pa.string())[0].as_py()
-        spec = specs.get(jid)
-
-        def one(where: np.ndarray, code: str) -> Diagnosis | None:
-            n, k = int(where.sum()), int((invalid & where).sum())
-            if not n or k / n <= MISCONFIGURED:
-                return None
-            first = [_example(raw[i], secrets) for i in np.flatnonzero(invalid & where)[:EXAMPLES]]
-            return Diagnosis(name, jid, "unmatched", round(k / n, 4), k, n, code, pattern_of(spec), first)
-
-        overall = one(np.ones(len(invalid), dtype=bool), "all")
+        pattern = pattern_of(specs.get(jid))
+        everywhere = np.ones(len(invalid), dtype=bool)
+        overall = _one(name, jid, pattern, invalid, raw, secrets, everywhere, "all")
         if overall is not None:
             out.append(overall)
             continue
-        out += [d for code in sorted(set(lang.tolist())) if (d := one(lang == code, code)) is not None]
+        out += [d for code in sorted(set(lang.tolist()))
+                if (d := _one(name, jid, pattern, invalid, raw, secrets, lang == code, code)) is not None]
     return out
+
+
+def _one(name: str, jid: str, pattern: str, invalid: np.ndarray, raw: list[str | None], secrets: list[str],
+         where: np.ndarray, code: str) -> Diagnosis | None:
+    n, k = int(where.sum()), int((invalid & where).sum())
+    if not n or k / n <= MISCONFIGURED:
+        return None
+    first = [_example(raw[i], secrets) for i in np.flatnonzero(invalid & where)[:EXAMPLES]]
+    return Diagnosis(name, jid, "unmatched", round(k / n, 4), k, n, code, pattern, first)
 
 
 def refused(run_dir: Path) -> list[Diagnosis]:
     """Judges more than ``MISCONFIGURED`` of whose logged calls ended in a rejected error."""
     from ..store import log
 
-    tally: dict[str, list] = {}
+    tally: dict[str, list[Any]] = {}
     for seg in log.segments(run_dir):
         for batch in log.stream_segment(seg, _LOG_SCHEMA):
             for row in pa.Table.from_batches([batch]).to_pylist():
