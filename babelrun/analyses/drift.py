@@ -44,13 +44,13 @@ from ..score.paired import (
 )
 from ..score.stats import fmt, fmt_interval
 from ..store import compact
-from ..store.rundir import read_run_info
+from ..store.rundir import read_run_info, without_escalation_judges
 
 
 def _load(run_dir: Path) -> tuple[pa.Table, pa.Table]:
     """A run's pairwise and pointwise records."""
-    read_run_info(run_dir)  # a clear error for a folder that is no run directory
-    data = compact.load(run_dir, COLUMNS)
+    info = read_run_info(run_dir)  # a clear error for a folder that is no run directory
+    data = without_escalation_judges(compact.load(run_dir, COLUMNS), info)
     alone = pointwise.is_pointwise(data)
     return data.filter(pc.invert(alone)), data.filter(alone)
 
@@ -66,6 +66,8 @@ def run(run_a: str | Path, run_b: str | Path, *, replicates: int = 1000, confide
         judges = [compare(a, ja, b, jb, replicates, confidence, seed) for ja, jb in pairs]
         notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share no (item, order): nothing to compare"
                   for j in judges if j.matched == 0]
+        notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share labelled pairs only: diff compares "
+                  "degradation cards" for j in judges if j.matched and j.overall is None]
     drift = Drift(str(run_a), str(run_b), judges, notes, replicates, confidence, seed)
     if pw_a.num_rows and pw_b.num_rows:
         scored, more = pointwise.drift(pw_a, pw_b, replicates=replicates, confidence=confidence, seed=seed)

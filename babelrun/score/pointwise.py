@@ -450,3 +450,11 @@ def pairwise_only(data: pa.Table) -> pa.Table:
         return data
     alone = is_pointwise(data)
     return data.filter(pc.invert(alone)) if pc.any(alone).as_py() else data
+
+
+def all_pointwise(data: pa.Table) -> list[str]:
+    """The judges of ``data`` when it has records and every one is pointwise (nothing an
+    analysis of slot verdicts can read: it refuses, naming them), else []."""
+    if data.num_rows == 0 or not pc.all(is_pointwise(data)).as_py():
+        return []
+    return sorted({str(j) for j in data["judge"].unique().to_pylist()})
