@@ -32,6 +32,10 @@ from babelrun.app.cli import COMMANDS, main
 from babelrun.testing import FakeJudgeServer
 from helpers import simulated, write_manifest
 
+# 17 tiny audits and 289 command runs (about 7 minutes on a busy 2-core machine): whole audits,
+# so out of the fast loop (-m "not e2e") although a contract.
+pytestmark = pytest.mark.e2e
+
 CORPUS = {"sources": [{"kind": "bundled"}, {"kind": "labelled_pairs", "pairs_per_set": 2}],
           "languages": ["en", "zh"], "references_per_language": 2}
 PERTURBATIONS = [{"name": "truncate", "severities": [0.5]}]
