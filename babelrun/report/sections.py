@@ -25,6 +25,7 @@ class Section(NamedTuple):
 
 SECTIONS: tuple[Section, ...] = (
     Section("matrix", "Judge × language", "every run's cards (R per judge × language), thresholds"),
+    Section("diagnosis", "Diagnosis", "every run's misconfigured judges (score/diagnose.py)"),
     Section("leaderboard", "Leaderboard", "every run's cards, by item family"),
     Section("recommendations", "Recommendations", "recommendations, thresholds"),
     Section("cards", "Reliability cards per language", "every run's text and labelled-pair cards"),
