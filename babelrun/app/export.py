@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ..errors import UsageError
 from ..score import Cards, decode
 from ..store import compact
-from ..store.files import write_atomic
+from ..store.files import safe_dir, write_atomic
 from ..store.rundir import CARDS_JSON, read_run_info
 
 FORMATS = ("parquet", "csv", "json")
@@ -81,8 +81,9 @@ def export(run_dir: str | Path, out_dir: str | Path | None = None, fmt: str = "p
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
-    out = Path(out_dir) if out_dir is not None else run_dir / "export"
-    out.mkdir(parents=True, exist_ok=True)
+    # RUN/export is made where missing and refused where it is a link (the run directory may
+    # be someone else's); an --out the user names is theirs.
+    out = safe_dir(Path(out_dir)) if out_dir is not None else safe_dir(run_dir, "export")
     ext = "jsonl" if fmt == "json" else fmt
     written = []
     for name, table in (("cards", cards_of(run_dir).to_arrow(info.manifest.name)),
