@@ -8,6 +8,14 @@
   judgements.parquet's ``item_key`` (an integer form of ``item_id`` for grouping) is left out.
 
 Formats: ``parquet``, ``csv``, or ``json`` (JSON Lines: one object per row).
+
+CSV is opened in spreadsheets, which run a cell that begins with ``=``, ``+``, ``-`` or ``@``
+(or a tab or carriage return) as a formula: a judge's name, a corpus id or a
+provider's ``system_fingerprint`` of ``=HYPERLINK(...)`` would be one. In CSV, every text
+cell that begins with one of those characters and is not a number gets a leading ``'``
+(OWASP's advice: the spreadsheet shows the text, not a formula); numeric columns and text
+that is a number (``-0.5``) are never touched. Parquet and JSON
+keep every value verbatim.
 """
 
 from __future__ import annotations
@@ -24,6 +32,24 @@ from ..store.files import safe_dir, write_atomic
 from ..store.rundir import CARDS_JSON, read_run_info
 
 FORMATS = ("parquet", "csv", "json")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a CSV text cell beginning so is prefixed with '
+_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"  # "-0.5" is a number, not a formula
+
+
+def neutralise_formulas(table: pa.Table) -> pa.Table:
+    """``table`` with a ``'`` before each text cell that a spreadsheet would read as a formula
+    (see the module docstring); numeric, boolean and timestamp columns are left alone."""
+    columns = []
+    for col in table.columns:
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(pa.string())
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            first = pc.utf8_slice_codeunits(col, 0, 1)
+            risky = pc.and_(pc.fill_null(pc.is_in(first, pa.array(FORMULA_STARTS, col.type)), False),
+                            pc.invert(pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)))
+            col = pc.if_else(risky, pc.binary_join_element_wise(pa.scalar("'", col.type), col, ""), col)
+        columns.append(col)
+    return pa.table(columns, names=table.column_names)
 UNGRADED_KINDS = ("tie_probe",)  # no better answer: no ``correct``
 
 
@@ -62,7 +88,7 @@ def _write(table: pa.Table, path: Path, fmt: str) -> None:
     elif fmt == "csv":
         import pyarrow.csv as pcsv
 
-        pcsv.write_csv(table, buf)
+        pcsv.write_csv(neutralise_formulas(table), buf)
     else:
         import msgspec
 

@@ -121,7 +121,7 @@ class LockFile(msgspec.Struct):
     tolerance: Tolerance = 0.05  # the verdict-flip rate a re-ask may show without drift
     checks: list[CheckResult] = []
     # The run's seed: a judge that draws from it (the simulated one) must draw the same again.
-    seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
+    seed: Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] = 0
     repinned: list[str] = []  # when an earlier pin of this file was replaced (pin --out over it), oldest first
 
 
