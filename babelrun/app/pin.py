@@ -67,7 +67,7 @@ MAX_CANARY = 500  # canary items per judge at most (each asked in both orders): 
 # The fields of a judge a lock records that decide where a key goes and what code runs: a
 # lock naming other values than the manifest's is a changed identity, refused before any call.
 BOUND_FIELDS = ("backend", "model", "endpoint", "api_key_env", "headers", "headers_env", "organization",
-                "project", "azure", "callable")
+                "project", "azure", "callable", "prompt")
 Alpha = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 Tolerance = Annotated[float, msgspec.Meta(ge=0, lt=1)]
 _COLUMNS = ["judge_id", "judge", "item_id", "kind", "lang", "ref_id", "perturbation", "severity", "order",
@@ -372,6 +372,8 @@ def check(lock: LockFile, manifest: Manifest, only: str | None = None, alpha: fl
                              "(check builds each judge from the manifest, never from the lock)")
         if not j.canary:
             raise UsageError(f"judge {j.name!r} has no canary items in the lock file")
+        if j.spec.backend not in judges.BACKENDS:  # a lock naming no real judge is a bad lock file
+            raise UsageError(f"judge {j.name!r} of the lock file names an unknown backend {_short(j.spec.backend)}")
         specs[j.name] = by_name[j.name]
     changed = {j.name: identity_before_calls(j, specs[j.name]) for j in chosen}
 
