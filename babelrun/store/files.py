@@ -5,9 +5,10 @@ A run directory may come from someone else (a colleague's run to ``report``, a C
 truncate or lock the link's target, a file outside the run. So every file babelrun writes,
 truncates or locks is opened here:
 
-- ``write_atomic`` / ``atomic_file``: the bytes go to a temporary file created afresh
-  (``O_CREAT | O_EXCL | O_NOFOLLOW``: never an existing file, never through a link) and are
-  renamed over the name; a rename replaces a link at the name, never its target;
+- ``write_atomic`` / ``atomic_file``: a link at the name is refused; the bytes go to a
+  temporary file created afresh (``O_CREAT | O_EXCL | O_NOFOLLOW``: never an existing file,
+  never through a link) and are renamed over the name (a rename replaces a link planted
+  meanwhile, never its target);
 - ``open_nofollow``: a file written in place (a log segment, a lock, the torn-line repair) is
   opened with ``O_NOFOLLOW`` and must be a regular file;
 - ``safe_dir``: a folder babelrun writes into (``log/``, ``plots/``, ``export/``, ``batches/``,
@@ -94,6 +95,7 @@ def atomic_file(path: Path, *, fsync: bool = False) -> Iterator[BinaryIO]:
     without an error, removed when it raises. The temporary file is created afresh (never an
     existing file, never through a link) and named by this process."""
     path = Path(path)
+    check_not_link(path)  # a link where babelrun writes is refused, as everywhere else
     tmp = tmp_name(path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)  # this process's own leftover (or a link planted under its name): unlinked, not followed
@@ -104,7 +106,7 @@ def atomic_file(path: Path, *, fsync: bool = False) -> Iterator[BinaryIO]:
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, path)  # a link at ``path`` is replaced, its target untouched
+        os.replace(tmp, path)  # a link planted since the check is replaced, its target untouched
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
