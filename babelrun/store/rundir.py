@@ -6,7 +6,8 @@
       run.yaml            RunInfo: the resolved manifest, judge ids, babelrun version
       plan.json           PlanSummary: items planned, the perturbation audit, filters
       log/*.jsonl         the verdict log, the source of truth (store/log.py)
-      lock, locks/        the run lock and per-shard locks (store/log.py)
+      lock, locks/        the run lock and per-shard locks (store/lock.py)
+      .babelrun-run       the marker: a folder babelrun made (MARKER)
       batches/            pending provider batches (engine/batches.py)
       judgements.parquet  the log compacted (store/compact.py), a cache
       stats.json          RunStats: every audit process's, and their totals (stats.<shard>.json per shard)
