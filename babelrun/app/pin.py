@@ -63,6 +63,7 @@ from ..store.files import write_atomic
 from ..store.rundir import read_run_info
 
 LOCK_NAME = "judge.lock.json"
+MAX_LOCK_BYTES = 64 << 20  # a lock file larger than this is refused before it is read
 MAX_CANARY = 500  # canary items per judge at most (each asked in both orders): pin --canary and a lock alike
 # The fields of a judge a lock records that decide where a key goes and what code runs: a
 # lock naming other values than the manifest's is a changed identity, refused before any call.
@@ -257,6 +258,8 @@ def read(path: Path) -> LockFile:
     """The lock file; bad input (exit 2, never 1: in CI, 1 means the judge drifted). Its
     numbers are held to the CLI's limits by its types (alpha, tolerance, canaries)."""
     try:
+        if Path(path).stat().st_size > MAX_LOCK_BYTES:
+            raise UsageError(f"{path}: not a babelrun lock file (larger than {MAX_LOCK_BYTES >> 20} MiB)")
         return msgspec.json.decode(Path(path).read_bytes(), type=LockFile)
     except (FileNotFoundError, IsADirectoryError):
         raise UsageError(f"{path}: no such lock file (write one with `babelrun pin RUN_DIR`)") from None

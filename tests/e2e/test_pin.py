@@ -4,7 +4,6 @@ fails naming the judge; the lock file keeps every check."""
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
 from babelrun.app import pin

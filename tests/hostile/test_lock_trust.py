@@ -27,12 +27,12 @@ KEY_ENV = "BABELRUN_LOCK_TRUST_KEY"
 KEY = "sk-LOCKCANARY-3b9e1f0a7c2d4e6f8a0b"
 OTHER_ENV = "BABELRUN_LOCK_TRUST_OTHER"
 OTHER = "other-secret-5d1c9e"
-CI_HELPERS = """\
+CI_HELPERS = f"""\
 import pathlib, os
-pathlib.Path("IMPORTED").write_text(os.environ.get("{key}", "?"))
+pathlib.Path("IMPORTED").write_text(os.environ.get("{KEY_ENV}", "?"))
 def grade(request):
     return "A"
-""".format(key=KEY_ENV)
+"""
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from babelrun.store.files import UnsafePath, open_nofollow, safe_dir, write_atom
 from babelrun.store.rundir import MARKER, is_run_dir
 from helpers import simulated, write_manifest
 
-SECRET = b"user: alice\ntoken = 33 bytes of config\n"  # no trailing newline below: the repair's bait
+SECRET = b"user: alice\ntoken = 33 bytes of config"  # no trailing newline: the repair's bait
 
 
-def _outside(tmp_path, name="outside.cfg", data=SECRET.rstrip(b"\n")):
+def _outside(tmp_path, name="outside.cfg", data=SECRET):
     target = tmp_path / name
     target.write_bytes(data)
     return target
@@ -44,7 +44,7 @@ def test_a_linked_run_lock_is_refused_and_its_target_kept(command, finished, tmp
     name, *rest = command.split()
     code = main([name, str(manifest if name == "audit" else run), *rest])
     _refused(code, capsys, "lock")
-    assert target.read_bytes() == SECRET.rstrip(b"\n")
+    assert target.read_bytes() == SECRET
 
 
 def test_a_linked_shard_lock_is_refused(finished, tmp_path, capsys):
@@ -53,7 +53,7 @@ def test_a_linked_shard_lock_is_refused(finished, tmp_path, capsys):
     (run / "locks").mkdir(exist_ok=True)
     (run / "locks" / "s0of2").symlink_to(target)
     _refused(main(["audit", str(manifest), "--shard", "0/2"]), capsys, "s0of2")
-    assert target.read_bytes() == SECRET.rstrip(b"\n")
+    assert target.read_bytes() == SECRET
 
 
 @pytest.mark.parametrize("command", ["audit", "merge"])
@@ -64,7 +64,7 @@ def test_a_linked_log_segment_is_never_cut(command, finished, tmp_path, capsys):
     (run / "log" / "zz.jsonl").symlink_to(target)
     code = main([command, str(manifest if command == "audit" else run)])
     _refused(code, capsys, "zz.jsonl")
-    assert target.read_bytes() == SECRET.rstrip(b"\n")
+    assert target.read_bytes() == SECRET
 
 
 def test_a_linked_log_folder_is_refused(finished, tmp_path, capsys):
@@ -86,7 +86,7 @@ def test_a_linked_plot_file_is_refused_and_its_target_kept(name, finished, tmp_p
     (run / "plots" / name).symlink_to(target)
     code = main(["report", str(run)])
     out, err = capsys.readouterr()
-    assert target.read_bytes() == SECRET.rstrip(b"\n")
+    assert target.read_bytes() == SECRET
     if code != 0:  # drawn: refused in one line; a plot with no data: its stale link only removed
         assert code == 2 and "symbolic link" in err and name in err and "Traceback" not in out + err
     else:
@@ -118,7 +118,7 @@ def test_a_linked_file_written_atomically_is_refused(name, finished, tmp_path, c
     (run / name).symlink_to(target)
     code = main(["audit", str(manifest)])
     _refused(code, capsys, name)
-    assert target.read_bytes() == SECRET.rstrip(b"\n")
+    assert target.read_bytes() == SECRET
 
 
 def test_a_temporary_name_planted_as_a_link_is_never_followed(tmp_path):
@@ -128,7 +128,7 @@ def test_a_temporary_name_planted_as_a_link_is_never_followed(tmp_path):
     path = tmp_path / "cards.json"
     (tmp_path / f"cards.json.{os.getpid()}.tmp").symlink_to(target)
     write_atomic(path, b"{}")
-    assert path.read_bytes() == b"{}" and target.read_bytes() == SECRET.rstrip(b"\n")
+    assert path.read_bytes() == b"{}" and target.read_bytes() == SECRET
     assert not (tmp_path / f"cards.json.{os.getpid()}.tmp").exists()
 
 
