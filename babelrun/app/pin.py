@@ -67,8 +67,9 @@ MAX_LOCK_BYTES = 64 << 20  # a lock file larger than this is refused before it i
 MAX_CANARY = 500  # canary items per judge at most (each asked in both orders): pin --canary and a lock alike
 # The fields of a judge a lock records that decide where a key goes and what code runs: a
 # lock naming other values than the manifest's is a changed identity, refused before any call.
+# (The template is compared by its text's hash, ``template_sha``: its path may differ by machine.)
 BOUND_FIELDS = ("backend", "model", "endpoint", "api_key_env", "headers", "headers_env", "organization",
-                "project", "azure", "callable", "prompt")
+                "project", "azure", "callable")
 Alpha = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 Tolerance = Annotated[float, msgspec.Meta(ge=0, lt=1)]
 _COLUMNS = ["judge_id", "judge", "item_id", "kind", "lang", "ref_id", "perturbation", "severity", "order",

@@ -123,7 +123,5 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     try:
         with atomic_file(path, fsync=fsync) as f:
             f.write(data)
-    except UnsafePath:
-        raise
     except OSError as e:  # a full disk: leave no temporary file, and name the file meant
         raise OSError(e.errno, e.strerror, str(path)) from None

@@ -151,16 +151,27 @@ def test_an_unknown_backend_in_a_lock_is_one_line_exit_2(pinned, capsys):
     assert "unknown backend 'no-such-backend'" in err and len(err.splitlines()) == 1
 
 
-def test_a_bad_template_in_a_lock_is_named_never_parsed(pinned, capsys):
-    """Was a TemplateError traceback: the lock's template is a record compared with the
-    manifest's, never parsed or read; the difference is named, no call made."""
+def test_a_bad_template_in_a_lock_is_never_parsed(pinned, capsys):
+    """Was a TemplateError traceback: the lock's recorded template is never parsed nor read
+    (the manifest's is, and its text is compared by hash): the check runs as usual."""
     lock, manifest, port = pinned
     _tamper(lock, False, prompt="{answer_a:{answer_b}")
     with FakeJudgeServer(port=port) as mine:
+        assert main(["check", str(lock), "--manifest", str(manifest)]) == 0
+    assert mine.requests == 8
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and "no drift" in out
+
+
+def test_a_changed_template_text_is_an_identity_change_before_any_call(pinned, capsys):
+    lock, manifest, port = pinned
+    raw = json.loads(lock.read_bytes())
+    raw["judges"][0]["template_sha"] = "0" * 24
+    lock.write_text(json.dumps(raw))
+    with FakeJudgeServer(port=port) as mine:
         assert main(["check", str(lock), "--manifest", str(manifest)]) == 1
     assert mine.requests == 0
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err and "prompt: the lock has '{answer_a:{answer_b}'" in out
+    assert "its text changed" in capsys.readouterr().out
 
 
 def test_check_against_a_401_is_one_line(pinned, capsys, monkeypatch):
