@@ -35,6 +35,7 @@ from .spec import (
     TrajectoriesSource,
     inner_judges,
 )
+from .store.rundir import MARKER, is_run_dir
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
@@ -290,6 +291,11 @@ def _check_output_dir(path: Path) -> None:
         raise ManifestError("output_dir", f"{path} {what}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ManifestError("output_dir", f"{path} cannot be written: {existing} is not writable")
+    if existing == path and not is_run_dir(path) and any(path.iterdir()):
+        # A folder of the user's own files: an audit would replace its report.md, take its
+        # `lock` and clean its *.tmp. Only a babelrun run directory (or an empty folder) is used.
+        raise ManifestError("output_dir", f"{path} holds files and is not a babelrun run directory "
+                            f"(no {MARKER}, no run.yaml + log/); name a new or empty folder")
 
 
 def _check_identities(manifest: Manifest) -> None:

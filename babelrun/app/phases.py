@@ -29,6 +29,7 @@ from ..store.rundir import (
     PlanSummary,
     RunInfo,
     RunStats,
+    mark,
     plan_summary_is_readable,
     read_plan_summary,
     read_run_info,
@@ -64,6 +65,7 @@ def prepare_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create output directory {run_dir}: {e.strerror}") from None
+    mark(run_dir)  # a babelrun run directory from now on (manifest._check_output_dir)
 
 
 def plan_summary(plan: Plan) -> PlanSummary:

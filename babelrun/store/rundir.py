@@ -6,7 +6,8 @@
       run.yaml            RunInfo: the resolved manifest, judge ids, babelrun version
       plan.json           PlanSummary: items planned, the perturbation audit, filters
       log/*.jsonl         the verdict log, the source of truth (store/log.py)
-      lock, locks/        the run lock and per-shard locks (store/log.py)
+      lock, locks/        the run lock and per-shard locks (store/lock.py)
+      .babelrun-run       the marker: a folder babelrun made (MARKER)
       batches/            pending provider batches (engine/batches.py)
       judgements.parquet  the log compacted (store/compact.py), a cache
       stats.json          RunStats: every audit process's, and their totals (stats.<shard>.json per shard)
@@ -19,6 +20,7 @@ Every module names these files through the constants here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +46,42 @@ AGREEMENT_JSON = "agreement.json"
 SELF_PREFERENCE_JSON = "self_preference.json"
 # The analyses that write these four are listed, with their files, in analyses/registry.py (a
 # layer above): the report's staleness check iterates that registry.
+LOCK_JSON = "judge.lock.json"  # `babelrun pin`'s default lock file
+PARQUET = "judgements.parquet"
+# The file babelrun writes into a run directory it makes: an ``output_dir`` that exists, is
+# not empty and has neither it nor a run's run.yaml + log/ (a run made before the marker) is
+# refused at validate, so an audit never writes into (or cleans) a folder of the user's files.
+MARKER = ".babelrun-run"
+# Every file babelrun writes atomically at a run directory's top: the only names whose
+# temporary files (``NAME.<pid>.tmp``) the stale-file cleanup may remove.
+WRITTEN = frozenset({RUN_YAML, PLAN_JSON, STATS_JSON, CARDS_JSON, REPORT_MD, REPORT_HTML, CALIBRATION_JSON,
+                     INVARIANCE_JSON, AGREEMENT_JSON, SELF_PREFERENCE_JSON, LOCK_JSON, PARQUET, MARKER})
+_STALE = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)\.(?P<pid>[0-9]{1,10})\.tmp")
+_SHARD_STATS = re.compile(r"stats\.s[0-9]+of[0-9]+\.json")
+
+
+def stale_tmp_pid(name: str) -> int | None:
+    """The writer's pid of ``name`` when it is the temporary file of a file babelrun writes
+    (``cards.json.4242.tmp``); None for any other name (the user's ``thesis.4242.tmp``)."""
+    m = _STALE.fullmatch(name)
+    if m is None or not (m["name"] in WRITTEN or _SHARD_STATS.fullmatch(m["name"])):
+        return None
+    return int(m["pid"])
+
+
+def is_run_dir(path: Path) -> bool:
+    """A folder babelrun made (its marker), or a run made before the marker (run.yaml + log/)."""
+    path = Path(path)
+    return (path / MARKER).is_file() or ((path / RUN_YAML).is_file() and (path / "log").is_dir())
+
+
+def mark(run_dir: Path) -> None:
+    """Write the marker (once) into a run directory babelrun made or writes."""
+    from .files import write_atomic
+
+    marker = Path(run_dir) / MARKER
+    if not marker.is_file():
+        write_atomic(marker, b"a babelrun run directory: babelrun writes here (see docs/trust.md)\n")
 
 
 class RunInfo(msgspec.Struct, frozen=True):
