@@ -115,6 +115,13 @@ class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=
     language: str = "en"
     condition: str | None = None
     pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
+    # The data set's own label coding, mapped to babelrun's 1 / 2 / tie: {0: tie, 1: 1, 2: 2}
+    # (keys: the values the file uses). Unset: labels are 1, 2 or "tie" as they are.
+    label_map: dict[int | str, int | str] | None = None
+    # A label file (LLMBar-format JSON with ``label`` or ``labels``, or CSV ``item,label`` /
+    # ``item,annotator,label``) whose labels replace the rows' own; several annotators' labels
+    # of a pair give it the majority's gold (no majority: the pair is left out, and counted).
+    labels: str | None = None
 
 
 class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind", frozen=True):
