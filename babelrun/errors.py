@@ -89,6 +89,7 @@ class ErrorKind(StrEnum):
     CALLABLE_ERROR = "callable_error"  # a python judge raised
     RULE_ERROR = "rule_error"  # a rule judge's function raised
     BATCH = "batch_error"  # a key of a provider batch without a result
+    NOT_IN_REPLAY = "not_in_replay"  # a replay judge's file has no verdict for the key: not judged
     # fatal: no request of this judge can pass
     UNAUTHORIZED = "unauthorized"  # 401
     FORBIDDEN = "forbidden"  # 403

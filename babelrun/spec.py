@@ -306,6 +306,17 @@ class RuleSpec(_Spec, frozen=True):
     margin: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
 
 
+class ReplaySpec(_Spec, frozen=True):
+    """``backend: replay``: verdicts read from a file instead of asked for (judges/replay.py).
+    ``path``: babelrun's own export (``babelrun export --table presentations``), a generic
+    table ``{id, order | swap, verdict | winner | score, raw?}`` (JSON Lines, CSV or Parquet),
+    or LLMBar's evaluator outputs (``result.json``). ``judge``: which judge of an export with
+    several (its name)."""
+
+    path: str
+    judge: str | None = None
+
+
 class JudgeSpec(_Spec, frozen=True):
     name: str
     # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
@@ -379,6 +390,8 @@ class JudgeSpec(_Spec, frozen=True):
     # validity, a registered Python function) instead of a model: a cascade's cheap stage.
     rule: RuleSpec | None = None
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
+    # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
+    replay: ReplaySpec | None = None
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
