@@ -67,10 +67,9 @@ import pyarrow.compute as pc
 from ..core.items import LABELLED_KINDS, bare_name
 from ..corpus import labelled
 from ..errors import NotApplicable
-from ..score import lookup
+from ..score import lookup, stats
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.pointwise import pairwise_only
-from ..score import stats
 from ..score.stats import cohen_kappa, confusion, fmt, landis_koch, precision_recall_f1, rounded, wilson
 from ..spec import LabelledPairsSource
 from ..store import compact
@@ -326,7 +325,8 @@ def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float,
                                      _bounds(p_lo, p_hi), _bounds(r_lo, r_hi), q(boot["f1"][:, c]))
     boot_present = boot["true"] > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        macro_boot = {m: (boot[m] * boot_present).sum(axis=1) / boot_present.sum(axis=1) for m in ("precision", "recall", "f1")}
+        macro_boot = {m: (boot[m] * boot_present).sum(axis=1) / boot_present.sum(axis=1)
+                      for m in ("precision", "recall", "f1")}
     macro = Macro(rounded(precision[present].mean()), rounded(recall[present].mean()), rounded(f1[present].mean()),
                   q(macro_boot["precision"]), q(macro_boot["recall"]), q(macro_boot["f1"]))
     columns = (*CLASSES, OTHER)
@@ -401,7 +401,7 @@ def humans(votes: dict[str, dict[str, str]]) -> Humans | None:
     for i, a in enumerate(annotators):
         for b in annotators[i + 1:]:
             both = [(v[a], v[b]) for v in votes.values() if a in v and b in v]
-            x, y = (np.array([t[0] for t in both]), np.array([t[1] for t in both])) if both else (np.array([]), np.array([]))
+            x, y = np.array([t[0] for t in both]), np.array([t[1] for t in both])
             pairwise.append(AnnotatorPair(a, b, len(both), rounded(float((x == y).mean())) if both else None,
                                           rounded(cohen_kappa(x, y)) if both else None))
     vs_rest = []

@@ -210,7 +210,8 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
     fields += (pair.condition,) if pair.condition else ()
     fields += ("tie",) if pair.tie else ()
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
-    return Item(iid, "labelled_tie" if pair.tie else "labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
+    kind: ItemKind = "labelled_tie" if pair.tie else "labelled"
+    return Item(iid, kind, pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
                 pair.perturbation, 0.0, len(pair.better), len(pair.worse),
                 pair.better_family, pair.worse_family)
 

@@ -33,12 +33,11 @@ a ``tie`` verdict is its correct answer.
 
 from __future__ import annotations
 
+import csv
+from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-
-import csv
-from collections import Counter
 
 import msgspec
 
@@ -70,7 +69,8 @@ NO_MAJORITY = "no majority"
 def label_of(value: object, label_map: dict | None = None) -> str:
     """One label in babelrun's coding (``LABELS``); ValueError naming what it is otherwise."""
     if label_map:
-        for key in (value, str(value)) + ((int(value),) if isinstance(value, str) and value.lstrip("-").isdigit() else ()):
+        number = (int(value),) if isinstance(value, str) and value.lstrip("-").isdigit() else ()
+        for key in (value, str(value), *number):
             if key in label_map:
                 value = label_map[key]
                 break
@@ -78,7 +78,8 @@ def label_of(value: object, label_map: dict | None = None) -> str:
             raise ValueError(f"label {value!r} is not in label_map")
     text = str(value).strip().lower()
     if isinstance(value, bool) or text not in LABELS:
-        raise ValueError(f"label {value!r} is not 1, 2 or tie" + ("" if label_map else " (label_map maps a data set's own coding)"))
+        hint = "" if label_map else " (label_map maps a data set's own coding)"
+        raise ValueError(f"label {value!r} is not 1, 2 or tie{hint}")
     return text
 
 

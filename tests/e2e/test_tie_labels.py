@@ -51,7 +51,8 @@ def _verdicts(folder: Path) -> Path:
 def tie_run(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("ties")
     data = _pairs(folder)
-    path = write_manifest(folder, [{"name": "tie-aware", "backend": "replay", "replay": {"path": str(_verdicts(folder))}}],
+    judge = {"name": "tie-aware", "backend": "replay", "replay": {"path": str(_verdicts(folder))}}
+    path = write_manifest(folder, [judge],
                           corpus={"sources": [{"kind": "labelled_pairs", "path": str(data),
                                                "label_map": {0: "tie", 1: 1, 2: 2}}], "languages": ["en"]})
     assert quiet_audit(path).exit_code == 0
@@ -107,3 +108,14 @@ def test_agree_against_three_annotators_shows_the_ceiling(tie_run, tmp_path):
     fig = doc["judges"][0]["sets"][0]["figures"][0]
     assert {"agreement", "agreement_no_ties", "kappa", "confusion", "per_class", "macro"} <= set(fig)
     assert set(fig["per_class"]) == {"1", "2", "tie"} and {"precision", "recall", "f1"} <= set(fig["macro"])
+
+
+def test_pin_and_the_report_count_a_tie_on_a_tie_labelled_pair_as_right(tie_run):
+    from babelrun.app.pin import pin
+
+    lock = pin(tie_run / "run")
+    (judge,) = lock.judges
+    assert judge.labelled_accuracy.value == 1.0 and judge.labelled_accuracy.n == 2 * (N_DECISIVE + N_TIE)
+    report = (tie_run / "run" / "report.md").read_text()
+    assert "labelled pairs `ties`" in report and "| all | 40 | 1.00 [1.00, 1.00] ✓ | 1.00 [1.00, 1.00] |" in report
+    assert "the judge said tie" not in report  # a tie on a tie-labelled pair is no failure
