@@ -308,7 +308,7 @@ class RuleSpec(_Spec, frozen=True):
 
 class ReplaySpec(_Spec, frozen=True):
     """``backend: replay``: verdicts read from a file instead of asked for (judges/replay.py).
-    ``path``: babelrun's own export (``babelrun export --table presentations``), a generic
+    ``path``: babelrun's own export (``presentations`` of ``babelrun export``), a generic
     table ``{id, order | swap, verdict | winner | score, raw?}`` (JSON Lines, CSV or Parquet),
     or LLMBar's evaluator outputs (``result.json``). ``judge``: which judge of an export with
     several (its name)."""

@@ -5,7 +5,7 @@ on released judge outputs or your own annotation logs, and makes no call.
 ``replay: {path, judge}`` names the file. Three shapes are read (``.jsonl``/``.ndjson``,
 ``.json``, ``.csv`` or ``.parquet``):
 
-- **babelrun's own export** (``babelrun export RUN --table presentations``): rows with
+- **babelrun's own export** (``presentations`` of ``babelrun export RUN``): rows with
   ``item_id``, ``ref_id``, ``order``, ``slot`` (or ``verdict``), ``score``, ``raw``; ``judge``
   picks one judge of an export that holds several.
 - **a generic table**: ``id`` (a pair id, a reference id or an item id), the presentation —

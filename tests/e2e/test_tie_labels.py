@@ -119,3 +119,25 @@ def test_pin_and_the_report_count_a_tie_on_a_tie_labelled_pair_as_right(tie_run)
     report = (tie_run / "run" / "report.md").read_text()
     assert "labelled pairs `ties`" in report and "| all | 40 | 1.00 [1.00, 1.00] ✓ | 1.00 [1.00, 1.00] |" in report
     assert "the judge said tie" not in report  # a tie on a tie-labelled pair is no failure
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_a_run_exported_and_replayed_gives_the_same_verdicts(tie_run, tmp_path, fmt):
+    from babelrun.app.export import export
+    from babelrun.store import log
+
+    (_, presentations) = export(tie_run / "run", tmp_path / "export", fmt)
+    folder = tmp_path / "again"
+    folder.mkdir()
+    judge = {"name": "again", "backend": "replay", "replay": {"path": str(presentations)}}
+    path = write_manifest(folder, [judge], corpus={"sources": [{"kind": "labelled_pairs",
+                                                                "path": str(tie_run / "ties" / "dataset.json"),
+                                                                "label_map": {0: "tie", 1: 1, 2: 2}}],
+                                                   "languages": ["en"]})
+    result = quiet_audit(path)
+    assert result.exit_code == 0
+
+    def verdicts(run: Path) -> dict:
+        return {(r.item_id, r.order): (r.verdict, r.raw) for r in log.read(run) if r.status == "ok"}
+
+    assert verdicts(folder / "run") == verdicts(tie_run / "run")  # every verdict, and its raw reply
