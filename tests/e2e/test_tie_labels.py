@@ -141,3 +141,26 @@ def test_a_run_exported_and_replayed_gives_the_same_verdicts(tie_run, tmp_path, 
         return {(r.item_id, r.order): (r.verdict, r.raw) for r in log.read(run) if r.status == "ok"}
 
     assert verdicts(folder / "run") == verdicts(tie_run / "run")  # every verdict, and its raw reply
+
+
+def test_a_pointwise_judge_giving_equal_scores_on_tie_labelled_pairs_is_right(tie_run, tmp_path):
+    lines = []
+    for i in range(N_DECISIVE + N_TIE):
+        tie = i >= N_DECISIVE
+        lines += [{"id": f"ties-{i:04d}", "order": "reference", "score": 7},
+                  {"id": f"ties-{i:04d}", "order": "degraded", "score": 7 if tie else 3}]
+    scores = tmp_path / "scores.csv"
+    scores.write_text("id,order,score\n" + "\n".join(f"{r['id']},{r['order']},{r['score']}" for r in lines) + "\n")
+    folder = tmp_path / "pointwise"
+    folder.mkdir()
+    judge = {"name": "scorer", "backend": "replay", "protocol": "pointwise", "prompt": "pointwise",
+             "replay": {"path": str(scores)}}
+    path = write_manifest(folder, [judge], corpus={"sources": [{"kind": "labelled_pairs",
+                                                                "path": str(tie_run / "ties" / "dataset.json"),
+                                                                "label_map": {0: "tie", 1: 1, 2: 2}}],
+                                                   "languages": ["en"]})
+    result = quiet_audit(path)
+    assert result.exit_code == 0
+    (jc,) = result.cards.pointwise
+    assert jc.overall.items == N_DECISIVE + N_TIE
+    assert jc.overall.discrimination.value == 1.0  # equal scores on the 16 tie pairs are right
