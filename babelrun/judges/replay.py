@@ -35,7 +35,6 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ErrorKind
 from ..spec import JudgeSpec, ReplaySpec
 from .base import JudgeReply, JudgeRequest, RejectedError
 
@@ -225,7 +224,7 @@ class ReplayJudge:
         self.calls += 1
         got = self._lookup(request)
         if got is None or (got.slot is None and got.score is None):
-            raise RejectedError(ErrorKind.NOT_IN_REPLAY.value,
+            raise RejectedError("not_in_replay",
                                 f"{self.spec.replay.path if self.spec.replay else ''} has no verdict for item "
                                 f"{request.item.item_id} ({request.item.ref_id}), {request.order}")
         raw = got.raw if got.raw is not None else (got.slot if got.slot is not None else str(got.score))
