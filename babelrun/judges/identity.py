@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -62,10 +63,19 @@ def _replay_identity(replay: Any) -> dict[str, Any]:
     from pathlib import Path
 
     try:
-        digest = hashlib.blake2b(Path(replay.path).read_bytes(), digest_size=12).hexdigest()
+        stat = Path(replay.path).stat()
+        digest = _file_digest(replay.path, stat.st_size, stat.st_mtime_ns)
     except OSError:
         digest = "unreadable"
     return {"file": digest, "judge": replay.judge}
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """A file's content hash, read once per (path, size, mtime): judge ids are asked for often."""
+    from pathlib import Path
+
+    return hashlib.blake2b(Path(path).read_bytes(), digest_size=12).hexdigest()
 
 
 def _knobs(spec: JudgeSpec) -> dict[str, Any] | None:
