@@ -199,9 +199,9 @@ class ReplayJudge:
     """Answers every request from the replay file; no model, no network."""
 
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
-        # A file without a verdict for a run of keys is no broken judge: its misses are
-        # recorded as not judged and never trip the breaker.
-        self.spec = msgspec.structs.replace(spec, max_consecutive_failures=2**62, retries=0)
+        # A file without a verdict for a run of keys is no broken judge: its misses
+        # (``not_in_replay``) are recorded as not judged and never trip the engine's breaker.
+        self.spec = spec
         self.judge_id = judge_id
         self._verdicts: dict[tuple[str, ...], Any] | None = None
         self.calls = 0  # requests answered from the file (none reaches a network)
