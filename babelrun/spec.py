@@ -115,6 +115,13 @@ class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=
     language: str = "en"
     condition: str | None = None
     pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
+    # The data set's own label coding, mapped to babelrun's 1 / 2 / tie: {0: tie, 1: 1, 2: 2}
+    # (keys: the values the file uses). Unset: labels are 1, 2 or "tie" as they are.
+    label_map: dict[int | str, int | str] | None = None
+    # A label file (LLMBar-format JSON with ``label`` or ``labels``, or CSV ``item,label`` /
+    # ``item,annotator,label``) whose labels replace the rows' own; several annotators' labels
+    # of a pair give it the majority's gold (no majority: the pair is left out, and counted).
+    labels: str | None = None
 
 
 class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind", frozen=True):
@@ -331,6 +338,17 @@ class RuleSpec(_Spec, frozen=True):
     margin: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
 
 
+class ReplaySpec(_Spec, frozen=True):
+    """``backend: replay``: verdicts read from a file instead of asked for (judges/replay.py).
+    ``path``: babelrun's own export (``presentations`` of ``babelrun export``), a generic
+    table ``{id, order | swap, verdict | winner | score, raw?}`` (JSON Lines, CSV or Parquet),
+    or LLMBar's evaluator outputs (``result.json``). ``judge``: which judge of an export with
+    several (its name)."""
+
+    path: str
+    judge: str | None = None
+
+
 class JudgeSpec(_Spec, frozen=True):
     name: str
     # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
@@ -404,6 +422,8 @@ class JudgeSpec(_Spec, frozen=True):
     # validity, a registered Python function) instead of a model: a cascade's cheap stage.
     rule: RuleSpec | None = None
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
+    # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
+    replay: ReplaySpec | None = None
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------

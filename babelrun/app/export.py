@@ -72,7 +72,8 @@ def presentations(run_dir: Path) -> pa.Table:
     plain["attempts"] = pc.fill_null(plain["attempts"], 1)
     plain["ts"] = pc.cast(pc.multiply(plain["ts"], 1e6).cast(pa.int64()), pa.timestamp("us", tz="UTC"))
     graded = pc.invert(pc.is_in(plain["kind"], pa.array(UNGRADED_KINDS)))
-    correct = pc.if_else(graded, pc.equal(plain["verdict"], "reference"), pa.scalar(None, pa.bool_()))
+    wanted = pc.if_else(pc.equal(plain["kind"], "labelled_tie"), "tie", "reference")  # a tie-labelled pair: tie
+    correct = pc.if_else(graded, pc.equal(plain["verdict"], wanted), pa.scalar(None, pa.bool_()))
     table = pa.table(plain)
     return table.add_column(table.schema.get_field_index("verdict") + 1, "correct", correct)
 

@@ -157,10 +157,13 @@ def _canary_ids(mine: pa.Table, n: int, seed: int) -> list[str]:
 
 
 def _labelled_accuracy(mine: pa.Table) -> Interval | None:
-    labelled = mine.filter(pc.equal(mine["kind"].cast(pa.string()), "labelled"))
+    kind = mine["kind"].cast(pa.string())
+    labelled = mine.filter(pc.is_in(kind, pa.array(["labelled", "labelled_tie"])))
     if not labelled.num_rows:
         return None
-    right = pc.sum(pc.equal(labelled["verdict"].cast(pa.string()), "reference")).as_py() or 0
+    # a tie-labelled pair (issue 27) is right when the judge says tie
+    wanted = pc.if_else(pc.equal(labelled["kind"].cast(pa.string()), "labelled_tie"), "tie", "reference")
+    right = pc.sum(pc.equal(labelled["verdict"].cast(pa.string()), wanted)).as_py() or 0
     lo, hi = stats.wilson(right, labelled.num_rows)
     return Interval(round(right / labelled.num_rows, 4), round(float(lo), 4), round(float(hi), 4), labelled.num_rows)
 

@@ -194,7 +194,9 @@ class JudgeRunner:
         """Count the record; stop the judge when its breaker trips."""
         s = self.state
         s.count(record)
-        if record.status != "ok" and s.consecutive_failures >= self.judge.spec.max_consecutive_failures:
+        # a replay judge's file without a verdict for the key (judges/replay.py) is no broken judge
+        if (record.status != "ok" and record.error_kind != "not_in_replay"
+                and s.consecutive_failures >= self.judge.spec.max_consecutive_failures):
             s.stopped = (f"judge {s.name!r} stopped after {s.consecutive_failures} failed calls "
                          f"in a row (last: {record.error})")
             raise _Stop

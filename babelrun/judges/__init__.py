@@ -117,6 +117,9 @@ for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatibl
              checks="presets")
 # A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
 register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})), checks="rule")
+# Verdicts a judge already gave, read from a file: no call is made (replay.py).
+register("replay", "replay", "ReplayJudge", Capabilities(in_process=True, options=frozenset({"replay"})),
+         checks="replay")
 
 
 def _plugin(name: str) -> Backend | None:

@@ -33,6 +33,9 @@ class Card(msgspec.Struct, frozen=True):
     # why neither (too few items, segmentation weak); and whether accuracy is below chance.
     verdict: str | None = None
     below_chance: bool = False
+    # Labelled sets: how many of the card's pairs are tie-labelled (gold: neither better; a
+    # ``tie`` verdict is correct). Absent from cards.json where there are none.
+    tie_labelled: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):
