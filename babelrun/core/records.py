@@ -57,6 +57,8 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     error_kind: str | None = None
     error: str | None = None
     ts: float = 0.0
+    cached: bool = False  # served from the response cache (``cache:``): no call was made
+    tokens_cached: int | None = None  # input tokens the provider served from its prompt cache
 
     @property
     def key(self) -> tuple[str, str, str]:

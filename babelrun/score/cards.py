@@ -33,6 +33,9 @@ class Card(msgspec.Struct, frozen=True):
     # why neither (too few items, segmentation weak); and whether accuracy is below chance.
     verdict: str | None = None
     below_chance: bool = False
+    # Early stopping (engine/stopping.py): "stopped at n = … of …"; the reliability interval
+    # is then the anytime-valid confidence sequence's, not the bootstrap's (docs/stopping.md).
+    stopped: str | None = None
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):

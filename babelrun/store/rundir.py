@@ -20,6 +20,7 @@ Every module names these files through the constants here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -74,6 +75,9 @@ class JudgeStats(msgspec.Struct, frozen=True):
     calls_per_s: float
     elapsed_s: float
     stopped: str | None
+    # The cost ledger (engine/ledger.py): total, by kind and language; None without a price.
+    spend: dict[str, Any] | None = None
+    cached: int = 0  # records served by the response cache
 
 
 
