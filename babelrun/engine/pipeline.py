@@ -106,7 +106,9 @@ class JudgeRunner:
     stopper: Stopper | None = None  # early stopping per cell (engine/stopping.py)
     cache: ResponseCache | None = None  # the response cache (store/cache.py)
     budget_usd: float | None = None  # ``audit --budget``: stop issuing calls at this spend
-    _in_flight: int = 0
+    _reserved: float = 0.0  # the expected cost of the calls in flight (``_reserve``), and how many
+    _reserving: int = 0
+    _released: anyio.Event | None = None  # set when one of them answers
     _producer: anyio.CancelScope | None = None
 
     def drain(self) -> None:
@@ -178,24 +180,57 @@ class JudgeRunner:
             reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out,
             reply.probs, reply.slot, reply.score))
 
-    def _over_budget(self) -> bool:
-        """Whether one more call would take the judge past ``budget_usd``: the spend so far,
-        plus the calls in flight and this one at the mean cost of a call so far."""
+    def _expected(self, request: JudgeRequest) -> float:
+        """What this call is expected to cost: the mean cost of this judge's calls so far;
+        before the first has answered, the request's own size at the price (its bytes / 3 as
+        input tokens, ``max_tokens`` as output: what the rate limiter reserves)."""
         ledger = self.state.ledger
-        if ledger is None or self.budget_usd is None:
-            return False
+        assert ledger is not None
         priced = sum(n for k, n in ledger.calls.items() if k != "cached")
-        if priced == 0:
-            return self._in_flight > 0 and ledger.total >= self.budget_usd
-        mean = ledger.total / priced
-        if ledger.total + (self._in_flight + 1) * mean <= self.budget_usd:
-            return False
-        if self.state.stopped is None:
-            self.state.stopped = (f"judge {self.state.name!r} stopped at its budget: {ledger.total:.4f} "
-                                  f"of {self.budget_usd:g} {ledger.price.currency} spent")
-        if self._producer is not None:
-            self._producer.cancel()
-        return True
+        if priced:
+            return ledger.total / priced
+        from .ledger import cost
+
+        prompt = limits.estimate_tokens(request.messages, 0)
+        return cost(ledger.price, prompt, 0, max_tokens(self.judge.spec), ledger.batch)
+
+    async def _reserve(self, request: JudgeRequest) -> float | None:
+        """Reserve this call's expected cost against ``budget_usd`` while it is in flight, and
+        return it; None once the spend so far and this call would pass the budget with no
+        call in flight (the judge then stops issuing calls: the key stays undone). While calls
+        are in flight it waits for them to answer first, so the stop is decided on what was
+        spent, not on guesses: a judge stops within about one call's cost of its budget."""
+        ledger = self.state.ledger
+        assert ledger is not None and self.budget_usd is not None
+        while self.state.stopped is None:
+            expected = self._expected(request)
+            # the judge's first call is sent whatever its guessed cost (with none in flight):
+            # what calls cost is learnt from it, and it passes the budget by one call at most
+            first = not self._reserving and not any(k != "cached" for k in ledger.calls)
+            if first or ledger.total + self._reserved + expected <= self.budget_usd:
+                self._reserved += expected
+                self._reserving += 1
+                return expected
+            if not self._reserving:
+                self.state.stopped = (f"judge {self.state.name!r} stopped at its budget: {ledger.total:.4f} "
+                                      f"of {self.budget_usd:g} {ledger.price.currency} spent")
+                if self._producer is not None:
+                    self._producer.cancel()
+                break
+            if self._released is None:
+                self._released = anyio.Event()
+            await self._interruptible(self._released.wait)
+        return None
+
+    def _release(self, reserved: float | None) -> None:
+        """A reserved call answered (its cost is in the ledger now) or was never sent."""
+        if reserved is None:
+            return
+        self._reserved -= reserved
+        self._reserving -= 1
+        if self._released is not None:
+            self._released.set()
+            self._released = None
 
     async def call(self, request: JudgeRequest) -> Record:
         """One key, retried under the policy; returns its ``ok`` or ``error`` record.
@@ -252,26 +287,33 @@ class JudgeRunner:
                 if self.stopper is not None and not self.stopper.needed(request.item.item_id):
                     self.stopper.skip(request.item.item_id)  # queued before its cell stopped
                     continue
+                reserved = None
                 if self.budget_usd is not None:
-                    if self._over_budget():
+                    try:
+                        reserved = await self._reserve(request)
+                    except _Drained:
+                        continue
+                    if reserved is None:
                         continue  # not sent: the key stays undone, for the next run
-                    self._in_flight += 1
                 try:
                     record = await self.call(request)
                 except _Drained:
+                    if reserved is not None:
+                        self._release(reserved)
                     continue  # not sent, or between retries: no record, the key stays undone
                 except FatalJudgeError as e:
+                    if reserved is not None:
+                        self._release(reserved)
                     self.state.stopped = f"judge {self.state.name!r} stopped: {e}"
                     self.state.failed += 1
                     self.state.errors[e.kind] += 1
                     await _put(records, build.record(self.judge, request.item, request.order,
                                                 status="error", error_kind=e.kind, error=str(e)))
                     raise _Stop from None
-                finally:
-                    if self.budget_usd is not None:
-                        self._in_flight -= 1
                 await _put(records, record)
                 self.count(record)
+                if reserved is not None:
+                    self._release(reserved)  # after count: its cost is in the ledger
                 if self.stopper is not None:
                     self.stopper.feed(record.item_id, record.order, record.status == "ok", record.verdict,
                                       record.ref_len, record.pert_len)
