@@ -141,6 +141,8 @@ CASES = {
     ("check", 2): lambda r, t: main(["check", str(t / "no-such.lock.json")]),
     ("self-preference", 0): lambda r, t: main(["self-preference", str(r["a"])]),
     ("self-preference", 2): lambda r, t: main(["self-preference", str(r["not_run"])]),
+    ("cache", 0): lambda r, t: main(["cache", "stats", str(t)]),
+    ("cache", 2): lambda r, t: main(["cache", "prune", str(t / "no-such-cache")]),
 }
 
 

@@ -84,3 +84,26 @@ def test_providers_read_cached_input_tokens(proto, usage, tokens_in, cached, mon
         body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "A"}]}}], "usageMetadata": usage}
     reply = judge.reply(msgspec.json.encode(body))
     assert (reply.raw, reply.tokens_in, reply.tokens_cached) == ("A", tokens_in, cached)
+
+
+def test_cache_stats_and_prune_commands(tmp_path, capsys):
+    from babelrun.app.cli import main
+
+    c = ResponseCache(tmp_path / "c")
+    _fill(c, "j1", 4)
+    _fill(c, "j2", 3)
+    assert main(["cache", "stats", str(tmp_path / "c"), "--json"]) == 0
+    shown = msgspec.json.decode(capsys.readouterr().out)
+    assert shown["entries"] == 7 and {k: v["entries"] for k, v in shown["judges"].items()} == {"j1": 4, "j2": 3}
+    # a manifest names the cache; prune by default to its max_mb
+    (tmp_path / "m.yaml").write_text("name: t\njudges: [{name: s, backend: simulated}]\n"
+                                     "cache: {dir: c, max_mb: 0.0025}\n")  # ~2.6 KB: two 1 KB entries fit
+    assert main(["cache", "prune", str(tmp_path / "m.yaml"), "--json"]) == 0
+    pruned = msgspec.json.decode(capsys.readouterr().out)
+    assert pruned["removed"] == 5 and pruned["entries"] == 2
+    assert main(["cache", "prune", str(tmp_path / "c"), "--judge-id", "j1"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert main(["cache", "prune", str(tmp_path / "c")]) == 2  # nothing to prune by
+    (tmp_path / "n.yaml").write_text("name: t\njudges: [{name: s, backend: simulated}]\n")
+    assert main(["cache", "stats", str(tmp_path / "n.yaml")]) == 2  # no cache: section
+    assert "no cache: section" in capsys.readouterr().err
