@@ -61,13 +61,14 @@ def kind_of(record: Record, batch: bool) -> str:
 class Ledger:
     """One judge's spend in this process."""
 
-    __slots__ = ("batch", "by_lang", "calls", "price", "total")
+    __slots__ = ("batch", "by_lang", "calls", "lang_calls", "price", "total")
 
     def __init__(self, price: Price, batch: bool = False):
         self.price, self.batch = price, batch
         self.total = 0.0
         self.by_lang: dict[str, dict[str, float]] = {}
         self.calls: dict[str, int] = {}
+        self.lang_calls: dict[str, dict[str, int]] = {}
 
     def add(self, record: Record) -> float:
         kind = kind_of(record, self.batch)
@@ -77,6 +78,8 @@ class Ledger:
         row = self.by_lang.setdefault(record.lang, {})
         row[kind] = row.get(kind, 0.0) + usd
         self.calls[kind] = self.calls.get(kind, 0) + 1
+        counts = self.lang_calls.setdefault(record.lang, {})
+        counts[kind] = counts.get(kind, 0) + 1
         return usd
 
     def summary(self) -> dict[str, Any]:
@@ -85,4 +88,5 @@ class Ledger:
                             for k in KINDS if k in self.calls},
                 "calls_by_kind": dict(sorted(self.calls.items())),
                 "by_language": {lang: {k: round(v, 6) for k, v in sorted(row.items())}
-                                for lang, row in sorted(self.by_lang.items())}}
+                                for lang, row in sorted(self.by_lang.items())},
+                "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(self.lang_calls.items())}}

@@ -135,6 +135,7 @@ def spend_total(spends: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     by_kind: dict[str, float] = {}
     calls: dict[str, int] = {}
     by_lang: dict[str, dict[str, float]] = {}
+    lang_calls: dict[str, dict[str, int]] = {}
     for s in priced:
         total += s["total"]
         for k, v in s["by_kind"].items():
@@ -145,10 +146,15 @@ def spend_total(spends: list[dict[str, Any] | None]) -> dict[str, Any] | None:
             into = by_lang.setdefault(lang, {})
             for k, v in row.items():
                 into[k] = into.get(k, 0.0) + v
+        for lang, counts in s.get("calls_by_language", {}).items():
+            into_calls = lang_calls.setdefault(lang, {})
+            for k, n in counts.items():
+                into_calls[k] = into_calls.get(k, 0) + n
     return {"currency": priced[-1]["currency"], "total": round(total, 6),
             "by_kind": {k: round(v, 6) for k, v in by_kind.items()}, "calls_by_kind": dict(sorted(calls.items())),
             "by_language": {lang: {k: round(v, 6) for k, v in sorted(row.items())}
-                            for lang, row in sorted(by_lang.items())}}
+                            for lang, row in sorted(by_lang.items())},
+            "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(lang_calls.items())}}
 
 
 def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:

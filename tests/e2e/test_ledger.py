@@ -109,3 +109,29 @@ def test_budget_stops_within_one_call_of_it_per_judge_and_a_rerun_continues(tmp_
     for j in stats["judges"]:
         mine = [r for r in records if r.judge == j["judge"]]
         assert j["spend"]["total"] == pytest.approx(sum(_usd(r, prices[j["judge"]]) for r in mine), abs=3e-6)
+
+
+def test_spend_in_the_summary_line_and_the_report(tmp_path, capsys):
+    with FakeJudgeServer() as server:
+        judges = [{"name": "j", "backend": "openai", "model": "m", "endpoint": server.url, "price": PRICE},
+                  {"name": "free", "backend": "openai", "model": "m2", "endpoint": server.url}]
+        path = write_manifest(tmp_path, judges, corpus=CORPUS)
+        assert main(["audit", str(path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    by_name = {j["judge"]: j for j in _stats(tmp_path / "run")["judges"]}
+    spend = by_name["j"]["spend"]
+    assert first.endswith(f"; spent {spend['total']:.4f} USD")
+    assert by_name["free"]["spend"] is None  # no price, no ledger
+    report = (tmp_path / "run" / "report.md").read_text()
+    section = report.split("## Spend", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| t | j |")]
+    assert rows[0].startswith("| t | j | all |") and rows[0].endswith(f"| 0 | {spend['total']:,.4f} USD |")
+    assert [r.split(" | ")[2] for r in rows[1:]] == sorted(CORPUS["languages"])
+    assert "| t | free |" not in section
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "<h2>Spend</h2>" in html and f"{spend['total']:,.4f} USD" in html
+    # a run without prices has no Spend section
+    (tmp_path / "p").mkdir()
+    plain = write_manifest(tmp_path / "p", [{"name": "s", "backend": "simulated"}], corpus=CORPUS)
+    assert quiet_audit(plain).exit_code == 0
+    assert "## Spend" not in (tmp_path / "p" / "run" / "report.md").read_text()

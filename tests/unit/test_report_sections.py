@@ -16,7 +16,7 @@ importlib.import_module("babelrun.report.markdown")
 def test_every_section_has_a_renderer_in_each_format_in_one_order(fmt) -> None:
     got = [s.name for s, _ in sections.rendered(fmt)]
     assert got == ["matrix", "leaderboard", "recommendations", "cards", "pointwise", "mitigations", "agentic",
-                   "plots", "audit", "analyses", "stats", "identities", "examples"]
+                   "plots", "audit", "analyses", "stats", "spend", "identities", "examples"]
 
 
 def test_a_section_without_a_renderer_fails_loudly(monkeypatch) -> None:

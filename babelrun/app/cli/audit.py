@@ -43,7 +43,7 @@ def _audit(args: argparse.Namespace) -> int:
                        limit=args.limit, budget=args.budget)
     what = f"shard {shard.index}/{shard.count}: " if shard is not None else ""
     print(f"{result.run_dir}: {what}{result.new_records} new records; "
-          f"{result.already_done} of {result.planned_calls} planned calls were already done")
+          f"{result.already_done} of {result.planned_calls} planned calls were already done{_spent(result.stats)}")
     for reason in result.stop_reasons:
         print(f"error: {reason}", file=sys.stderr)
     if result.interrupted:
@@ -64,6 +64,15 @@ def _audit(args: argparse.Namespace) -> int:
     if result.cards is not None:
         _cards(result)
     return result.exit_code
+
+
+def _spent(stats) -> str:
+    """The summary line's tail: what this process spent, per currency (the cost ledger)."""
+    by_currency: dict[str, float] = {}
+    for j in stats.judges:
+        if j.spend is not None:
+            by_currency[j.spend["currency"]] = by_currency.get(j.spend["currency"], 0.0) + j.spend["total"]
+    return "".join(f"; spent {usd:.4f} {cur}" for cur, usd in sorted(by_currency.items()))
 
 
 def _cards(result) -> None:
