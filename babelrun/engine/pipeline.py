@@ -442,12 +442,12 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
             r.budget_usd = options.budget_usd
     if options.stopping is None:
         return []
-    spec = options.stopping
-    cells = plan.stopping_cells(spec.per_perturbation)
+    how = options.stopping
+    cells = plan.stopping_cells(how.per_perturbation)
     eligible = [r for r in runs if r.judge.protocol.kind == "pairwise" and not r.judge.spec.batch]
     rows = stopping.log_rows(writer.run_dir, {r.judge.judge_id for r in eligible})
     for r in eligible:
-        r.stopper = Stopper(spec, cells, r.judge.spec.name, r.judge.judge_id)
+        r.stopper = Stopper(how, cells, r.judge.spec.name, r.judge.judge_id)
         r.stopper.feed_rows(rows.get(r.judge.judge_id, []))
     return [r.stopper for r in eligible if r.stopper is not None]
 

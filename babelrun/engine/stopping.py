@@ -138,7 +138,7 @@ class Sequence:
         self.lo, self.hi = 0.0, 1.0
         self.n = 0
 
-    def add(self, item: dict[str, float]) -> None:
+    def add(self, item: dict[str, float | None]) -> None:
         for name, cs in self.cs.items():
             x = item.get(name)
             if x is not None:  # lw / lb: only items of that length stratum
@@ -227,7 +227,7 @@ class _Cell:
     sequence: Sequence
     next: int = 0  # the next rank to feed
     stopped_at: int | None = None
-    finished: dict[int, dict[str, float] | None] = field(default_factory=dict)  # rank → stats (None: failed)
+    finished: dict[int, dict[str, float | None] | None] = field(default_factory=dict)  # rank → stats (None: failed)
 
 
 class Stopper:
@@ -317,7 +317,7 @@ def log_rows(run_dir: Path, judge_ids: set[str]) -> dict[str, list[tuple[str, st
                         ("pert_len", pa.int64())])
     table = read_table(run_dir, schema)
     table = table.filter(pc.is_in(table["judge_id"], pa.array(sorted(judge_ids), pa.string())))
-    out: dict[str, list] = {}
+    out: dict[str, list[tuple[str, str, str, str | None, int, int]]] = {}
     cols = [table[n].to_pylist() for n in schema.names]
     for jid, *row in zip(*cols, strict=True):
         out.setdefault(jid, []).append(tuple(row))

@@ -52,7 +52,7 @@ def cards_of_run(run_dir: Path) -> Cards:
 def _stopped(judges: list[JudgeCards], run_dir: Path) -> list[JudgeCards]:
     """Cards of stopped cells (``stopping.json``): R's interval is the confidence sequence's,
     the verdict follows it, and the card says where it stopped."""
-    from ..engine.stopping import read_report
+    from ..engine.stopping import CellReport, read_report
     from . import verdict as verdicts
     from .cards import Card, LanguageCard, PerturbationCard
     from .stats import Interval
@@ -64,7 +64,7 @@ def _stopped(judges: list[JudgeCards], run_dir: Path) -> list[JudgeCards]:
     if not cells:
         return judges
 
-    def stop(card: Card, cell) -> Card:
+    def stop(card: Card, cell: CellReport) -> Card:
         r = card.reliability
         interval = Interval(r.value, cell.lo, cell.hi, r.n)
         weak = card.verdict == "segmentation weak"

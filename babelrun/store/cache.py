@@ -85,7 +85,7 @@ class ResponseCache:
 
 def entries(root: str | Path) -> list[tuple[Path, int, float, str]]:
     """(path, bytes, mtime, judge_id) of every entry."""
-    out = []
+    out: list[tuple[Path, int, float, str]] = []
     root = Path(root).expanduser()
     if not root.is_dir():
         return out

@@ -4,8 +4,9 @@ shows the traceback.
 One module per command group, each holding its commands' arguments and handlers side by side
 (``audit``: audit, validate, merge; ``outputs``: score, report, compact, show, export;
 ``judge``: languages, pin, check, bench-judge; ``analyses``: one command per entry of the
-analyses registry, and diff; ``cache``: cache stats and prune). ``COMMANDS`` is the table of them all, in ``--help`` order;
-``build_parser`` makes the parser from it and ``main`` runs one command."""
+analyses registry, and diff; ``cache``: cache stats and prune). ``COMMANDS`` is the table of
+them all, in ``--help`` order; ``build_parser`` makes the parser from it and ``main`` runs one
+command."""
 
 from __future__ import annotations
 
