@@ -33,8 +33,7 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
         judge, request.item, request.order, status="ok", verdict=verdict, slot=slot, score=score,
         raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
         tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
-        served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,
-        **({"tokens_cached": reply.tokens_cached} if reply.tokens_cached is not None else _NO_PROBS),
+        served_model=reply.served_model, fingerprint=reply.fingerprint, tokens_cached=reply.tokens_cached, **probs,
     )
 
 
