@@ -184,6 +184,27 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
                                      reference_answer=getattr(ref, "reference_answer", "")), "emitted"
 
 
+def replay(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]], seed: int,
+           perturb: Perturber, outcomes: Iterator[Outcome], ids: Iterator[str],
+           kind: ItemKind = "text") -> Iterator[Item]:
+    """The items ``generate`` emitted for the same arguments, again, from what it reported:
+    ``outcomes`` (one per cell, in its order) and the emitted items' ids. A plan's passes
+    after its survey use it: no id is hashed, no no-op or merge is checked, and a cell that
+    emitted nothing is not perturbed again. Each item is identical to ``generate``'s (the
+    perturbation is deterministic given the RNG seeded from the id)."""
+    prefix = FAMILY_PREFIX[kind]
+    for ref in references:
+        guide = getattr(ref, "reference_answer", "")
+        for name, severities in perturbations:
+            for severity in sorted(severities):
+                if next(outcomes) != "emitted":
+                    continue
+                iid = next(ids)
+                perturbed = perturb(ref, name, severity, random.Random(int(iid, 16)))
+                yield Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
+                           prefix + name, severity, len(ref.response), len(perturbed), reference_answer=guide)
+
+
 def _squeezed(text: str) -> str:
     return "".join(text.split())
 

@@ -29,6 +29,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
+from ..core import bounds
 from ..judges import (
     FatalJudgeError,
     Judge,
@@ -38,6 +39,7 @@ from ..judges import (
     RetryableError,
 )
 from ..judges.protocol import max_tokens
+from ..judges.safe_regex import PatternTimeout
 from ..plan import Plan
 from ..spec import Price, StoppingSpec
 from ..store.cache import CachedReply, ResponseCache, request_key
@@ -110,6 +112,9 @@ class JudgeRunner:
     _reserving: int = 0
     _released: anyio.Event | None = None  # set when one of them answers
     _producer: anyio.CancelScope | None = None
+    # A backend whose calls a drain abandons (``abandon_on_drain``: a Python judge's call may
+    # never return): its in-flight calls end without a record, like a wait.
+    abandon: bool = False
 
     def drain(self) -> None:
         """Stop waiting: calls not yet sent and pending retries end without a record; calls
@@ -136,7 +141,7 @@ class JudgeRunner:
         await self._interruptible(lambda: anyio.sleep(seconds))
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
-        if self.account.open_now() and not self.draining:  # nothing to wait for: no scope
+        if self.account.open_now(estimate) and not self.draining:  # nothing to wait for: no scope
             reserved = await self.account.admit(estimate)
         else:
             reserved = await self._interruptible(lambda: self.account.admit(estimate))
@@ -144,7 +149,10 @@ class JudgeRunner:
         try:
             async with self.gate:
                 started = time.perf_counter()  # the judge's latency, not our queueing
-                reply = await self.judge.judge(request)
+                if self.abandon:
+                    reply = await self._interruptible(lambda: self.judge.judge(request))
+                else:
+                    reply = await self.judge.judge(request)
         except RetryableError as e:
             await self.account.settle(reserved, 0)  # a refused call used no tokens
             if e.kind == "rate_limited":
@@ -153,7 +161,8 @@ class JudgeRunner:
                 if e.retry_after:
                     self.account.pause(e.retry_after)
             raise
-        used = None if reply.tokens_in is None else reply.tokens_in + (reply.tokens_out or 0)
+        tokens_in = bounds.count(reply.tokens_in)  # a provider's 1e30 is clamped, never awaited
+        used = None if tokens_in is None else tokens_in + (bounds.count(reply.tokens_out) or 0)
         await self.account.settle(reserved, used)
         self.gate.success()
         return reply, time.perf_counter() - started
@@ -254,6 +263,8 @@ class JudgeRunner:
             failure: RetryableError | RejectedError = first
         except RejectedError as e:
             failure = e
+        except PatternTimeout as e:  # a rule's regex ran past its time: the pair reads invalid
+            return build.timeout_record(self.judge, request, e, 1, 0.0)
         attempts = 1
         retries = self.judge.spec.retries
         if isinstance(failure, RetryableError) and retries > 0:
@@ -269,6 +280,8 @@ class JudgeRunner:
                         return build.ok_record(self.judge, request, reply, attempts, latency)
             except (RetryableError, RejectedError) as e:
                 failure = e
+            except PatternTimeout as e:
+                return build.timeout_record(self.judge, request, e, attempts, 0.0)
         return build.record(self.judge, request.item, request.order, status="error", attempts=attempts,
                        error_kind=failure.kind, error=str(failure))
 
@@ -375,6 +388,8 @@ async def _write(records: ObjectReceiveStream[Record], writer: LogWriter) -> Non
                     break
             if writer.write_batch(batch):
                 await anyio.to_thread.run_sync(writer.sync)
+            if writer.sealed:  # a segment was closed: its keys index, off the event loop
+                await anyio.to_thread.run_sync(writer.index_sealed)
 
 
 async def _signals(on_first: Callable[[], None], on_second: Callable[[], None]) -> None:
@@ -391,7 +406,8 @@ def runner(judge: Judge, account: limits.Budget, state: JudgeState, calls: limit
     size_pool = getattr(judge, "size_pool", None)
     if size_pool is not None:
         size_pool(calls.pool)
-    return JudgeRunner(judge, account, calls.gate(), state, calls.workers)
+    return JudgeRunner(judge, account, calls.gate(), state, calls.workers,
+                       abandon=bool(getattr(judge, "abandon_on_drain", False)))
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,13 @@ MT-Bench's ``{ref_answer_1}``, alpaca_eval's ``{instruction}``/``{output_1}``/``
 (pointwise ``{output}``) and inspect_ai's ``{criterion}`` (the reference answer). Corpus text is
 substituted as data: ``str.format`` does
 not re-read substituted values, and field names must be plain names (no ``{a.b}`` or
-``{a[0]}``), so a template cannot reach into objects.
+``{a[0]}``), so a template cannot reach into objects. A field takes no format spec or
+conversion (``{answer_a:>299999999}``, ``{answer_b:{foo}}``, ``{answer_a!r}`` are refused at
+validate): the rendered prompt is the template's text and the item's, nothing larger.
 
 Verdicts: the built-in pairwise templates keep the strict parser (``prompt.parse``). A
-``verdict:`` pattern is a regex whose first group is the label, taken from the first or the
+``verdict:`` pattern is a regex (run by ``safe_regex``: a search past its time reads
+``invalid``, ``pattern_timeout``) whose first group is the label, taken from the first or the
 last match; pairwise labels map through ``labels``, pointwise ones must be a number inside
 ``scale``. Anything else is ``invalid`` with the raw reply kept: never guessed.
 """
@@ -35,6 +38,7 @@ import msgspec
 from ..core.items import Item
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
+from . import safe_regex
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
 
@@ -90,11 +94,15 @@ def fields_of(text: str) -> list[str]:
     """The ``str.format`` field names of ``text``, aliases resolved; raises ValueError on a
     malformed template or a field that is not a plain name."""
     names = []
-    for _, name, _, _ in string.Formatter().parse(text):
+    for _, name, spec, conversion in string.Formatter().parse(text):
         if name is None:
             continue
         if not name.isidentifier():
             raise ValueError(f"field {{{name}}} must be a plain name")
+        if spec or conversion:  # widths, nested fields, conversions: refused (docs: "Bounds")
+            shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            raise ValueError(f"field {shown[:60]} has a format spec or conversion: write the field plain, "
+                             f"{{{name}}}")
         names.append(ALIASES.get(name, name))
     return names
 
@@ -132,10 +140,10 @@ def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
 
 
-def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
+def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
     try:
-        pattern = re.compile(verdict.pattern)
-    except re.error as e:
+        pattern = safe_regex.compile(verdict.pattern)
+    except safe_regex.error as e:
         raise TemplateError("verdict.pattern", f"not a valid regular expression: {e}") from None
     if pattern.groups < 1:
         raise TemplateError("verdict.pattern", "needs a group: (…) around the label")
@@ -171,23 +179,19 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
 
 
-def _captured(pattern: re.Pattern[str], match: str, raw: str) -> str | None:
-    if match == "first":
-        found = pattern.search(raw)
-    else:
-        found = None
-        for found in pattern.finditer(raw):  # noqa: B007 (the last one is wanted)
-            pass
-    if found is None or found.group(1) is None:
-        return None
-    return found.group(1).strip()
+def _captured(pattern: safe_regex.Pattern[str], match: str, raw: str) -> str | None:
+    """The first group of the first or last match; ``safe_regex.PatternTimeout`` when the
+    search runs past its time (the engine records the reply invalid, ``pattern_timeout``)."""
+    found = safe_regex.search(pattern, raw, "first" if match == "first" else "last")
+    label = None if found is None else found.group(1)
+    return label.strip() if isinstance(label, str) else None
 
 
 def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
     """reply -> A, B, tie or invalid."""
     if verdict is None:
         return parse
-    pattern, labels, match = re.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
+    pattern, labels, match = safe_regex.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
         label = _captured(pattern, match, raw)
@@ -199,7 +203,8 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
 def score_reader(verdict: VerdictSpec) -> Callable[[str], float | None]:
     """reply -> a score inside the scale, or None (invalid)."""
     assert verdict.scale is not None  # a pointwise verdict has one (check_verdict rejects it otherwise)
-    pattern, (lo, hi), match, named = re.compile(verdict.pattern), verdict.scale, verdict.match, verdict.values
+    pattern, (lo, hi), match, named = (safe_regex.compile(verdict.pattern), verdict.scale, verdict.match,
+                                       verdict.values)
 
     def read(raw: str) -> float | None:
         label = _captured(pattern, match, raw)
@@ -275,6 +280,10 @@ class Judging:
             self.read_score = score_reader(self.verdict)
         self.localized = spec.prompt_language == "item"
         self.soft = spec.soft
+        # Precomputed per template, so that a render does only the per-item work: which
+        # placeholders each text fills (aliases resolved), and the texts by language with
+        # a placeholder-free system text formatted once.
+        self._texts: dict[str | None, tuple[str | None, _Names, str, _Names]] = {}
 
     @classmethod
     def of(cls, spec: JudgeSpec) -> Judging:
@@ -288,26 +297,52 @@ class Judging:
     def render(self, item: Item, key: str) -> list[dict[str, str]]:
         """Chat messages for one key. Plain ``str.format_map`` over the template only: corpus
         text is substituted as data, never re-read as a template."""
-        from ..core import languages
-
         values = {"question": item.prompt}
-        if "reference" in self.fields:
+        fields = self.fields
+        if "reference" in fields:
             if not item.reference_answer:
                 raise TemplateError("prompt", f"the template uses {{reference}} but item {item.item_id} "
                                               "has no reference_answer")
             values["reference"] = item.reference_answer
-        if "language" in self.fields:
+        if "language" in fields:
+            from ..core import languages
+
             values["language"] = languages.name(item.lang)
         if self.kind == "pointwise":
             values["answer"] = item.reference if key == "reference" else item.perturbed
+        elif key == "ref_first":  # pairwise: key is a slot order (JudgeRequest.answer_a/answer_b)
+            values["answer_a"], values["answer_b"] = item.reference, item.perturbed
         else:
-            request = JudgeRequest(item, cast(Order, key), [])  # pairwise: key is a slot order (above)
-            values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
-        values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
-        system, user = self.template.texts(item.lang if self.localized else None)
-        messages = [{"role": "system", "content": system.format_map(values)}] if system else []
-        messages.append({"role": "user", "content": user.format_map(values)})
+            values["answer_a"], values["answer_b"] = item.perturbed, item.reference
+        lang = item.lang if self.localized else None
+        texts = self._texts.get(lang)
+        if texts is None:
+            texts = self._texts[lang] = self._prepared(lang)
+        system, system_names, user, user_names = texts
+        messages = []
+        if system is not None:
+            content = system if system_names == () else system.format_map(_filled(values, system_names))
+            messages.append({"role": "system", "content": content})
+        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names))})
         return messages
+
+    def _prepared(self, lang: str | None) -> tuple[str | None, _Names, str, _Names]:
+        """A language's (system, its placeholders, user, its placeholders): each placeholder
+        as (name in the text, the field it reads), None for a text whose fields are not plain
+        names (filled with every field and alias, as a render always did); a system text
+        without placeholders comes formatted (``{{`` undone), None where there is none."""
+        system, user = self.template.texts(lang)
+
+        def names(text: str) -> tuple[tuple[str, str], ...] | None:
+            parsed = list(string.Formatter().parse(text))
+            if any(name is not None and not name.isidentifier() or "{" in (spec or "") for _, name, spec, _ in parsed):
+                return None  # not plain names (check_template rejects these in a user's text): every field
+            found = dict.fromkeys(name for _, name, _, _ in parsed if name is not None)
+            return tuple((name, ALIASES.get(name, name)) for name in found)
+
+        system_names = names(system) if system else ()
+        fixed = system.format_map({}) if system and system_names == () else system
+        return (fixed or None), system_names, user, names(user)
 
     def read(self, reply: JudgeReply) -> tuple[str | None, float | None]:
         """(slot, score) of a reply: pointwise, a score inside the scale or None (invalid);
@@ -327,6 +362,18 @@ class Judging:
             return reply.slot, None
         assert self.read_slot is not None  # a pairwise judge always has a slot reader
         return self.read_slot(reply.raw), None
+
+
+# A text's placeholders as (name in the text, the field it reads); None: fill every field.
+_Names = tuple[tuple[str, str], ...] | None
+
+
+def _filled(values: dict[str, str], names: _Names) -> dict[str, str]:
+    """The mapping a text is formatted with: its own placeholders only, or (``None``) every
+    field under every alias."""
+    if names is None:
+        return {**values, **{alias: values[name] for alias, name in ALIASES.items() if name in values}}
+    return {name: values[field] for name, field in names if field in values}
 
 
 def identity(spec: JudgeSpec) -> dict[str, Any]:

@@ -11,10 +11,13 @@ read the file again (it may have changed since the run).
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from pathlib import Path
 
 import msgspec
 
+from ..core import bounds
 from ..spec import JudgeSpec, PromptSpec
 from .prompt import TEMPLATES
 from .protocol import TemplateError
@@ -34,7 +37,7 @@ def resolve(judge: JudgeSpec, base: Path) -> str | PromptSpec:
         if prompt in TEMPLATES:
             return prompt
         path = _path(prompt, base)
-        if not path.is_file():
+        if not path.is_file() and not path.exists():
             raise TemplateError("prompt", f"judge {judge.name!r}: {prompt!r} is neither a built-in template "
                                           f"({', '.join(TEMPLATES)}) nor a file")
         return PromptSpec(user=_text(path, "prompt"), source=path.name)
@@ -61,10 +64,34 @@ def _path(text: str, base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
+MAX_TEMPLATE_BYTES = 1 << 20  # a template file (or a collection of them): 1 MiB
+_SPECIAL = ("/proc", "/sys", "/dev")  # files whose text is the system's, not a template
+
+
 def _text(path: Path, field: str) -> str:
+    """A template file's text: a regular file of at most ``MAX_TEMPLATE_BYTES``, refused
+    before it is read otherwise (a 2 GB file, a FIFO, ``/proc/self/environ`` — a "regular"
+    file whose size says 0 and whose text is the environment)."""
+    real = os.path.realpath(path)
+    if any(real == top or real.startswith(top + "/") for top in _SPECIAL):
+        raise TemplateError(field, f"{path} is a system file ({real}), not a template")
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise TemplateError(field, f"{path} is not a regular file")
+            if info.st_size > MAX_TEMPLATE_BYTES:
+                raise TemplateError(field, f"{path} is {info.st_size:,} bytes: a template file holds at most "
+                                           f"{MAX_TEMPLATE_BYTES:,}")
+            data = f.read(MAX_TEMPLATE_BYTES + 1)
+    except OSError as e:
+        raise TemplateError(field, f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > max(info.st_size, 0) or len(data) > MAX_TEMPLATE_BYTES:
+        raise TemplateError(field, f"{path} holds more than its size says: not a template file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise TemplateError(field, f"cannot read {path}: {e}") from None
 
 
@@ -83,13 +110,17 @@ def _from_collection(path: Path, name: str | None, field: str) -> tuple[str, str
         return "", text, None
     try:
         if path.suffix == ".jsonl":
-            entries = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
+            entries = [bounds.decode_json(msgspec.json.decode, line) for line in text.splitlines() if line.strip()]
         else:
-            loaded = msgspec.yaml.decode(text) if path.suffix != ".json" else msgspec.json.decode(text)
+            if path.suffix != ".json":
+                bounds.check_yaml(text)  # aliases and depth, before the decoder expands them
+            loaded = bounds.decode_json(msgspec.yaml.decode if path.suffix != ".json" else msgspec.json.decode, text)
             entries = ([{"name": k, **v} for k, v in loaded.items() if isinstance(v, dict)]
                        if isinstance(loaded, dict) else loaded)
     except msgspec.DecodeError as e:
         raise TemplateError(f"{field}.file", f"{path.name}: not valid {path.suffix[1:].upper()}: {e}") from None
+    except bounds.BoundError as e:
+        raise TemplateError(f"{field}.file", f"{path.name}: {e}") from None
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     names = [str(e.get("name")) for e in entries]
     if name is None:

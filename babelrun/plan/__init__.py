@@ -22,7 +22,17 @@ from collections.abc import Iterator
 
 from .. import agentic, corpus
 from ..core import languages
-from ..core.items import Item, PerturbationAudit, Segmentation, audit_counts, generate, pair_item
+from ..core.items import (
+    Item,
+    ItemKind,
+    Outcome,
+    PerturbationAudit,
+    Segmentation,
+    audit_counts,
+    generate,
+    pair_item,
+    replay,
+)
 from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
@@ -39,6 +49,8 @@ def _condition(pivot: str) -> str:
     except ValueError:
         return pivot
 
+_OUTCOMES: tuple[Outcome, ...] = ("emitted", "no-op", "merged")
+
 # A language whose text references average fewer sentences per unit is "segmentation weak":
 # truncate, shuffle and repeat_pad then act on its few multi-sentence units only (the
 # UDHR's well-segmented languages average 2.0–2.6: many articles are one sentence).
@@ -49,7 +61,7 @@ def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
     """Per language: its text references, their mean sentences, and whether that is weak."""
     counts: dict[str, list[int]] = {}
     for ref in references:
-        counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response)))
+        counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response, ref.lang)))
     return [Segmentation(lang, len(n), round(sum(n) / len(n), 4), sum(n) / len(n) < WEAK_SENTENCES)
             for lang, n in sorted(counts.items())]
 
@@ -80,7 +92,18 @@ class Plan:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = []
         self.item_ids: list[str] = []
-        for cell, item, outcome in self._generated():
+        # The survey's outcome of every perturbed cell (text, then code-switched), one byte
+        # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
+        self._surveyed: list[bytearray] = []
+        for kind, sources in self._perturbed():
+            codes = bytearray()
+            for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
+                cells.append((cell, outcome))
+                codes.append(_OUTCOMES.index(outcome))
+                if item is not None:
+                    self.item_ids.append(item.item_id)
+            self._surveyed.append(codes)
+        for cell, item, outcome in agentic.generate(self.trajectories, self.agentic_perturbations, self.seed):
             cells.append((cell, outcome))
             if item is not None:
                 self.item_ids.append(item.item_id)
@@ -112,12 +135,9 @@ class Plan:
         text = f"every perturbation was a no-op on {len(self.references)} references"
         return text + (f" (segmentation weak in: {', '.join(weak)})" if weak else "")
 
-    def _generated(self) -> Iterator[tuple]:
-        """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
-        yield from generate(self.references, self.perturbations, self.seed, perturb_reference)
-        yield from generate(self.code_switched, self.perturbations, self.seed, perturb_reference,
-                            kind="code_switched")
-        yield from agentic.generate(self.trajectories, self.agentic_perturbations, self.seed)
+    def _perturbed(self) -> list[tuple[ItemKind, list]]:
+        """The sources of the perturbed text items, by kind: plain and code-switched."""
+        return [("text", self.references), ("code_switched", self.code_switched)]
 
     def _ready_items(self) -> Iterator[Item]:
         """Items that need no perturbing: labelled pairs and translation tie probes."""
@@ -137,7 +157,15 @@ class Plan:
         return len(ORDERS) * len(self.item_ids)
 
     def items(self) -> Iterator[Item]:
-        for _, item, _ in self._generated():
+        """Every item, in plan order, regenerated: the perturbed ones replayed from the
+        survey (``core.items.replay``: the same items, without re-hashing ids, re-checking
+        no-ops or perturbing the cells that emitted nothing), then the agentic ones, then
+        the ready ones."""
+        ids = iter(self.item_ids)
+        for (kind, sources), codes in zip(self._perturbed(), self._surveyed, strict=True):
+            yield from replay(sources, self.perturbations, self.seed, perturb_reference,
+                              map(_OUTCOMES.__getitem__, codes), ids, kind)
+        for _, item, _ in agentic.generate(self.trajectories, self.agentic_perturbations, self.seed):
             if item is not None:
                 yield item
         yield from self._ready_items()
