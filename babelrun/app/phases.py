@@ -126,12 +126,17 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
     cfg = manifest.log
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
+    options = extras(manifest, budget_usd)
     try:
         return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
-                      handle_signals=handle_signals, accounts=accounts, limit=limit,
-                      **extras(manifest, budget_usd))
+                      handle_signals=handle_signals, accounts=accounts, limit=limit, **options)
     finally:
         writer.close()
+        cache = options.get("cache")
+        if cache is not None and cache.writes and manifest.cache is not None:
+            from ..store.cache import prune  # bounded: the least recently used go past max_mb
+
+            prune(cache.root, manifest.cache.max_mb)
 
 
 def extras(manifest: Manifest, budget_usd: float | None = None) -> dict:

@@ -121,3 +121,12 @@ def test_two_concurrent_runs_on_one_cache_lose_nothing_and_corrupt_nothing(tmp_p
         both = _manifest(tmp_path / "u", server, ["en", "hi", "zh", "ar"], store)
         calls, records = _audit(both, server)
     assert calls == 0 and len(records) == len(union) and all(r.cached for r in records)
+
+
+def test_the_cache_is_pruned_to_max_mb_after_a_run(tmp_path):
+    limit = 0.02  # ~20 KB: fewer entries than the plan writes
+    store = {"dir": str(tmp_path / "cache"), "max_mb": limit}
+    with FakeJudgeServer() as server:
+        calls, _ = _audit(_manifest(tmp_path / "a", server, ["en", "hi", "zh"], store), server)
+    s = cache.stats(tmp_path / "cache")
+    assert 0 < s["entries"] < calls and s["bytes"] <= limit * (1 << 20)
