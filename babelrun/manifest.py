@@ -150,6 +150,13 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
+    if manifest.cache is not None:  # issue 29: the response cache and price files, like the rest
+        manifest = msgspec.structs.replace(manifest, cache=msgspec.structs.replace(
+            manifest.cache, dir=absolute(manifest.cache.dir)))
+    if any(j.price_file for j in manifest.judges):
+        manifest = msgspec.structs.replace(manifest, judges=[
+            msgspec.structs.replace(j, price_file=absolute(j.price_file)) if j.price_file else j
+            for j in manifest.judges])
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
                                                                                       manifest.name)))
 

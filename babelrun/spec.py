@@ -216,6 +216,9 @@ class Price(_Spec, frozen=True):
     input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
     output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     currency: str = "USD"
+    # Input tokens the provider served from its prompt cache (unset: billed as input).
+    cached_input_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    batch_discount: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0  # a provider batch's share off (0.5: half price)
 
 
 class SimulatedKnobs(_Spec, frozen=True):
@@ -424,6 +427,10 @@ class JudgeSpec(_Spec, frozen=True):
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
     # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
     replay: ReplaySpec | None = None
+    # Anthropic: mark the static system prefix ``cache_control: ephemeral`` (provider prompt caching).
+    prompt_cache: bool = False
+    # Read the price from a YAML/JSON file of ``{model: {input_per_mtok: …}}`` (when ``price`` is unset).
+    price_file: str | None = None
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -515,6 +522,30 @@ class RaySpec(_Spec, frozen=True):
     num_cpus: Annotated[float, msgspec.Meta(ge=0, le=MAX_WORKERS)] = 1.0  # CPUs a worker reserves
 
 
+class StoppingSpec(_Spec, frozen=True):
+    """Anytime-valid early stopping per (judge, language) cell (``engine/stopping.py``,
+    docs/stopping.md): a cell's calls stop once R's confidence sequence is entirely above or
+    below ``threshold`` (``on: verdict``) or narrower than ``width`` (``on: width``), after
+    ``min_items`` items taken in a seeded random order."""
+
+    on: Literal["verdict", "width"] = "verdict"
+    confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
+    min_items: PositiveInt = 30
+    width: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
+    threshold: Probability = 0.65  # the deployment R (score.verdict.DEPLOY_R)
+    per_perturbation: bool = False  # cells per (judge, language, perturbation)
+
+
+class CacheSpec(_Spec, frozen=True):
+    """A response cache shared across runs (``store/cache.py``): key = judge id + the exact
+    request; judges with temperature > 0 only when ``sampled`` is set (a cached sample is one
+    sample)."""
+
+    dir: str
+    max_mb: Annotated[float, msgspec.Meta(gt=0)] = 1024.0
+    sampled: bool = False
+
+
 class Manifest(_Spec, frozen=True):
     name: str
     judges: list[JudgeSpec]
@@ -529,6 +560,8 @@ class Manifest(_Spec, frozen=True):
     log: LogSpec = LogSpec()
     executor: Literal["local", "ray"] = "local"  # ray: the plan's shards run on Ray workers
     ray: RaySpec = RaySpec()
+    stopping: StoppingSpec | None = None  # off by default
+    cache: CacheSpec | None = None  # off by default
 
     @property
     def run_dir(self) -> Path:

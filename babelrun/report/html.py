@@ -421,6 +421,17 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
                       "calls/s", "elapsed s", "stopped"], last, {2, 3, 4, 6, 7, 8, 9, 10}))
 
 
+@renders("html", "spend")
+def _spend(data: ReportData, plots: list[Plot]) -> str:
+    rows = summary.spend_rows(data)
+    if not rows:
+        return ""
+    return ("<h2>Spend</h2><p>The cost ledger: each judge's spend from the provider's reported usage and "
+            "its <code>price</code> (<code>stats.json</code>, every audit process summed), by language and "
+            "call kind; records served by the response cache cost nothing.</p>"
+            + _table(summary.SPEND_HEADER, [[h(c) for c in row] for row in rows], {3, 4, 5, 6, 7}))
+
+
 @renders("html", "identities")
 def _identities(data: ReportData, plots: list[Plot]) -> str:
     rows = [[h(j.judge), f"<code>{h(j.judge_id)}</code>", h(j.backend or "not in run.yaml"), h(j.model or "–"),

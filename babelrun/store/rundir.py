@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -116,6 +116,9 @@ class JudgeStats(msgspec.Struct, frozen=True):
     calls_per_s: float
     elapsed_s: float
     stopped: str | None
+    # The cost ledger (engine/ledger.py): total, by kind and language; None without a price.
+    spend: dict[str, Any] | None = None
+    cached: int = 0  # records served by the response cache
 
 
 
@@ -159,7 +162,40 @@ def _total(entries: list[JudgeStats]) -> JudgeStats:
                       sum(e.calls for e in entries), sum(e.retries for e in entries),
                       sum(e.rate_limited for e in entries), dict(sorted(errors.items())), busiest.latency_ms,
                       sum(e.tokens_in for e in entries), sum(e.tokens_out for e in entries),
-                      round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped)
+                      round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped,
+                      spend=spend_total([e.spend for e in entries]), cached=sum(e.cached for e in entries))
+
+
+def spend_total(spends: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The cost ledgers of several processes (``JudgeStats.spend``) summed: the total, by
+    kind, calls by kind and by language and kind; None when none had a price."""
+    priced = [s for s in spends if s is not None]
+    if not priced:
+        return None
+    total = 0.0
+    by_kind: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    by_lang: dict[str, dict[str, float]] = {}
+    lang_calls: dict[str, dict[str, int]] = {}
+    for s in priced:
+        total += s["total"]
+        for k, v in s["by_kind"].items():
+            by_kind[k] = by_kind.get(k, 0.0) + v
+        for k, n in s["calls_by_kind"].items():
+            calls[k] = calls.get(k, 0) + n
+        for lang, row in s["by_language"].items():
+            into = by_lang.setdefault(lang, {})
+            for k, v in row.items():
+                into[k] = into.get(k, 0.0) + v
+        for lang, counts in s.get("calls_by_language", {}).items():
+            into_calls = lang_calls.setdefault(lang, {})
+            for k, n in counts.items():
+                into_calls[k] = into_calls.get(k, 0) + n
+    return {"currency": priced[-1]["currency"], "total": round(total, 6),
+            "by_kind": {k: round(v, 6) for k, v in by_kind.items()}, "calls_by_kind": dict(sorted(calls.items())),
+            "by_language": {lang: {k: round(v, 6) for k, v in sorted(row.items())}
+                            for lang, row in sorted(by_lang.items())},
+            "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(lang_calls.items())}}
 
 
 def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:
