@@ -118,8 +118,10 @@ class SimulatedJudge:
             slot = "A" if k.position_bias > 0 else "B"
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
-        elif w < abs(k.position_bias) + k.verbosity_bias + (cue := self.susceptibility(request)):
+        elif ((cue := self.susceptibility(request))
+              and abs(k.position_bias) + k.verbosity_bias <= w < abs(k.position_bias) + k.verbosity_bias + cue):
             slot = pert_slot  # taken in by the probe's cue (or master key): the worse answer
+            # (its own window after the verbosity one: with no probe the draws are as before)
         elif w < abs(k.position_bias) + k.verbosity_bias + cue + k.self_preference and (own := self.own_slot(request)):
             slot = own
         else:
