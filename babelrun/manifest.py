@@ -418,9 +418,10 @@ def _check_protocol(judge: JudgeSpec, where: str) -> None:
     if judge.protocol == "pointwise" and judge.soft:
         raise ManifestError(f"{where}.soft", f"judge {judge.name!r}: soft verdicts are slot probabilities: "
                                              "pairwise only")
-    if judge.verdict is not None and judge.soft:
+    if judge.verdict is not None and judge.soft and (judge.verdict.pattern or judge.verdict.scores is not None):
         raise ManifestError(f"{where}.verdict", f"judge {judge.name!r}: a soft judge reads probabilities, "
-                                                "not a verdict pattern")
+                                                "not a verdict pattern (its own label tokens: "
+                                                "verdict: {labels: {m: A, M: B}}, no pattern)")
     if judge.callable is not None and not re.fullmatch(r"[\w.]+:[\w.]+", judge.callable):
         raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: expected 'package.module:function'")
 

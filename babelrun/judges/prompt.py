@@ -116,17 +116,22 @@ def parse(reply: str) -> Slot:
     return "invalid"
 
 
-def slot_probabilities(top: list[tuple[str, float]]) -> tuple[float, float, float] | None:
+def slot_probabilities(top: list[tuple[str, float]],
+                       labels: dict[str, str] | None = None) -> tuple[float, float, float] | None:
     """P(A), P(B), P(tie) from the first generated token's top log-probabilities.
 
     A token counts for a slot when, NFKC-normalised, stripped of spaces and punctuation and
     lower-cased, it is ``a``, ``b`` or ``tie`` (the parser's own forms); tokens of one slot
     add up. The three are renormalised over what they hold. None when no top token names a
     slot: that reply is invalid, like an off-format generated one.
+
+    ``labels``: the user's own label tokens (``{m: A, M: B}``, AlpacaEval 2.0's weighted
+    annotator): a token counts for a slot when, stripped of surrounding whitespace, it is
+    exactly one of them (case matters: ``m`` and ``M`` are different answers); nothing else.
     """
     mass = {"A": 0.0, "B": 0.0, "tie": 0.0}
     for token, logprob in top:
-        slot = parse(token)
+        slot = parse(token) if labels is None else labels.get(token.strip(), "invalid")
         if slot != "invalid":
             mass[slot] += math.exp(logprob)
     total = sum(mass.values())

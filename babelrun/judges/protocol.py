@@ -133,6 +133,8 @@ def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
 
 
 def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
+    if verdict.scores is not None or not verdict.pattern:  # two scores, or a soft judge's label tokens
+        return check_other_verdict(verdict, protocol)
     try:
         pattern = re.compile(verdict.pattern)
     except re.error as e:
@@ -171,6 +173,69 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
 
 
+def check_other_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
+    """The verdicts without a label ``pattern``: ``scores`` (a pairwise reply giving each
+    answer a score: JudgeLM's ``8 6``, FastChat's ``[[8, 6]]``), or ``labels`` alone (the label
+    tokens a soft judge reads the probabilities of: AlpacaEval 2.0's ``{m: A, M: B}``; whether
+    the judge is soft is the manifest's check). Returns the pattern the reply is read with."""
+    if verdict.scores is None:
+        if not verdict.labels:
+            raise TemplateError("verdict.pattern", "needs a pattern (a regex whose first group is the label), "
+                                                   "scores (two groups: A's and B's scores), or, for a soft "
+                                                   "judge, labels alone")
+        if protocol != "pairwise" or verdict.scale is not None or verdict.values:
+            raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
+        if not {"A", "B"} <= set(verdict.labels.values()):
+            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        return re.compile("")
+    if protocol != "pairwise":
+        raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
+                                              "number: pattern and scale")
+    for name, set_ in (("pattern", bool(verdict.pattern)), ("labels", bool(verdict.labels)),
+                       ("scale", verdict.scale is not None), ("values", bool(verdict.values))):
+        if set_:
+            raise TemplateError(f"verdict.{name}", "scores reads two numbers and compares them: "
+                                                   f"{name} does not apply (drop it)")
+    try:
+        pattern = re.compile(verdict.scores)
+    except re.error as e:
+        raise TemplateError("verdict.scores", f"not a valid regular expression: {e}") from None
+    if pattern.groups < 2:
+        raise TemplateError("verdict.scores", "needs two groups: (A's score) … (B's score)")
+    return pattern
+
+
+def two_score_reader(verdict: VerdictSpec) -> Callable[[str], str]:
+    """reply -> A, B or tie by comparing the two captured scores (exactly equal: tie), or
+    invalid where the pattern does not match or a group is not a plain decimal. Symmetric by
+    construction: swapping the two scores swaps A and B, never favours a slot."""
+    assert verdict.scores is not None
+    pattern, match = re.compile(verdict.scores), verdict.match
+
+    def read(raw: str) -> str:
+        found = pattern.search(raw) if match == "first" else None
+        if match == "last":
+            for found in pattern.finditer(raw):  # noqa: B007 (the last one is wanted)
+                pass
+        if found is None:
+            return "invalid"
+        a, b = (found.group(i) for i in (1, 2))
+        if a is None or b is None or not (_NUMBER.fullmatch(a.strip()) and _NUMBER.fullmatch(b.strip())):
+            return "invalid"
+        x, y = float(a), float(b)
+        return "tie" if x == y else "A" if x > y else "B"
+
+    return read
+
+
+def soft_labels(spec: JudgeSpec) -> dict[str, str] | None:
+    """The label tokens a soft judge reads (``verdict: {labels: …}``), or None: the built-in
+    A / B / tie tokens. What a backend passes to ``prompt.slot_probabilities``."""
+    if spec.soft and spec.verdict is not None and spec.verdict.labels and not spec.verdict.pattern:
+        return dict(spec.verdict.labels)
+    return None
+
+
 def _captured(pattern: re.Pattern[str], match: str, raw: str) -> str | None:
     if match == "first":
         found = pattern.search(raw)
@@ -187,6 +252,8 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
     """reply -> A, B, tie or invalid."""
     if verdict is None:
         return parse
+    if verdict.scores is not None:
+        return two_score_reader(verdict)
     pattern, labels, match = re.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
@@ -268,6 +335,9 @@ class Judging:
         self.verdict = verdict_of(spec)
         if self.verdict is not None:
             check_verdict(self.verdict, spec.protocol)
+            if not spec.soft and not self.verdict.pattern and self.verdict.scores is None:
+                raise TemplateError("verdict.pattern", "labels alone name a soft judge's tokens (soft: true); "
+                                                       "a generated reply needs a pattern to find its label")
         self.read_slot = slot_reader(self.verdict) if spec.protocol == "pairwise" else None
         self.read_score: Callable[[str], float | None] | None = None
         if spec.protocol == "pointwise":
