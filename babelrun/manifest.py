@@ -171,7 +171,7 @@ def _resolve_judges(manifest: Manifest, base: Path, environ) -> Manifest:
     judges_ = []
     for i, judge in enumerate(manifest.judges):
         try:
-            judge = msgspec.structs.replace(judge, prompt=templates.resolve(judge, base))
+            judge = templates.resolve_judge(judge, base)
         except TemplateError as e:
             raise ManifestError(f"judges[{i}].{e.field}", str(e)) from None
         judges_.append(_openai_defaults(judge, environ))

@@ -249,6 +249,9 @@ class PromptSpec(_Spec, frozen=True):
     file: str | None = None
     name: str | None = None
     source: str | None = None
+    # Constant text for a source tool's own fields (promptfoo's {{ rubric }}, JudgeLM's
+    # {prompt} block): substituted by the loader, and may itself use the fields above.
+    vars: dict[str, str] = {}
 
 
 class VerdictSpec(_Spec, frozen=True):

@@ -47,7 +47,25 @@ REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
 # (ref_answer_1), alpaca_eval (instruction, output_1, output_2), inspect_ai's
 # model_graded_qa (criterion), and the built-in templates' own {prompt}.
 ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "question", "output_1": "answer_a",
-           "output_2": "answer_b", "output": "answer", "criterion": "reference"}
+           "output_2": "answer_b", "output": "answer", "criterion": "reference",
+           # LLMBar ({input}, {output_1}, {output_2}); JudgeLM ({answer_1}, {answer_2}; its {prompt} is
+           # its instructions block, filled by the loader from the prompt file's defaults)
+           "input": "question", "answer_1": "answer_a", "answer_2": "answer_b"}
+# Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing:
+# refused at validate with the tool's name and the fix.
+_MULTI_TURN = ("MT-Bench's multi-turn template ({question_1} … {answer_b_2}) judges a second turn and needs "
+               "the earlier one; babelrun's items are one turn: use the single-turn template (pair-v2, "
+               "single-v1)")
+SOURCE_FIELDS = {
+    **{name: _MULTI_TURN for name in ("question_1", "question_2", "answer_a_1", "answer_a_2", "answer_b_1",
+                                     "answer_b_2", "answer_1_1", "answer_1_2", "ref_answer_2")},
+    "answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun compares two "
+                    "answers; use a JudgeLM template without it"),
+    "rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
+               "prompt: {file: …, vars: {rubric: \"…\"}} (it may use {question})"),
+    "instructions": ("inspect_ai's {instructions} is its grading instructions: give them in the manifest, "
+                     "prompt: {file: …, vars: {instructions: \"…\"}}"),
+}
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
 REASONING_TOKENS = 1024
@@ -101,6 +119,7 @@ def fields_of(text: str) -> list[str]:
 
 def check_template(template: Template, protocol: str) -> set[str]:
     """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
+    check_source_fields(template)
     used: set[str] = set()
     for part in (template.system, template.user):
         try:
@@ -120,6 +139,35 @@ def check_template(template: Template, protocol: str) -> set[str]:
         if field not in used:
             raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
     return used
+
+
+def plain_format(text: str) -> bool:
+    """Whether ``text`` is a ``str.format`` template of plain ``{name}`` fields (a literal
+    brace doubled), as babelrun's own templates are."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    return all(name is None or (name.isidentifier() and not spec and conversion is None)
+               for _, name, spec, conversion in parsed)
+
+
+def check_source_fields(template: Template) -> None:
+    """Refuse another tool's field that babelrun cannot bind, or would bind wrongly, naming
+    the tool and the fix (``SOURCE_FIELDS``; JudgeLM's ``{prompt}`` beside ``{question}``)."""
+    raw: set[str] = set()
+    for part in (template.system, template.user):
+        try:
+            raw.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
+        except ValueError:
+            return  # check_template says what is malformed
+    for name in sorted(raw):
+        if name in SOURCE_FIELDS:
+            raise TemplateError("prompt", f"field {{{name}}}: {SOURCE_FIELDS[name]}")
+    if "prompt" in raw and raw & {"question", "instruction", "input"}:
+        raise TemplateError("prompt", "field {prompt} beside the question: JudgeLM's {prompt} is its instructions "
+                                      "block, not the question; read its prompt file with its defaults "
+                                      "(prompt: {file: …}) or give the text, prompt: {…, vars: {prompt: \"…\"}}")
 
 
 # ---- verdicts ------------------------------------------------------------------------------
