@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -110,7 +111,8 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
               progress: Progress | None = None, handle_signals: bool = True,
               build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
               phases: tuple[str, ...] = PHASES, wanted: DoneSet | None = None,
-              only: frozenset[str] | None = None, limit: int | None = None) -> engine.EngineResult:
+              only: frozenset[str] | None = None, limit: int | None = None,
+              stop: threading.Event | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
     matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
@@ -127,7 +129,7 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
     try:
         return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
-                      handle_signals=handle_signals, accounts=accounts, limit=limit)
+                      handle_signals=handle_signals, accounts=accounts, limit=limit, stop=stop)
     finally:
         writer.close()
 
