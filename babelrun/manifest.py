@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import types
 from pathlib import Path
 
 import msgspec
@@ -27,9 +28,11 @@ from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.m
 from .spec import (
     CalibratedSpec,
     CascadeSpec,
+    CorpusSpec,
     EnsembleSpec,
     FloresSource,
     JudgeSpec,
+    LabelledPairsSource,
     Manifest,
     PerturbationSpec,
     TrajectoriesSource,
@@ -44,15 +47,34 @@ _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 _NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
 
 
-def _field_names() -> list[str]:
-    """Every field name of every manifest type: the vocabulary of did-you-mean."""
-    import babelrun.spec as spec
+def fields_at(path: str) -> list[str]:
+    """The field names valid at ``path`` of the manifest (``judges[0].simulated``: the
+    simulated knobs; a union, such as a corpus source: every member's), the vocabulary of
+    did-you-mean there; empty where the path leaves the manifest's structs."""
+    import typing
 
-    names: set[str] = set()
-    for value in vars(spec).values():
-        if isinstance(value, type) and issubclass(value, msgspec.Struct):
-            names.update(value.__struct_fields__)
-    return sorted(names)
+    def members(tp: object) -> list[object]:
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            return [m for arg in typing.get_args(tp) for m in members(arg)]
+        if typing.get_origin(tp) is typing.Annotated:
+            return members(typing.get_args(tp)[0])
+        return [] if tp is type(None) else [tp]
+
+    current: list[object] = [Manifest]
+    for part in re.findall(r"\[[^\]]*\]|[^.\[\]]+", path):
+        step: list[object] = []
+        for tp in current:
+            if part.startswith("["):  # an element of a list, tuple or dict value
+                origin, args = typing.get_origin(tp), typing.get_args(tp)
+                if origin in (list, tuple, set, frozenset) and args:
+                    step.extend(members(args[0]))
+                elif origin is dict and len(args) == 2:
+                    step.extend(members(args[1]))
+            elif isinstance(tp, type) and issubclass(tp, msgspec.Struct) and part in tp.__struct_fields__:
+                step.extend(members(typing.get_type_hints(tp)[part]))
+        current = step
+    return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+                   for f in tp.__struct_fields__})
 
 
 def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
@@ -62,7 +84,7 @@ def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
     found = _UNKNOWN.match(msg)
     if found:
         field = found.group("field")
-        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, _field_names())
+        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, fields_at(path))
     found = _MISSING.match(msg)
     if found:
         field = found.group("field")
@@ -229,6 +251,7 @@ def check(manifest: Manifest, environ) -> None:
 
     for i, src in enumerate(manifest.corpus.sources):
         check_source(src, manifest, f"corpus.sources[{i}]")
+    _check_pairs_sampling(manifest)
     parallel = manifest.corpus.parallel
     if parallel is not None:
         pivot = languages.checked(parallel.pivot, "corpus.parallel.pivot")
@@ -244,6 +267,21 @@ def check(manifest: Manifest, environ) -> None:
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _check_pairs_sampling(manifest: Manifest) -> None:
+    """``references_per_language`` samples references (and trajectories), never labelled
+    pairs: set on a corpus of labelled pairs alone it would be ignored, so it is refused and
+    the pairs' own sample named (``pairs_per_set`` on the source)."""
+    sources = manifest.corpus.sources
+    if (sources and all(isinstance(s, LabelledPairsSource) for s in sources)
+            and manifest.corpus.references_per_language != _CORPUS_DEFAULTS.references_per_language):
+        raise ManifestError("corpus.references_per_language",
+                            "samples references, and this corpus holds labelled pairs only: it would be ignored; "
+                            "sample the pairs with pairs_per_set: N on the labelled_pairs source")
+
+
+_CORPUS_DEFAULTS = CorpusSpec()
 
 
 def _check_parallel(manifest: Manifest, pivot: str) -> None:
