@@ -19,10 +19,10 @@ import msgspec
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
 from .core import languages
-from .corpus import available_languages, check_source, has_reference_answers
+from .corpus import available_languages, check_source, has_reference_answers, read_pairs
 from .errors import ManifestError
 from .judges import templates
-from .judges.protocol import Judging, TemplateError
+from .judges.protocol import MULTI_TURN, Judging, TemplateError
 from .perturb import TEXT_PERTURBATIONS
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
 from .spec import (
@@ -238,6 +238,7 @@ def check(manifest: Manifest, environ) -> None:
 
     _check_composites(manifest)
     _check_reference_guided(manifest, protocols)
+    _check_multi_turn(manifest, protocols)
 
     if not manifest.perturbations and manifest.agentic is None:
         raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
@@ -394,6 +395,27 @@ def _check_reference_guided(manifest: Manifest, protocols: list[Judging]) -> Non
             if not has_reference_answers(source):
                 raise ManifestError(f"judges[{i}].prompt", f"judge {judge.name!r}: the template uses {{reference}} "
                                                            f"but corpus.sources[{k}] has no reference_answer column")
+
+
+def _check_multi_turn(manifest: Manifest, protocols: list[Judging]) -> None:
+    """A two-turn template (MT-Bench's {answer_a_1} … {answer_b_2}) needs every item's earlier
+    turn: references and their perturbations are one turn, labelled pairs give theirs in a
+    ``turns`` column."""
+    for i, (judge, protocol) in enumerate(zip(manifest.judges, protocols, strict=True)):
+        if not protocol.fields & MULTI_TURN:
+            continue
+        for k, source in enumerate(manifest.corpus.sources):
+            if not isinstance(source, LabelledPairsSource):
+                raise ManifestError(f"judges[{i}].prompt", f"judge {judge.name!r}: MT-Bench's multi-turn template "
+                                                           f"needs earlier turns, and corpus.sources[{k}] is one turn: "
+                                                           "use labelled pairs with a turns column, or "
+                                                           "the single-turn template (pair-v2)")
+        one_turn = next((p for p in read_pairs(manifest.corpus.sources) if len(p.turns) != 1), None)
+        if one_turn is not None:
+            raise ManifestError(f"judges[{i}].prompt", f"judge {judge.name!r}: MT-Bench's multi-turn template needs "
+                                                       f"one earlier turn per pair; pair {one_turn.pair_id!r} has "
+                                                       f"{len(one_turn.turns)}: give it in its turns column "
+                                                       "([{input, output_1, output_2}]), or use pair-v2")
 
 
 def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:

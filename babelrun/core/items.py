@@ -67,6 +67,9 @@ class LabelledPair(msgspec.Struct, frozen=True):
     worse_model: str = ""
     better_family: str = ""
     worse_family: str = ""
+    # Earlier turns of a multi-turn conversation, oldest first: (question, the better
+    # output's answer, the worse output's answer); ``prompt``/``better``/``worse`` are the last.
+    turns: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def perturbation(self) -> str:
@@ -99,6 +102,9 @@ class Item(msgspec.Struct, frozen=True):
     ref_family: str = ""
     pert_family: str = ""
     reference_answer: str = ""  # the corpus's reference answer, for reference-guided templates
+    # Earlier turns (labelled multi-turn pairs), oldest first: (question, the reference's
+    # answer, the perturbed answer's), for multi-turn templates (MT-Bench's {answer_a_1}).
+    turns: tuple[tuple[str, str, str], ...] = ()
 
 
 class PerturbationAudit(msgspec.Struct, frozen=True):
@@ -204,10 +210,11 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
     ``pairs:<set>@<mix>`` for a named mix, whose name joins the id)."""
     fields: tuple[str, ...] = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
     fields += (pair.condition,) if pair.condition else ()
+    fields += tuple(text for turn in pair.turns for text in ("turn", *turn))  # none: the ids as before
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
     return Item(iid, "labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
                 pair.perturbation, 0.0, len(pair.better), len(pair.worse),
-                pair.better_family, pair.worse_family)
+                pair.better_family, pair.worse_family, turns=pair.turns)
 
 
 def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],

@@ -38,8 +38,11 @@ from ..spec import JudgeSpec, VerdictSpec
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
 
+# MT-Bench's two-turn pairwise fields: the earlier turn (``_1``, from the item's ``turns``) and
+# the last (``_2``: the item's own question and answers).
+MULTI_TURN = frozenset({"question_1", "answer_a_1", "answer_b_1", "question_2", "answer_a_2", "answer_b_2"})
 FIELDS = {
-    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"}),
+    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"} | MULTI_TURN),
     "pointwise": frozenset({"question", "answer", "reference", "language"}),
 }
 REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
@@ -53,12 +56,11 @@ ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "qu
            "input": "question", "answer_1": "answer_a", "answer_2": "answer_b"}
 # Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing:
 # refused at validate with the tool's name and the fix.
-_MULTI_TURN = ("MT-Bench's multi-turn template ({question_1} … {answer_b_2}) judges a second turn and needs "
-               "the earlier one; babelrun's items are one turn: use the single-turn template (pair-v2, "
-               "single-v1)")
+_MULTI_TURN = ("MT-Bench's multi-turn pointwise and reference-guided templates ({answer_1} of a turn, "
+               "{ref_answer_2}) are not read: use pair-v2-multi-turn (pairwise, labelled pairs with turns) or "
+               "a single-turn template (single-v1)")
 SOURCE_FIELDS = {
-    **{name: _MULTI_TURN for name in ("question_1", "question_2", "answer_a_1", "answer_a_2", "answer_b_1",
-                                     "answer_b_2", "answer_1_1", "answer_1_2", "ref_answer_2")},
+    **{name: _MULTI_TURN for name in ("ref_answer_2",)},
     "answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun compares two "
                     "answers; use a JudgeLM template without it"),
     "rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
@@ -120,6 +122,8 @@ def fields_of(text: str) -> list[str]:
 def check_template(template: Template, protocol: str) -> set[str]:
     """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
     check_source_fields(template)
+    if protocol == "pointwise" and multi_turn(template):
+        raise TemplateError("prompt", _MULTI_TURN)
     used: set[str] = set()
     for part in (template.system, template.user):
         try:
@@ -136,7 +140,7 @@ def check_template(template: Template, protocol: str) -> set[str]:
         raise TemplateError("prompt", f"unknown field {{{unknown[0]}}} in a {protocol} template "
                                       f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))})")
     for field in REQUIRED[protocol]:
-        if field not in used:
+        if field not in used and f"{field}_2" not in used:  # a two-turn template judges {answer_a_2} …
             raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
     return used
 
@@ -150,6 +154,17 @@ def plain_format(text: str) -> bool:
         return False
     return all(name is None or (name.isidentifier() and not spec and conversion is None)
                for _, name, spec, conversion in parsed)
+
+
+def multi_turn(template: Template) -> bool:
+    """Whether a template uses MT-Bench's two-turn fields ({question_1} … {answer_b_2})."""
+    names: set[str] = set()
+    for part in (template.system, template.user):
+        try:
+            names.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
+        except ValueError:
+            return False
+    return bool(names & MULTI_TURN)
 
 
 def check_source_fields(template: Template) -> None:
@@ -421,6 +436,8 @@ class Judging:
         else:
             request = JudgeRequest(item, cast(Order, key), [])  # pairwise: key is a slot order (above)
             values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
+            if self.fields & MULTI_TURN:
+                values.update(earlier_turn(item, key, values))
         values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
         system, user = self.template.texts(item.lang if self.localized else None)
         messages = [{"role": "system", "content": system.format_map(values)}] if system else []
@@ -445,6 +462,18 @@ class Judging:
             return reply.slot, None
         assert self.read_slot is not None  # a pairwise judge always has a slot reader
         return self.read_slot(reply.raw), None
+
+
+def earlier_turn(item: Item, key: str, values: dict[str, str]) -> dict[str, str]:
+    """MT-Bench's two-turn fields of an item: turn 1 from ``item.turns`` (its answers in the
+    same slot order as the last turn's), turn 2 the item's own question and answers."""
+    if len(item.turns) != 1:
+        raise TemplateError("prompt", f"MT-Bench's multi-turn template needs one earlier turn; item {item.item_id} "
+                                      f"has {len(item.turns)} (labelled pairs give them in a turns column)")
+    question, ref, pert = item.turns[0]
+    first, second = (ref, pert) if key == "ref_first" else (pert, ref)
+    return {"question_1": question, "answer_a_1": first, "answer_b_1": second, "question_2": values["question"],
+            "answer_a_2": values["answer_a"], "answer_b_2": values["answer_b"]}
 
 
 def identity(spec: JudgeSpec) -> dict[str, Any]:

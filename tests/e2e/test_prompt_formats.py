@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import msgspec
@@ -205,16 +206,66 @@ def test_promptfoo_rubric_without_its_rubric_text_is_refused_naming_the_fix(tmp_
 needs_mt_bench = pytest.mark.skipif(not MT_BENCH.is_file(), reason="shared MT-Bench judge prompts absent")
 
 
+MT_VERDICT = {"pattern": r"\[\[([ABC])\]\]", "labels": {"A": "A", "B": "B", "C": "tie"}}
+
+
+def _two_turn_pairs(path: Path, n: int = 24) -> Path:
+    """Labelled two-turn pairs: the earlier turn in ``turns``; the better last answer is the
+    longer in half of them and the shorter in the other half."""
+    rows = []
+    for i in range(n):
+        short, long = f"Short answer {i}.", f"A longer answer {i}, " + "with more words " * (2 + i % 5) + "."
+        better_long = i % 2 == 0
+        first, second = (long, short) if i % 3 else (short, long)
+        label = 1 if (first == long) == better_long else 2
+        rows.append({"input": f"And why is that, part {i}?", "output_1": first, "output_2": second, "label": label,
+                     "turns": [{"input": f"Question {i}?", "output_1": f"Earlier one {i}",
+                                "output_2": f"Earlier two {i}"}]})
+    path.write_text(json.dumps(rows))
+    return path
+
+
 @needs_mt_bench
-def test_mt_bench_multi_turn_pair_prompt_is_refused_with_the_fix(tmp_path):
+def test_mt_bench_multi_turn_pair_prompt_reads_the_earlier_turn_of_labelled_pairs(tmp_path):
+    def read(_: str, user: str) -> tuple[str, str]:
+        def last(side: str) -> str:
+            return user.split(f"### Assistant {side}:\n")[-1].split(f"\n\n<|The End of Assistant {side}", 1)[0]
+        return last("A"), last("B")
+
+    pairs = _two_turn_pairs(tmp_path / "two-turn.json")
+    with ToolJudge(read, lambda first, a, b: "[[A]]" if first else "[[B]]") as server:
+        m = write_manifest(tmp_path, [_judge(server, prompt={"file": str(MT_BENCH), "name": "pair-v2-multi-turn"},
+                                             verdict=MT_VERDICT)],
+                           corpus={"sources": [{"kind": "labelled_pairs", "path": str(pairs)}]})
+        quiet_audit(m)
+        bodies = list(server.bodies)
+    rows = json.loads(pairs.read_text())
+    for body in bodies:  # each slot's earlier answer is from the same conversation as its last one
+        user = body["messages"][1]["content"]
+        i = int(re.search(r"part (\d+)\?", user).group(1))
+        last_a, _ = read("", user)
+        earlier_a = user.split("### Assistant A:\n", 1)[1].split("\n", 1)[0]
+        assert earlier_a == (f"Earlier one {i}" if last_a == rows[i]["output_1"] else f"Earlier two {i}")
+    card = json.loads((tmp_path / "run" / "cards.json").read_bytes())["pairs"][0]["judges"][0]["overall"]
+    assert card["verbosity"]["value"] >= 0.95 and card["invalid_rate"]["value"] == 0
+    assert card["accuracy"]["value"] == 0.5  # the longer answer is the better one in half the pairs
+    turn_1 = re.search(r"### User:\nQuestion (\d+)\?\n\n### Assistant A:\nEarlier (one|two) \1\n", user)
+    assert turn_1 is not None and "### User:\nAnd why is that, part " + turn_1.group(1) in user
+
+
+@needs_mt_bench
+def test_mt_bench_multi_turn_pair_prompt_without_turns_is_refused_with_the_fix(tmp_path):
     m = write_manifest(tmp_path, [{"name": "mt", "backend": "simulated",
                                    "prompt": {"file": str(MT_BENCH), "name": "pair-v2-multi-turn"},
-                                   "verdict": {"pattern": r"\[\[([ABC])\]\]",
-                                               "labels": {"A": "A", "B": "B", "C": "tie"}}}])
+                                   "verdict": MT_VERDICT}])
     with pytest.raises(ManifestError) as info:
         manifest.load(m)
-    assert "MT-Bench's multi-turn" in info.value.problem and "pair-v2" in info.value.problem
-    assert "\n" not in info.value.problem
+    assert info.value.path == "judges[0].prompt" and "\n" not in info.value.problem
+    assert "MT-Bench's multi-turn" in info.value.problem and "turns column" in info.value.problem
+    single = write_manifest(tmp_path, [{"name": "mt", "backend": "simulated", "protocol": "pointwise",
+                                        "prompt": {"file": str(MT_BENCH), "name": "single-v1-multi-turn"}}])
+    with pytest.raises(ManifestError, match="MT-Bench's multi-turn pointwise"):
+        manifest.load(single)
 
 
 # ---- reading rules ------------------------------------------------------------------------------
