@@ -54,27 +54,38 @@ def inline(text: str) -> bool:
 
 
 def _resolve(judge: JudgeSpec, base: Path) -> tuple[str | PromptSpec, VerdictSpec | None]:
+    used: set[str] = set()
+    resolved = _resolve_into(judge, base, used)
+    given = judge.prompt.vars if isinstance(judge.prompt, PromptSpec) else {}
+    unused = sorted(set(given) - used)
+    if unused:
+        raise TemplateError(f"prompt.vars.{unused[0]}", f"judge {judge.name!r}: {{{unused[0]}}} is not a field of "
+                                                        "the template: a var fills a field the template has")
+    return resolved
+
+
+def _resolve_into(judge: JudgeSpec, base: Path, used: set[str]) -> tuple[str | PromptSpec, VerdictSpec | None]:
     prompt = judge.prompt
     if isinstance(prompt, str):
         if prompt in TEMPLATES:
             return prompt, None
         if inline(prompt):
             system, user = read_text(prompt)
-            return PromptSpec(system=system, user=user), None
+            return PromptSpec(system=to_format(system), user=to_format(user)), None
         path = _path(prompt, base)
         if not path.is_file():
             raise TemplateError("prompt", f"judge {judge.name!r}: {prompt!r} is neither a built-in template "
                                           f"({', '.join(TEMPLATES)}) nor a file (inline text has a newline "
                                           "or a {field})")
-        return _from_file(judge, path, None, {})
+        return _from_file(judge, path, None, {}, used)
     if prompt.file is None:
         if prompt.name is not None:
             raise TemplateError("prompt.name", "name picks a template of a file: set file too")
         if prompt.user is None:
             raise TemplateError("prompt.user", f"judge {judge.name!r}: the template's user text is missing")
         system, user = read_text(prompt.user) if not prompt.system else ("", prompt.user)
-        system = substitute(to_format(prompt.system or system), prompt.vars)
-        user = substitute(to_format(user), prompt.vars)
+        system = substitute(to_format(prompt.system or system), prompt.vars, used)
+        user = substitute(to_format(user), prompt.vars, used)
         if (system, user) == (prompt.system, prompt.user) and not prompt.vars:
             return prompt, None  # unchanged (the ids of existing inline templates stay the same)
         return msgspec.structs.replace(prompt, system=system, user=user, vars={}), None
@@ -83,11 +94,11 @@ def _resolve(judge: JudgeSpec, base: Path) -> tuple[str | PromptSpec, VerdictSpe
     path = _path(prompt.file, base)
     if not path.is_file():
         raise TemplateError("prompt.file", f"file not found: {path}")
-    return _from_file(judge, path, prompt.name, prompt.vars)
+    return _from_file(judge, path, prompt.name, prompt.vars, used)
 
 
 def _from_file(judge: JudgeSpec, path: Path, name: str | None,
-               vars_: dict[str, str]) -> tuple[PromptSpec, VerdictSpec | None]:
+               vars_: dict[str, str], used: set[str]) -> tuple[PromptSpec, VerdictSpec | None]:
     source = f"{path.name}#{name}" if name else path.name
     if path.suffix == ".json":
         messages = _message_array(path)
@@ -95,13 +106,13 @@ def _from_file(judge: JudgeSpec, path: Path, name: str | None,
             if name is not None:
                 raise TemplateError("prompt.name", f"{path.name} is one prompt (a message array): it has no names")
             system, user = _two_messages([(m["role"], m["content"]) for m in messages], "promptfoo message array")
-            return PromptSpec(system=substitute(to_format(system, nunjucks=True), vars_),
-                              user=substitute(to_format(user, nunjucks=True), vars_),
+            return PromptSpec(system=substitute(to_format(system, nunjucks=True), vars_, used),
+                              user=substitute(to_format(user, nunjucks=True), vars_, used),
                               source=source), None
     if path.suffix in (".yaml", ".yml"):
         config = _alpaca_eval_config(path, name)
         if config is not None:
-            return _from_alpaca_eval(judge, path, config, vars_, source)
+            return _from_alpaca_eval(judge, path, config, vars_, source, used)
     system, user, kind, defaults = _from_collection(path, name, "prompt")
     if kind is not None and kind != judge.protocol:
         raise TemplateError("protocol", f"judge {judge.name!r}: template {name!r} is {kind}; "
@@ -109,8 +120,8 @@ def _from_file(judge: JudgeSpec, path: Path, name: str | None,
     if not system and path.suffix not in (".jsonl", ".yaml", ".yml", ".json"):
         system, user = read_text(user)
     values = {**defaults, **vars_}  # JudgeLM's defaults (its {prompt} block); the manifest's vars win
-    return PromptSpec(system=substitute(to_format(system), values), user=substitute(to_format(user), values),
-                      source=source), None
+    return PromptSpec(system=substitute(to_format(system), values, used),
+                      user=substitute(to_format(user), values, used), source=source), None
 
 
 def _path(text: str, base: Path) -> Path:
@@ -237,7 +248,7 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def substitute(text: str, values: dict[str, str]) -> str:
+def substitute(text: str, values: dict[str, str], used: set[str] | None = None) -> str:
     """A ``str.format`` template with the fields named in ``values`` (``prompt: {vars: …}``,
     JudgeLM's defaults) replaced by their text, itself read as a template (it may use
     babelrun's fields); every other field and literal kept as it was."""
@@ -250,6 +261,8 @@ def substitute(text: str, values: dict[str, str]) -> str:
             continue
         if field in values:
             out.append(to_format(values[field]))
+            if used is not None:
+                used.add(field)
         else:
             out.append("{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}")
     return "".join(out)
@@ -296,7 +309,7 @@ def _alpaca_eval_config(path: Path, name: str | None) -> dict[str, Any] | None:
 
 
 def _from_alpaca_eval(judge: JudgeSpec, path: Path, config: dict[str, Any], vars_: dict[str, str],
-                      source: str) -> tuple[PromptSpec, VerdictSpec | None]:
+                      source: str, used: set[str]) -> tuple[PromptSpec, VerdictSpec | None]:
     template = config["prompt_template"]
     # alpaca_eval names the prompt file relative to evaluators_configs/ (the config's parent's parent)
     candidates = [path.parent.parent / template, path.parent / template, path.parent / Path(template).name]
@@ -305,8 +318,8 @@ def _from_alpaca_eval(judge: JudgeSpec, path: Path, config: dict[str, Any], vars
         raise TemplateError("prompt.file", f"alpaca_eval config {path.name}: its prompt_template {template!r} "
                                            f"is not next to it ({candidates[0]})")
     system, user = read_text(_text(found, "prompt.file"))
-    prompt = PromptSpec(system=substitute(to_format(system), vars_), user=substitute(to_format(user), vars_),
-                        source=f"{source}:{Path(template).name}")
+    prompt = PromptSpec(system=substitute(to_format(system), vars_, used),
+                        user=substitute(to_format(user), vars_, used), source=f"{source}:{Path(template).name}")
     parser = config.get("fn_completion_parser", "regex_parser")
     kwargs = config.get("completion_parser_kwargs") or {}
     if parser == "ranking_parser":

@@ -201,6 +201,13 @@ def test_promptfoo_rubric_without_its_rubric_text_is_refused_naming_the_fix(tmp_
     with pytest.raises(ManifestError) as info:
         manifest.load(m)
     assert "promptfoo" in info.value.problem and "vars: {rubric:" in info.value.problem
+    m = write_manifest(tmp_path, [{"name": "p", "backend": "simulated", "protocol": "pointwise",
+                                   "prompt": {"file": str(FIXTURES / "promptfoo" / "rubric_prompt.json"),
+                                              "vars": {"rubric": "r", "rubrik": "typo"}},
+                                   "verdict": {"pattern": r'"score"\s*:\s*([0-9.]+)', "scale": [0, 1]}}])
+    with pytest.raises(ManifestError) as info:  # a var that fills nothing is refused, never ignored
+        manifest.load(m)
+    assert info.value.path == "judges[0].prompt.vars.rubrik" and "not a field" in info.value.problem
 
 
 needs_mt_bench = pytest.mark.skipif(not MT_BENCH.is_file(), reason="shared MT-Bench judge prompts absent")
