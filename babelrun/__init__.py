@@ -19,7 +19,7 @@ module deep inside (``babelrun.judges.prompt``) can be imported on its own, chea
 
 The layer rule. Imports go one way, down this list; a module may import from its own layer
 or any layer below it, never above (imports inside functions count), and
-``tests/test_layers.py`` fails on any import that breaks it::
+``tests/unit/test_layers.py`` fails on any import that breaks it::
 
     app        cli, audit (phases, merge, the finish), cluster (Ray), benchjudge, testing
     report     data, summary, markdown, html, plots

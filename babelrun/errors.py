@@ -89,6 +89,8 @@ class ErrorKind(StrEnum):
     CALLABLE_ERROR = "callable_error"  # a python judge raised
     RULE_ERROR = "rule_error"  # a rule judge's function raised
     BATCH = "batch_error"  # a key of a provider batch without a result
+    # read, not failed: the reply is kept and recorded ``invalid`` (the key is done)
+    PATTERN_TIMEOUT = "pattern_timeout"  # a user regex ran past its time on the reply (judges.safe_regex)
     # fatal: no request of this judge can pass
     UNAUTHORIZED = "unauthorized"  # 401
     FORBIDDEN = "forbidden"  # 403

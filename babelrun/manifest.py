@@ -18,7 +18,7 @@ import msgspec
 
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
-from .core import languages
+from .core import bounds, languages
 from .corpus import available_languages, check_source, has_reference_answers, read_pairs
 from .errors import ManifestError
 from .judges import templates
@@ -129,6 +129,10 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         raw = path.read_bytes()
     except OSError as e:
         raise ManifestError("", f"cannot read manifest: {e.strerror}", source) from None
+    try:
+        bounds.check_yaml(raw)  # aliases, expansion and depth, before anything is composed
+    except bounds.BoundError as e:
+        raise ManifestError("", str(e), source) from None
     twice = _duplicate_key(raw)
     if twice is not None:
         path_, key = twice
@@ -462,6 +466,7 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
     except TemplateError as e:
         raise ManifestError(f"{where}.{e.field}", f"judge {judge.name!r}: {e}") from None
     _check_protocol(judge, where)
+    _warn_patterns(judge, where)
     wrong = judges.check(judge, environ)  # the backend's own checks (its module's ``check``)
     if wrong is not None:
         raise ManifestError(f"{where}.{wrong[0]}", wrong[1])
@@ -472,6 +477,22 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
     if judge.batch and judge.soft:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     return protocol
+
+
+def _warn_patterns(judge: JudgeSpec, where: str) -> None:
+    """One warning line per user pattern that nests quantifiers (``(a+)+``): it may backtrack
+    for ever on some reply; the engine cuts each search off (``judges.safe_regex``)."""
+    import sys
+
+    from .judges import safe_regex
+
+    patterns = {f"{where}.verdict.pattern": judge.verdict.pattern if judge.verdict is not None else None,
+                f"{where}.rule.pattern": judge.rule.pattern if judge.rule is not None else None}
+    for field, pattern in patterns.items():
+        if pattern and safe_regex.risky(pattern):
+            print(f"babelrun: warning: {field}: {pattern[:60]!r} nests quantifiers over the same text: it can "
+                  f"backtrack exponentially; a search past {safe_regex.TIMEOUT_S:g} s reads invalid "
+                  "(pattern_timeout)", file=sys.stderr)
 
 
 def _check_protocol(judge: JudgeSpec, where: str) -> None:

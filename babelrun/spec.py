@@ -19,7 +19,7 @@ Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1 << 31)]  # a count that fits any array index
 
 # Bounds on every size and wait a manifest sets, so that no value can exhaust memory or wait
-# forever (README, "Limits"). Each is far above any sensible setting.
+# forever (docs/operations.md, "Limits"). Each is far above any sensible setting.
 MAX_CONCURRENCY = 4096  # calls in flight per judge
 MAX_RETRIES = 100
 MAX_TIMEOUT_S = 3600.0  # one call

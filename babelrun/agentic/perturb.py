@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from ..perturb.text import _count
+from ..perturb.text import share
 from .trajectory import Step, ToolCall, Trajectory
 
 AgenticPerturbation = Callable[[Trajectory, float, random.Random], Trajectory]
@@ -39,7 +39,7 @@ def _sites(traj: Trajectory) -> list[Site]:
 def _pick(candidates: list, severity: float, rng: random.Random) -> list:
     if not candidates:
         return []
-    return sorted(rng.sample(candidates, min(len(candidates), _count(severity, len(candidates)))))
+    return sorted(rng.sample(candidates, min(len(candidates), share(severity, len(candidates)))))
 
 
 def _with_calls(traj: Trajectory, changed: dict[Site, ToolCall]) -> Trajectory:
@@ -294,7 +294,7 @@ def early_termination(traj: Trajectory, severity: float, rng: random.Random) -> 
     n = len(traj.steps)
     if n == 0:
         return traj
-    keep = max(1, n - _count(severity, n)) if n >= 2 else 0
+    keep = max(1, n - share(severity, n)) if n >= 2 else 0
     return msgspec.structs.replace(traj, steps=traj.steps[:keep], final_answer=traj.steps[keep].thought)
 
 

@@ -136,6 +136,8 @@ def _arguments(text: str, where: str) -> dict[str, Any]:
         value = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as e:
         raise TrajectoryError(f"{where}: arguments are not JSON ({e.msg})") from None
+    except RecursionError:
+        raise TrajectoryError(f"{where}: arguments are not JSON (nested too deeply)") from None
     if not isinstance(value, dict):
         raise TrajectoryError(f"{where}: arguments must be a JSON object")
     return value
@@ -307,7 +309,7 @@ def _answers_file(path: Path) -> dict[str, list]:
             try:
                 row = json.loads(line)
                 out[row["id"]] = row["ground_truth"]
-            except (ValueError, KeyError, TypeError) as e:
+            except (ValueError, KeyError, TypeError, RecursionError) as e:
                 raise TrajectoryError(f"{path}: line {n}: not a BFCL possible answer ({e})") from None
     return out
 
@@ -327,7 +329,7 @@ def read_lines(data: bytes, fmt: str, lang: str = "", answers: Path | None = Non
         try:
             row = decoder.decode(line)
             traj = from_openai_chat(row, lang) if fmt == "openai_chat" else from_bfcl(row, lang, joined)
-        except (msgspec.DecodeError, TrajectoryError, KeyError, TypeError) as e:
+        except (msgspec.DecodeError, TrajectoryError, KeyError, TypeError, RecursionError) as e:
             article = "an" if fmt[0] in "aeiou" else "a"
             raise TrajectoryError(f"{source}line {n}: not {article} {fmt} trajectory ({e})") from None
         if not traj.lang:

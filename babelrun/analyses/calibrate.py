@@ -2,7 +2,7 @@
 
 A *task* is an item family: the ``perturbation`` column (``truncate``, ``shuffle``, …, or
 ``pairs:<set>``). A record scores 1 when its verdict is the reference, else 0 (ties and invalid
-replies count 0, as in the README's accuracy). Averaging records gives the cell means
+replies count 0, as in docs/metrics.md's accuracy). Averaging records gives the cell means
 ``scores[j, l, t]`` (judge × language × task); only the language × task cells where every judge
 has records are kept, so that judges are always compared on the same tasks.
 

@@ -188,6 +188,8 @@ def read(path: Path) -> LockFile:
         raise UsageError(f"{path}: no such lock file (write one with `babelrun pin RUN_DIR`)") from None
     except msgspec.DecodeError as e:
         raise UsageError(f"{path}: not a babelrun lock file ({e})") from None
+    except RecursionError:  # the decoder's depth bound
+        raise UsageError(f"{path}: not a babelrun lock file (nested too deeply)") from None
 
 
 async def _ask(locked: LockedJudge, seed: int) -> list:

@@ -114,7 +114,7 @@ def _too_short(ref: Reference, manifest: Manifest) -> str | None:
     corpus = manifest.corpus
     if corpus.min_chars and len(ref.response) < corpus.min_chars:
         return f"fewer than {corpus.min_chars} characters"
-    if corpus.min_sentences and len(script.sentences(ref.response)) < corpus.min_sentences:
+    if corpus.min_sentences and len(script.sentences(ref.response, ref.lang)) < corpus.min_sentences:
         return f"fewer than {corpus.min_sentences} sentences"
     return None
 

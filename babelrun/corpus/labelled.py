@@ -77,7 +77,10 @@ def _sets(spec) -> list[tuple[str, Path]]:
 
 
 def _decode(path: Path) -> list[_Row]:
-    return msgspec.json.decode(path.read_bytes(), type=list[_Row])
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=list[_Row])
+    except RecursionError:  # the decoder's depth bound: bad input like any other
+        raise msgspec.DecodeError("nested too deeply") from None
 
 
 SOURCE = ("LLMBar's sets are in github.com/princeton-nlp/LLMBar, Dataset/<set>/dataset.json "

@@ -95,6 +95,8 @@ def rows(path: Path, kind: str, delimiter: str | None = None) -> Iterator[tuple[
                         yield number, decoder.decode(line)
                     except msgspec.DecodeError as e:
                         raise ManifestError("", f"{path}:{number}: not valid JSON ({e})") from None
+                    except RecursionError:  # the decoder's depth bound (about 1,000 levels)
+                        raise ManifestError("", f"{path}:{number}: not valid JSON (nested too deeply)") from None
     elif kind == "csv":
         with path.open(newline="", encoding="utf-8-sig") as f:
             yield from enumerate(csv.DictReader(f, delimiter=delimiter or _sniff(f)), 1)

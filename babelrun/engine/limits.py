@@ -116,6 +116,7 @@ class Account:
         self.requests = _request_bucket(rpm)
         self.tokens: TokenLimiter | None = _bucket(tpm, max(1.0, (tpm or 0) / 60.0), TokenLimiter)
         self.paused_until = 0.0
+        self.owed = 0.0  # tokens used past the reservations, paid by the next admit
 
     def open_now(self) -> bool:
         return self.requests is None and self.tokens is None and self.paused_until <= time.monotonic()
@@ -133,18 +134,24 @@ class Account:
             await self.requests.acquire()
         reserved = 0
         if self.tokens is not None:
+            while self.owed > 0:  # an earlier call's overrun (settle), paid a bucket at a time
+                step = min(self.owed, self.tokens.max_rate)
+                self.owed -= step
+                await self.tokens.acquire(step)
             reserved = min(estimated_tokens, int(self.tokens.max_rate))
             await self.tokens.acquire(reserved)
         return reserved
 
     async def settle(self, reserved: int, used: int | None) -> None:
+        """Correct a reservation to the tokens used. Never waits: an overrun the bucket cannot
+        take now is owed, and the next ``admit`` pays it first (a wait a drain can end), so a
+        call's record is never held by its own bill. The debt is capped at one minute's
+        budget: a reply claiming 10^12 tokens slows the account by a minute, not for ever."""
         if self.tokens is None or used is None:
             return
         owed = self.tokens.settle(reserved, used)
-        while owed > 0:
-            step = min(owed, self.tokens.max_rate)
-            await self.tokens.acquire(step)
-            owed -= step
+        if owed > 0:
+            self.owed = min(self.owed + owed, float(self.tpm or 0.0))
 
 
 def estimate_tokens(messages: list[dict[str, str]], max_tokens: int) -> int:

@@ -29,6 +29,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
+from ..core import bounds
 from ..judges import (
     FatalJudgeError,
     Judge,
@@ -38,6 +39,7 @@ from ..judges import (
     RetryableError,
 )
 from ..judges.protocol import max_tokens
+from ..judges.safe_regex import PatternTimeout
 from ..plan import Plan
 from ..store.done import DoneSet
 from ..store.log import LogWriter, Record
@@ -98,6 +100,9 @@ class JudgeRunner:
     workers: int = 1  # worker tasks in ``run`` (``limits.CallLimits.workers``)
     draining: bool = False
     _waits: set[anyio.CancelScope] | None = None  # cancel scopes of the waits a drain ends
+    # A backend whose calls a drain abandons (``abandon_on_drain``: a Python judge's call may
+    # never return): its in-flight calls end without a record, like a wait.
+    abandon: bool = False
 
     def drain(self) -> None:
         """Stop waiting: calls not yet sent and pending retries end without a record; calls
@@ -132,7 +137,10 @@ class JudgeRunner:
         try:
             async with self.gate:
                 started = time.perf_counter()  # the judge's latency, not our queueing
-                reply = await self.judge.judge(request)
+                if self.abandon:
+                    reply = await self._interruptible(lambda: self.judge.judge(request))
+                else:
+                    reply = await self.judge.judge(request)
         except RetryableError as e:
             await self.account.settle(reserved, 0)  # a refused call used no tokens
             if e.kind == "rate_limited":
@@ -141,7 +149,8 @@ class JudgeRunner:
                 if e.retry_after:
                     self.account.pause(e.retry_after)
             raise
-        used = None if reply.tokens_in is None else reply.tokens_in + (reply.tokens_out or 0)
+        tokens_in = bounds.count(reply.tokens_in)  # a provider's 1e30 is clamped, never awaited
+        used = None if tokens_in is None else tokens_in + (bounds.count(reply.tokens_out) or 0)
         await self.account.settle(reserved, used)
         self.gate.success()
         return reply, time.perf_counter() - started
@@ -162,6 +171,8 @@ class JudgeRunner:
             failure: RetryableError | RejectedError = first
         except RejectedError as e:
             failure = e
+        except PatternTimeout as e:  # a rule's regex ran past its time: the pair reads invalid
+            return build.timeout_record(self.judge, request, e, 1, 0.0)
         attempts = 1
         retries = self.judge.spec.retries
         if isinstance(failure, RetryableError) and retries > 0:
@@ -175,6 +186,8 @@ class JudgeRunner:
                         return build.ok_record(self.judge, request, reply, attempts, latency)
             except (RetryableError, RejectedError) as e:
                 failure = e
+            except PatternTimeout as e:
+                return build.timeout_record(self.judge, request, e, attempts, 0.0)
         return build.record(self.judge, request.item, request.order, status="error", attempts=attempts,
                        error_kind=failure.kind, error=str(failure))
 
@@ -272,7 +285,8 @@ def runner(judge: Judge, account: limits.Budget, state: JudgeState, calls: limit
     size_pool = getattr(judge, "size_pool", None)
     if size_pool is not None:
         size_pool(calls.pool)
-    return JudgeRunner(judge, account, calls.gate(), state, calls.workers)
+    return JudgeRunner(judge, account, calls.gate(), state, calls.workers,
+                       abandon=bool(getattr(judge, "abandon_on_drain", False)))
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,21 @@
-"""Log records built from a judge's replies: the same for calls and for provider batches."""
+"""Log records built from a judge's replies: the same for calls and for provider batches.
+
+What a reply says about itself is bounded here, where it enters the log: token counts through
+``core.bounds.count`` (whole, clamped to ``MAX_COUNT``, otherwise unknown), the served model
+and fingerprint as text, probabilities as finite numbers. A verdict pattern that runs past its
+time (``judges.safe_regex``) reads ``invalid`` with ``error_kind: pattern_timeout``: the reply
+is kept, the key is done (judging it again would time out again)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from ..core import bounds
 from ..core.items import Item
 from ..core.records import Record, verdict_of
 from ..judges import Judge, JudgeReply, JudgeRequest
+from ..judges.safe_regex import PatternTimeout
 
 
 def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
@@ -20,7 +28,10 @@ def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
 
 
 def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
-    slot, score = judge.protocol.read(reply)
+    try:
+        slot, score = judge.protocol.read(reply)
+    except PatternTimeout as e:
+        return timeout_record(judge, request, e, attempts, latency, reply)
     if judge.protocol.kind == "pointwise":
         verdict = "invalid" if score is None else None
     else:
@@ -31,10 +42,30 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
         probs = dict(zip(("p_a", "p_b", "p_tie"), (round(p, 6) for p in reply.probs), strict=True))
     return record(
         judge, request.item, request.order, status="ok", verdict=verdict, slot=slot, score=score,
-        raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
-        tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
-        served_model=reply.served_model, fingerprint=reply.fingerprint, **probs,
+        raw=reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts, **_told(reply), **probs,
     )
+
+
+def timeout_record(judge: Judge, request: JudgeRequest, error: PatternTimeout, attempts: int, latency: float,
+                   reply: JudgeReply | None = None) -> Record:
+    """A reply (or a rule's pair) whose pattern ran past its time: read ``invalid``."""
+    pairwise = judge.protocol.kind != "pointwise"
+    told = _told(reply) if reply is not None else {}
+    return record(
+        judge, request.item, request.order, status="ok", verdict="invalid", slot="invalid" if pairwise else None,
+        raw=None if reply is None else reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
+        error_kind="pattern_timeout", error=str(error), **told,
+    )
+
+
+def _told(reply: JudgeReply) -> dict[str, Any]:
+    """What a reply says of itself, bounded: counts whole and clamped, names as text."""
+    return {"tokens_in": bounds.count(reply.tokens_in), "tokens_out": bounds.count(reply.tokens_out),
+            "served_model": _text(reply.served_model), "fingerprint": _text(reply.fingerprint)}
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)[:200]
 
 
 _NO_PROBS: dict[str, float] = {}

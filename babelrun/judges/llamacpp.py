@@ -15,7 +15,7 @@ time. Micro-batching: the first request to arrive waits up to ``max_wait_ms`` fo
 ``llama_decode`` call sharing their common prefixes (``llamacpp_batch``); where the installed
 llama-cpp-python lacks that API, or ``batch_size`` is 1, prompts go one at a time through the
 high-level API. The record's ``fingerprint`` names which ran (``MULTI_SEQUENCE``,
-``ONE_AT_A_TIME``); the two agree to float rounding (tests/test_llamacpp.py), and
+``ONE_AT_A_TIME``); the two agree to float rounding (tests/e2e/test_llamacpp.py), and
 ``bench/llamacpp_batching.py`` measures one against the other.
 """
 

@@ -122,8 +122,9 @@ def slot_probabilities(top: list[tuple[str, float]],
 
     A token counts for a slot when, NFKC-normalised, stripped of spaces and punctuation and
     lower-cased, it is ``a``, ``b`` or ``tie`` (the parser's own forms); tokens of one slot
-    add up. The three are renormalised over what they hold. None when no top token names a
-    slot: that reply is invalid, like an off-format generated one.
+    add up. A log-probability is clamped to <= 0 (a provider's ``1000`` is ``0``, probability 1;
+    NaN counts for nothing). The three are renormalised over what they hold. None when no top
+    token names a slot: that reply is invalid, like an off-format generated one.
 
     ``labels``: the user's own label tokens (``{m: A, M: B}``, AlpacaEval 2.0's weighted
     annotator): a token counts for a slot when, stripped of surrounding whitespace, it is
@@ -132,8 +133,8 @@ def slot_probabilities(top: list[tuple[str, float]],
     mass = {"A": 0.0, "B": 0.0, "tie": 0.0}
     for token, logprob in top:
         slot = parse(token) if labels is None else labels.get(token.strip(), "invalid")
-        if slot != "invalid":
-            mass[slot] += math.exp(logprob)
+        if slot != "invalid" and logprob == logprob:  # a NaN counts for nothing
+            mass[slot] += math.exp(min(float(logprob), 0.0))  # a log-probability is <= 0: 1000 is clamped
     total = sum(mass.values())
     if total <= 0:
         return None

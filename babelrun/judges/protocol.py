@@ -13,10 +13,13 @@ MT-Bench's ``{ref_answer_1}``, alpaca_eval's ``{instruction}``/``{output_1}``/``
 (pointwise ``{output}``) and inspect_ai's ``{criterion}`` (the reference answer). Corpus text is
 substituted as data: ``str.format`` does
 not re-read substituted values, and field names must be plain names (no ``{a.b}`` or
-``{a[0]}``), so a template cannot reach into objects.
+``{a[0]}``), so a template cannot reach into objects. A field takes no format spec or
+conversion (``{answer_a:>299999999}``, ``{answer_b:{foo}}``, ``{answer_a!r}`` are refused at
+validate): the rendered prompt is the template's text and the item's, nothing larger.
 
 Verdicts: the built-in pairwise templates keep the strict parser (``prompt.parse``). A
-``verdict:`` pattern is a regex whose first group is the label, taken from the first or the
+``verdict:`` pattern is a regex (run by ``safe_regex``: a search past its time reads
+``invalid``, ``pattern_timeout``) whose first group is the label, taken from the first or the
 last match; pairwise labels map through ``labels``, pointwise ones must be a number inside
 ``scale``. Anything else is ``invalid`` with the raw reply kept: never guessed.
 """
@@ -35,6 +38,7 @@ import msgspec
 from ..core.items import Item
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
+from . import safe_regex
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
 
@@ -110,11 +114,15 @@ def fields_of(text: str) -> list[str]:
     """The ``str.format`` field names of ``text``, aliases resolved; raises ValueError on a
     malformed template or a field that is not a plain name."""
     names = []
-    for _, name, _, _ in string.Formatter().parse(text):
+    for _, name, spec, conversion in string.Formatter().parse(text):
         if name is None:
             continue
         if not name.isidentifier():
             raise ValueError(f"field {{{name}}} must be a plain name")
+        if spec or conversion:  # widths, nested fields, conversions: refused (docs: "Bounds")
+            shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            raise ValueError(f"field {shown[:60]} has a format spec or conversion: write the field plain, "
+                             f"{{{name}}}")
         names.append(ALIASES.get(name, name))
     return names
 
@@ -195,12 +203,12 @@ def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
 
 
-def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
+def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
     if verdict.scores is not None or not verdict.pattern:  # two scores, or a soft judge's label tokens
         return check_other_verdict(verdict, protocol)
     try:
-        pattern = re.compile(verdict.pattern)
-    except re.error as e:
+        pattern = safe_regex.compile(verdict.pattern)
+    except safe_regex.error as e:
         raise TemplateError("verdict.pattern", f"not a valid regular expression: {e}") from None
     if pattern.groups < 1:
         raise TemplateError("verdict.pattern", "needs a group: (…) around the label")
@@ -236,7 +244,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
 
 
-def check_other_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
+def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
     """The verdicts without a label ``pattern``: ``scores`` (a pairwise reply giving each
     answer a score: JudgeLM's ``8 6``, FastChat's ``[[8, 6]]``), or ``labels`` alone (the label
     tokens a soft judge reads the probabilities of: AlpacaEval 2.0's ``{m: A, M: B}``; whether
@@ -250,7 +258,7 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
             raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
         if not {"A", "B"} <= set(verdict.labels.values()):
             raise TemplateError("verdict.labels", "must map some label to A and some to B")
-        return re.compile("")
+        return safe_regex.compile("")
     if protocol != "pairwise":
         raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
                                               "number: pattern and scale")
@@ -260,8 +268,8 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> re.Pattern[str]:
             raise TemplateError(f"verdict.{name}", "scores reads two numbers and compares them: "
                                                    f"{name} does not apply (drop it)")
     try:
-        pattern = re.compile(verdict.scores)
-    except re.error as e:
+        pattern = safe_regex.compile(verdict.scores)
+    except safe_regex.error as e:
         raise TemplateError("verdict.scores", f"not a valid regular expression: {e}") from None
     if pattern.groups < 2:
         raise TemplateError("verdict.scores", "needs two groups: (A's score) … (B's score)")
@@ -273,17 +281,15 @@ def two_score_reader(verdict: VerdictSpec) -> Callable[[str], str]:
     invalid where the pattern does not match or a group is not a plain decimal. Symmetric by
     construction: swapping the two scores swaps A and B, never favours a slot."""
     assert verdict.scores is not None
-    pattern, match = re.compile(verdict.scores), verdict.match
+    pattern, match = safe_regex.compile(verdict.scores), verdict.match
 
     def read(raw: str) -> str:
-        found = pattern.search(raw) if match == "first" else None
-        if match == "last":
-            for found in pattern.finditer(raw):  # noqa: B007 (the last one is wanted)
-                pass
+        found = safe_regex.search(pattern, raw, "first" if match == "first" else "last")
         if found is None:
             return "invalid"
-        a, b = (found.group(i) for i in (1, 2))
-        if a is None or b is None or not (_NUMBER.fullmatch(a.strip()) and _NUMBER.fullmatch(b.strip())):
+        a, b = found.group(1), found.group(2)
+        if not (isinstance(a, str) and isinstance(b, str) and _NUMBER.fullmatch(a.strip())
+                and _NUMBER.fullmatch(b.strip())):
             return "invalid"
         x, y = float(a), float(b)
         return "tie" if x == y else "A" if x > y else "B"
@@ -299,16 +305,12 @@ def soft_labels(spec: JudgeSpec) -> dict[str, str] | None:
     return None
 
 
-def _captured(pattern: re.Pattern[str], match: str, raw: str) -> str | None:
-    if match == "first":
-        found = pattern.search(raw)
-    else:
-        found = None
-        for found in pattern.finditer(raw):  # noqa: B007 (the last one is wanted)
-            pass
-    if found is None or found.group(1) is None:
-        return None
-    return found.group(1).strip()
+def _captured(pattern: safe_regex.Pattern[str], match: str, raw: str) -> str | None:
+    """The first group of the first or last match; ``safe_regex.PatternTimeout`` when the
+    search runs past its time (the engine records the reply invalid, ``pattern_timeout``)."""
+    found = safe_regex.search(pattern, raw, "first" if match == "first" else "last")
+    label = None if found is None else found.group(1)
+    return label.strip() if isinstance(label, str) else None
 
 
 def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
@@ -317,7 +319,7 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
         return parse
     if verdict.scores is not None:
         return two_score_reader(verdict)
-    pattern, labels, match = re.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
+    pattern, labels, match = safe_regex.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
         label = _captured(pattern, match, raw)
@@ -329,7 +331,8 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
 def score_reader(verdict: VerdictSpec) -> Callable[[str], float | None]:
     """reply -> a score inside the scale, or None (invalid)."""
     assert verdict.scale is not None  # a pointwise verdict has one (check_verdict rejects it otherwise)
-    pattern, (lo, hi), match, named = re.compile(verdict.pattern), verdict.scale, verdict.match, verdict.values
+    pattern, (lo, hi), match, named = (safe_regex.compile(verdict.pattern), verdict.scale, verdict.match,
+                                       verdict.values)
 
     def read(raw: str) -> float | None:
         label = _captured(pattern, match, raw)

@@ -11,22 +11,31 @@ or for a pointwise judge the answer shown, ``reference`` or ``degraded``) and re
   ``tokens_out`` and ``model``;
 - or a ``JudgeReply``.
 
-A sync function runs in a worker thread (the event loop never blocks); ``concurrency`` calls
-run at once. Errors it raises follow the engine's rules: babelrun's own ``RetryableError`` /
+A sync function runs on a thread of its own (the event loop never blocks); ``concurrency`` calls
+run at once. ``timeout_s`` bounds every call, sync or async: past it the call is a ``timeout``
+(retried), and a sync call that never returns is abandoned, never waited on: a drain (the
+first Ctrl-C / SIGTERM) ends the calls in flight without a record, and the process exits.
+Errors it raises follow the engine's rules: babelrun's own ``RetryableError`` /
 ``RejectedError`` / ``FatalJudgeError`` as they are; ``TimeoutError`` and ``ConnectionError``
 are retried; anything else fails that call (recorded, never counted as done) and, after
-``max_consecutive_failures`` in a row, stops the judge. A return value of another shape is a
-failed call too. Naming a callable in a manifest runs that code: it is the user's own.
+``max_consecutive_failures`` in a row, stops the judge. A return value of another shape, or a
+field of the wrong type (``tokens_in: "lots"``, ``model: 12345``), is a failed call too
+(``bad_response``, one line per bad field); so is ``SystemExit`` raised by the function.
+Naming a callable in a manifest runs that code: it is the user's own.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import math
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
@@ -46,33 +55,96 @@ def load(target: str) -> Callable[..., Any]:
     return obj
 
 
+_FIELDS = ("verdict", "score", "raw", "probs", "tokens_in", "tokens_out", "model")
+
+
+def _problems(value: Mapping[Any, Any]) -> list[str]:
+    """One line per field of a returned mapping that is not of its documented type."""
+    out = []
+    slot, score, probs = value.get("verdict"), value.get("score"), value.get("probs")
+    if slot is not None and slot not in ("A", "B", "tie"):
+        out.append(f"verdict must be A, B or tie, got {str(slot)[:40]!r}")
+    if score is not None and not _number(score):
+        out.append(f"score must be a finite number, got {_shown(score)}")
+    if probs is not None and not (isinstance(probs, list | tuple) and len(probs) == 3
+                                  and all(_number(p) and 0 <= p <= 1 for p in probs)):
+        out.append(f"probs must be [P(A), P(B), P(tie)], three numbers in [0, 1], got {_shown(probs)}")
+    for field in ("tokens_in", "tokens_out"):
+        tokens = value.get(field)
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+            out.append(f"{field} must be a whole number >= 0, got {_shown(tokens)}")
+    for field in ("raw", "model"):
+        text = value.get(field)
+        if text is not None and not isinstance(text, str):
+            out.append(f"{field} must be text, got {_shown(text)}")
+    return out
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value: object) -> str:
+    return f"{type(value).__name__} {repr(value)[:40]}"
+
+
 def to_reply(value: object) -> JudgeReply:
-    """A callable's return value as a JudgeReply (module docstring)."""
-    if isinstance(value, JudgeReply):
+    """A callable's return value as a JudgeReply (module docstring); a value of another shape,
+    or a mapping with a field of the wrong type, is ``RejectedError`` (``bad_response``) naming
+    each bad field on a line of its own."""
+    if isinstance(value, JudgeReply):  # a struct is not checked when built: check it as a mapping
+        wrong = _problems({"verdict": value.slot, "score": value.score, "probs": value.probs, "raw": value.raw,
+                           "tokens_in": value.tokens_in, "tokens_out": value.tokens_out,
+                           "model": value.served_model})
+        if wrong or not isinstance(value.raw, str):
+            raise RejectedError("bad_response", "the callable's reply: " + "\n".join(wrong or ["raw must be text"]))
         return value
     if isinstance(value, str):
         return JudgeReply(raw=value)
     if isinstance(value, Mapping):
-        slot, score = value.get("verdict"), value.get("score")
-        if slot is not None and slot not in ("A", "B", "tie"):
-            raise RejectedError("bad_response", f"verdict must be A, B or tie, got {str(slot)[:40]!r}")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise RejectedError("bad_response", f"score must be a number, got {type(score).__name__}")
-        probs = value.get("probs")
-        if probs is not None:
-            probs = tuple(float(p) for p in probs)
-            if len(probs) != 3:
-                raise RejectedError("bad_response", "probs must be [P(A), P(B), P(tie)]")
-        raw = value.get("raw")
-        return JudgeReply(raw=str(raw if raw is not None else (slot if slot is not None else score)),
+        wrong = _problems(value)
+        if wrong:
+            raise RejectedError("bad_response", "the callable's reply: " + "\n".join(wrong))
+        slot, score, probs, raw = value.get("verdict"), value.get("score"), value.get("probs"), value.get("raw")
+        return JudgeReply(raw=raw if raw is not None else str(slot if slot is not None else score),
                           served_model=value.get("model"), tokens_in=value.get("tokens_in"),
-                          tokens_out=value.get("tokens_out"), probs=probs, slot=slot,
-                          score=None if score is None else float(score))
+                          tokens_out=value.get("tokens_out"),
+                          probs=None if probs is None else tuple(float(p) for p in probs),  # type: ignore[arg-type]
+                          slot=slot, score=None if score is None else float(score))
     raise RejectedError("bad_response", f"the callable returned a {type(value).__name__}: expected str, "
                                         "a mapping with verdict/score, or a JudgeReply")
 
 
+async def _in_thread(fn: Callable[..., Any], request: JudgeRequest, timeout_s: float) -> Any:
+    """``fn(request)`` on a daemon thread of its own, awaited at most ``timeout_s``
+    (``TimeoutError`` past it). A call that never returns is abandoned, not joined: the thread
+    cannot be stopped, but nothing waits on it, neither the run nor the interpreter's exit."""
+    done = anyio.Event()
+    box: dict[str, Any] = {}
+    token = anyio.lowlevel.current_token()
+
+    def target() -> None:
+        try:
+            box["value"] = fn(request)
+        except BaseException as e:  # noqa: BLE001 (SystemExit too: carried to the loop, recorded there)
+            box["error"] = e
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except Exception:  # noqa: BLE001 (the run has ended: nobody is waiting)
+            pass
+
+    threading.Thread(target=target, name="babelrun-python-judge", daemon=True).start()
+    with anyio.fail_after(timeout_s):
+        await done.wait()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 class PythonJudge:
+    # A call may never return (a sync function stuck): a drain abandons it (engine.pipeline).
+    abandon_on_drain = True
+
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         self.spec = spec
         self.judge_id = judge_id
@@ -91,15 +163,16 @@ class PythonJudge:
         fn = self._function()
         try:
             if self._async:
-                value = await fn(request)
+                with anyio.fail_after(self.spec.timeout_s):
+                    value = await fn(request)
             else:
-                value = await anyio.to_thread.run_sync(fn, request)
+                value = await _in_thread(fn, request, self.spec.timeout_s)
         except (RetryableError, RejectedError, FatalJudgeError):
             raise
         except (TimeoutError, ConnectionError) as e:
             raise RetryableError("timeout" if isinstance(e, TimeoutError) else "connection",
-                                 f"{type(e).__name__}: {e}"[:300]) from None
-        except Exception as e:  # the user's code failed this call: recorded, not retried
+                                 f"{type(e).__name__}: {e or f'no reply in {self.spec.timeout_s:g} s'}"[:300]) from None
+        except (Exception, SystemExit) as e:  # the user's code failed this call: recorded, not retried
             raise RejectedError("callable_error", f"{type(e).__name__}: {e}"[:300]) from None
         return to_reply(value)
 

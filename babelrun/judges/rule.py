@@ -15,10 +15,10 @@ registered before the audit (``babelrun.judges.rule.register("mine", fn)``, wher
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 
 from ..spec import JudgeSpec, RuleSpec
+from . import safe_regex
 from .base import JudgeReply, JudgeRequest, RejectedError
 
 Scorer = Callable[[str, str], float]
@@ -39,8 +39,8 @@ def problem(rule: RuleSpec) -> tuple[str, str] | None:
         return needs, f"a {rule.kind} rule needs {needs}"
     if rule.kind == "regex" and rule.pattern is not None:  # (None: returned above)
         try:
-            re.compile(rule.pattern)
-        except re.error as e:
+            safe_regex.compile(rule.pattern)
+        except safe_regex.error as e:
             return "pattern", f"not a regular expression: {e}"
     if rule.kind == "python" and rule.function not in FUNCTIONS:
         known = ", ".join(sorted(FUNCTIONS)) or "none"
@@ -52,7 +52,7 @@ def problem(rule: RuleSpec) -> tuple[str, str] | None:
 def _json_score(answer: str, required: list[str]) -> float:
     try:
         value = json.loads(answer)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the decoder's limit
         return 0.0
     if required and not (isinstance(value, dict) and all(k in value for k in required)):
         return 0.0
@@ -65,8 +65,8 @@ def scorer(rule: RuleSpec) -> Scorer:
         return lambda prompt, answer: float(len(answer))
     if rule.kind == "regex":
         assert rule.pattern is not None  # problem() rejects a regex rule without one
-        pattern = re.compile(rule.pattern)
-        return lambda prompt, answer: float(pattern.search(answer[:_MAX_CHARS]) is not None)
+        pattern = safe_regex.compile(rule.pattern)  # a search past its time: PatternTimeout (RuleJudge)
+        return lambda prompt, answer: float(safe_regex.search(pattern, answer[:_MAX_CHARS]) is not None)
     if rule.kind == "exact_match":
         assert rule.expected is not None  # problem() rejects an exact_match rule without one
         expected = rule.expected.strip().casefold()
@@ -100,6 +100,8 @@ class RuleJudge:
         prompt = request.item.prompt
         try:
             a, b = float(self._score(prompt, request.answer_a)), float(self._score(prompt, request.answer_b))
+        except safe_regex.PatternTimeout:
+            raise  # the engine records the pair invalid (pattern_timeout), not a failed call
         except Exception as e:  # the user's function failed on this pair: record it, go on
             raise RejectedError("rule_error", f"rule {self.rule.kind}: {type(e).__name__}: {e}"[:500]) from None
         if a != a or b != b:  # NaN: no score to compare

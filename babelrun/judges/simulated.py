@@ -9,7 +9,7 @@ perturbation (``agent:hallucinated_tool``, or its bare name ``hallucinated_tool`
 With ``self_preference`` s, after the position and verbosity draws and before accuracy, the
 answer written by the judge's own ``family`` is named with probability s (only where exactly
 one answer is its family's). Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
-estimates ``verbosity_bias`` (see the README's metric definitions).
+estimates ``verbosity_bias`` (see docs/metrics.md).
 
 With ``soft: true`` the judge gives probabilities instead (a model of a judge whose slot bias
 is a constant shift of its log-odds, which is what position calibration can remove)::

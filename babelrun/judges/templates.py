@@ -11,13 +11,16 @@ read the file again (it may have changed since the run).
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 import string
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ..core import bounds
 from ..spec import JudgeSpec, PromptSpec, VerdictSpec
 from .prompt import TEMPLATES
 from .protocol import TemplateError, plain_format
@@ -73,7 +76,7 @@ def _resolve_into(judge: JudgeSpec, base: Path, used: set[str]) -> tuple[str | P
             system, user = read_text(prompt)
             return PromptSpec(system=to_format(system), user=to_format(user)), None
         path = _path(prompt, base)
-        if not path.is_file():
+        if not path.is_file() and not path.exists():
             raise TemplateError("prompt", f"judge {judge.name!r}: {prompt!r} is neither a built-in template "
                                           f"({', '.join(TEMPLATES)}) nor a file (inline text has a newline "
                                           "or a {field})")
@@ -129,10 +132,34 @@ def _path(text: str, base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
+MAX_TEMPLATE_BYTES = 1 << 20  # a template file (or a collection of them): 1 MiB
+_SPECIAL = ("/proc", "/sys", "/dev")  # files whose text is the system's, not a template
+
+
 def _text(path: Path, field: str) -> str:
+    """A template file's text: a regular file of at most ``MAX_TEMPLATE_BYTES``, refused
+    before it is read otherwise (a 2 GB file, a FIFO, ``/proc/self/environ`` — a "regular"
+    file whose size says 0 and whose text is the environment)."""
+    real = os.path.realpath(path)
+    if any(real == top or real.startswith(top + "/") for top in _SPECIAL):
+        raise TemplateError(field, f"{path} is a system file ({real}), not a template")
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise TemplateError(field, f"{path} is not a regular file")
+            if info.st_size > MAX_TEMPLATE_BYTES:
+                raise TemplateError(field, f"{path} is {info.st_size:,} bytes: a template file holds at most "
+                                           f"{MAX_TEMPLATE_BYTES:,}")
+            data = f.read(MAX_TEMPLATE_BYTES + 1)
+    except OSError as e:
+        raise TemplateError(field, f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > max(info.st_size, 0) or len(data) > MAX_TEMPLATE_BYTES:
+        raise TemplateError(field, f"{path} holds more than its size says: not a template file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise TemplateError(field, f"cannot read {path}: {e}") from None
 
 
@@ -151,13 +178,17 @@ def _from_collection(path: Path, name: str | None, field: str) -> tuple[str, str
         return "", text, None, {}
     try:
         if path.suffix == ".jsonl":
-            entries = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
+            entries = [bounds.decode_json(msgspec.json.decode, line) for line in text.splitlines() if line.strip()]
         else:
-            loaded = msgspec.yaml.decode(text) if path.suffix != ".json" else msgspec.json.decode(text)
+            if path.suffix != ".json":
+                bounds.check_yaml(text)  # aliases and depth, before the decoder expands them
+            loaded = bounds.decode_json(msgspec.yaml.decode if path.suffix != ".json" else msgspec.json.decode, text)
             entries = ([{"name": k, **v} for k, v in loaded.items() if isinstance(v, dict)]
                        if isinstance(loaded, dict) else loaded)
     except msgspec.DecodeError as e:
         raise TemplateError(f"{field}.file", f"{path.name}: not valid {path.suffix[1:].upper()}: {e}") from None
+    except bounds.BoundError as e:
+        raise TemplateError(f"{field}.file", f"{path.name}: {e}") from None
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     names = [str(e.get("name")) for e in entries]
     if name is None:
@@ -228,8 +259,8 @@ def to_format(text: str, *, nunjucks: bool = False) -> str:
                                           "and attributes are not read; plain {{ name }} fields only")
         pattern = _NUNJUCKS
     else:
-        if plain_format(text):
-            return text
+        if plain_format(text) or _format_attempt(text):
+            return text  # a template (the checks refuse its specs, conversions and attributes)
         attempt = _FIELD_LIKE.search(text)
         if attempt is not None:  # a field with an attribute, index, conversion or format spec
             raise TemplateError("prompt", f"not a valid template: field {attempt.group()} must be a plain name "
@@ -242,6 +273,19 @@ def to_format(text: str, *, nunjucks: bool = False) -> str:
         last = m.end()
     out.append(_escape(text[last:]))
     return "".join(out)
+
+
+_ATTEMPT = re.compile(r"[A-Za-z_]\w*(?:[.\[].*)?", re.S)
+
+
+def _format_attempt(text: str) -> bool:
+    """Whether ``text`` parses as ``str.format`` with every field a name (perhaps with an
+    attribute, index, conversion or spec): meant as a template, not literal braces."""
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError:
+        return False
+    return all(_ATTEMPT.fullmatch(name) for name in names)
 
 
 def _escape(text: str) -> str:
@@ -270,9 +314,11 @@ def substitute(text: str, values: dict[str, str], used: set[str] | None = None) 
 
 def _message_array(path: Path) -> list[dict[str, str]] | None:
     try:
-        loaded = msgspec.json.decode(_text(path, "prompt.file"))
+        loaded = bounds.decode_json(msgspec.json.decode, _text(path, "prompt.file"))
     except msgspec.DecodeError:
         return None
+    except bounds.BoundError as e:
+        raise TemplateError("prompt.file", f"{path.name}: {e}") from None
     if (isinstance(loaded, list) and loaded
             and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
                     for m in loaded)):
@@ -288,10 +334,14 @@ _RANKING = VerdictSpec(pattern=r"""['"]model['"]\s*:\s*['"]model_1['"]\s*,\s*['"
 def _alpaca_eval_config(path: Path, name: str | None) -> dict[str, Any] | None:
     """The annotator entry of an alpaca_eval ``configs.yaml`` (its ``prompt_template`` names a
     file, its ``fn_completion_parser`` how replies are read), or None: another YAML file."""
+    text = _text(path, "prompt.file")
     try:
-        loaded = msgspec.yaml.decode(_text(path, "prompt.file"))
+        bounds.check_yaml(text)  # aliases and depth, before the decoder expands them
+        loaded = bounds.decode_json(msgspec.yaml.decode, text)
     except msgspec.DecodeError:
         return None
+    except bounds.BoundError as e:
+        raise TemplateError("prompt.file", f"{path.name}: {e}") from None
     if not isinstance(loaded, dict):
         return None
     entries = {k: v for k, v in loaded.items() if isinstance(v, dict) and isinstance(v.get("prompt_template"), str)

@@ -14,15 +14,15 @@ import random
 from . import script
 
 
-def _count(fraction: float, n: int) -> int:
+def share(fraction: float, n: int) -> int:
     """round(fraction * n), halves up, at least 1."""
     return max(1, math.floor(fraction * n + 0.5))
 
 
 def truncate(text: str, severity: float, rng: random.Random, lang: str) -> str:
     """Drop the trailing fraction ``severity`` of sentences (at least one; keep at least one)."""
-    parts = script.sentences(text)
-    keep = max(1, len(parts) - _count(severity, len(parts)))
+    parts = script.sentences(text, lang)
+    keep = max(1, len(parts) - share(severity, len(parts)))
     return script.join(parts[:keep])
 
 
@@ -34,7 +34,7 @@ def shuffle(text: str, severity: float, rng: random.Random, lang: str) -> str:
     whole sentences move (``script.is_whole``): an unterminated last fragment stays last,
     since anywhere else it would run into the sentence after it.
     """
-    parts = script.sentences(text)
+    parts = script.sentences(text, lang)
     movable = [i for i, p in enumerate(parts) if script.is_whole(p.text)]
     if len(movable) < 2:
         return text
@@ -68,7 +68,7 @@ def number_corrupt(text: str, severity: float, rng: random.Random, lang: str) ->
     for i, token in enumerate(tokens):
         if i not in chosen:
             continue
-        group = script._GROUP.match(token.group()).group()
+        group = script.DIGIT_GROUP.match(token.group()).group()
         out.append(text[last : token.start()])
         out.append(script.digits_like(_nudge(script.digit_value(group), rng), group))
         last = token.start() + len(group)
@@ -92,7 +92,7 @@ def drop_entities(text: str, severity: float, rng: random.Random, lang: str) -> 
     spans = script.entity_spans(text, lang)
     if not spans:
         return text
-    k = min(len(spans), _count(severity, len(spans)))
+    k = min(len(spans), share(severity, len(spans)))
     drop = sorted(rng.sample(spans, k))
     out, last = [], 0
     for start, end in drop:
@@ -109,7 +109,7 @@ def repeat_pad(text: str, severity: float, rng: random.Random, lang: str) -> str
     run into the sentence after it. A text with none (one unterminated fragment) is left
     unchanged, and the item builder skips and counts it.
     """
-    parts = script.sentences(text)
+    parts = script.sentences(text, lang)
     whole = [p for p in parts if script.is_whole(p.text)]
     if not whole:
         return text

@@ -48,7 +48,7 @@ def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
     """Per language: its text references, their mean sentences, and whether that is weak."""
     counts: dict[str, list[int]] = {}
     for ref in references:
-        counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response)))
+        counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response, ref.lang)))
     return [Segmentation(lang, len(n), round(sum(n) / len(n), 4), sum(n) / len(n) < WEAK_SENTENCES)
             for lang, n in sorted(counts.items())]
 

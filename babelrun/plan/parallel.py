@@ -39,7 +39,7 @@ def aligned(references: list[Reference], pivot: str) -> Iterator[tuple[Reference
 
 
 def code_switched(pivot: Reference, target: Reference) -> Reference:
-    t, p = script.sentences(target.response), script.sentences(pivot.response)
+    t, p = script.sentences(target.response, target.lang), script.sentences(pivot.response, pivot.lang)
     mixed = [(p[i] if i % 2 and i < len(p) else t[i]).text for i in range(len(t))]
     gap = script.sentence_gap(t) or script.sentence_gap(p)
     return Reference(target.lang, target.ref_id, target.prompt, gap.join(mixed))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..store.files import write_atomic
-from ..store.rundir import REPORT_MD
+from ..store.rundir import REPORT_HTML, REPORT_MD
 from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
 from .markdown import render_report as markdown_report
@@ -37,5 +37,5 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
         from . import plots
 
         drawn = plots.render_apart(gathered, out_dir)
-        write_atomic(out_dir / "report.html", report_html.render(gathered, drawn).encode())
+        write_atomic(out_dir / REPORT_HTML, report_html.render(gathered, drawn).encode())
     return gathered

@@ -94,7 +94,7 @@ def _header(data: ReportData, plots: list[Plot]) -> str:
             f"invalid rates). Colours, the same in every table, card and plot: <span class=good>R ≥ "
             f"{t + 0.10:.2f}</span>, <span class=near>{t} ≤ R &lt; {t + 0.10:.2f}</span>, <span class=bad>R "
             f"&lt; {t}</span> (the deployment threshold; the red mark on each bar), <span class=none>not "
-            "judged or undefined</span>. Definitions: README, <i>Metrics</i>.</p>")
+            "judged or undefined</span>. Definitions: docs/metrics.md.</p>")
 
 
 @renders("html", "leaderboard")
@@ -425,7 +425,7 @@ def _pointwise(data: ReportData, plots: list[Plot]) -> str:
         if rows:
             out += ("<h2>Pointwise judges</h2><p class=note>Each answer scored alone; the gold is "
                     "“the reference scores higher”. Scale offset: the language's mean reference score − "
-                    "the pooled mean (README, <i>Pointwise metrics</i>).</p>"
+                    "the pooled mean (docs/metrics.md, <i>Pointwise metrics</i>).</p>"
                     + _table(summary.POINTWISE_HEADER, [[h(c) for c in r] for r in rows], {2}))
         both = summary.side_by_side_rows(run.cards)
         if both:
@@ -453,7 +453,7 @@ def _agentic(data: ReportData, plots: list[Plot]) -> str:
     if not rows:
         return ""
     return ("<h2>Agent trajectories</h2><p class=note>Agentic items are scored apart from the text cards; "
-            "R_agent has R's gating (README, <i>Metrics</i>). Families absent from the run are not measured "
+            "R_agent has R's gating (docs/metrics.md). Families absent from the run are not measured "
             "and never scale the score.</p>"
             + _table(["judge", "language", "items", "R_agent", "tool accuracy", "argument accuracy",
                       "hallucination detection", "length bias v", "Δ (slot A)", "κ_ord", "not measured"],

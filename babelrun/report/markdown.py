@@ -30,7 +30,7 @@ THRESHOLD = DEPLOY_R  # the research's deployment threshold for R
 VERDICTS = (f"✓/✗: R at or above / below the {DEPLOY_R} deployment threshold; no verdict (reason in "
             f"brackets) on a card with fewer than {MIN_ITEMS} items or a weakly segmented language. "
             "**below chance**: the accuracy interval lies below 0.5 — the judge prefers the degraded "
-            "answer, and a high κ_ord then means consistently wrong. Definitions: README, *Metrics*.")
+            "answer, and a high κ_ord then means consistently wrong. Definitions: docs/metrics.md.")
 _PLAIN = re.compile(r"[\w.\-/:@+~ ]*")
 
 
@@ -136,7 +136,7 @@ def _pointwise(cards: Cards) -> list[str]:
     out = ["## Pointwise judges", "",
            "Each answer scored alone; the gold is \"the reference scores higher\". Margin and pad gain "
            "in scale units; scale offset: the language's mean reference score − the pooled mean. "
-           "Definitions: README, *Pointwise metrics*.", "", *_md_table(summary.POINTWISE_HEADER, rows), ""]
+           "Definitions: docs/metrics.md, *Pointwise metrics*.", "", *_md_table(summary.POINTWISE_HEADER, rows), ""]
     both = summary.side_by_side_rows(cards)
     if both:
         out += ["### Pairwise and pointwise, side by side", "",

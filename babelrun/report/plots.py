@@ -30,7 +30,7 @@ _T = THRESHOLDS.reliability
 BANDS = ((_T + BAND_WIDTH, 1.0, BAND_COLOURS["good"]), (_T, _T + BAND_WIDTH, BAND_COLOURS["near"]),
          (0.0, _T, BAND_COLOURS["bad"]))
 # Scale limits, chosen by drawing the synthetic 10 judges × 200 languages report
-# (tests/test_report_scale.py): beyond them a figure's labels overlap and its SVG grows past
+# (tests/unit/test_report_scale.py): beyond them a figure's labels overlap and its SVG grows past
 # megabytes, so a figure shows the worst languages (lowest R of any judge) instead of all.
 HEATMAP_LANGS = 30   # languages in the metric heatmap
 HEATMAP_COLS = 5     # judge panels per row of the heatmap

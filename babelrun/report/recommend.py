@@ -1,7 +1,7 @@
 """What to do about a judge in a language: the research's mitigations, when its card calls for them.
 
 Rules, checked on every judge × language card (the thresholds are ``Thresholds``, stated in
-the report and the README):
+the report and docs/reports.md):
 
 - R below the deployment bar (0.65) → route the language to another judge, or ensemble;
 - order consistency κ_ord below 0.75 → score both orders and average;

@@ -1,4 +1,4 @@
-"""The agentic card: how well a judge compares agent trajectories (README, *Metrics*).
+"""The agentic card: how well a judge compares agent trajectories (docs/metrics.md).
 
 Built from the same vectorised cards as the text ones (``score.cells``) over the agentic
 records only, relabelled, with no loop per record (a third pass, not relabelled, gives

@@ -5,7 +5,7 @@ Every presentation (one record) has a verdict: ``reference`` (correct), ``pertur
 (``STATS``); every metric is a ratio of such sums, so a bootstrap replicate is one matrix
 product of resampling weights with the item table.
 
-Definitions (documented in the README, *Metrics*):
+Definitions (documented in docs/metrics.md):
 
 - accuracy          = P(verdict = reference); ties and invalid replies count as wrong.
 - position bias Δ   = P(judge names slot A) − P(judge names slot B), over all presentations.

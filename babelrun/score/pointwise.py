@@ -1,5 +1,5 @@
 """Cards of pointwise judges: each answer scored alone, the gold being "the reference scores
-higher". Documented in the README, *Pointwise metrics*.
+higher". Documented in docs/metrics.md, *Pointwise metrics*.
 
 An item has two records, ``reference`` and ``degraded`` (its two keys). Per item:
 

@@ -23,6 +23,7 @@ and how shards share a run directory, ``store/lock.py``.
 from __future__ import annotations
 
 import io
+import math
 import os
 import socket
 import time
@@ -35,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
+from ..core import bounds
 from ..core.keys import Shard
 from ..core.records import ANSWERS, ORDERS, Record
 from .lock import RunLock
@@ -96,8 +98,9 @@ def _complete_lines(seg: Path) -> Iterator[bytes]:
 # ---- one reader, two speeds ---------------------------------------------------------------
 #
 # A record is valid when it decodes as a ``Record`` (every required field, every field of its
-# type, status/verdict/slot among their values) and an ``ok`` record names its verdict and
-# slot. Both read paths apply this one rule: ``read`` decodes line by line with msgspec;
+# type, its integers inside int64 and its floats finite, status/verdict/slot among their
+# values) and an ``ok`` record names its verdict and slot. Both read paths apply this one
+# rule: ``read`` decodes line by line with msgspec;
 # ``stream_segment`` parses a segment with Arrow (fast) and checks the same rule column-wise,
 # and when Arrow refuses the segment or a check fails, it reads that segment line by line
 # (``_valid_lines``), skipping each bad line and naming it (``BadLine``). A bad line never
@@ -118,6 +121,8 @@ class BadLine(msgspec.Struct, frozen=True):
 _ORDERS = (*ORDERS, *ANSWERS)  # pairwise orders, pointwise answers
 _REQUIRED = ("judge_id", "item_id", "order", "status", "judge", "kind", "lang", "perturbation",
              "severity", "ref_len", "pert_len")
+_INTS = ("ref_len", "pert_len", "attempts", "tokens_in", "tokens_out")
+_FLOATS = ("severity", "latency_ms", "ts", "p_a", "p_b", "p_tie", "score")
 _VALUES = {"order": _ORDERS, "status": ("ok", "error"), "verdict": ("reference", "perturbed", "tie", "invalid"),
            "slot": ("A", "B", "tie", "invalid")}
 
@@ -128,6 +133,14 @@ def _problem(record: Record) -> str | None:
     (pointwise, keyed by the answer judged)."""
     if record.order not in _ORDERS:
         return f"order {record.order[:20]!r}"
+    for name in _INTS:  # Arrow reads int64: a larger number (a hand edit, 10^20) is a bad line, not a crash
+        value = getattr(record, name)
+        if value is not None and not bounds.in_int64(value):
+            return f"{name} out of range"
+    for name in _FLOATS:
+        value = getattr(record, name)
+        if value is not None and not math.isfinite(value):
+            return f"{name} not finite"
     if record.status != "ok":
         return None
     if record.order in ANSWERS:

@@ -1,4 +1,4 @@
-"""The README's exit-code table, cell by cell: every (command, code) it lists is produced here
+"""The exit-code table of docs/operations.md, cell by cell: every (command, code) it lists is produced here
 by a real invocation of the CLI; every command of the command table (``cli.COMMANDS``) has a
 row, and the codes each row lists are those its command declares (``Command.exit_codes``)."""
 

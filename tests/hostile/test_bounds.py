@@ -1,6 +1,6 @@
 """H1–H5 and the messages: every wait and size is bounded, and every mistake is one line.
 
-Bounds are validated limits with documented maxima (README, "Limits"); a provider's wait is
+Bounds are validated limits with documented maxima (docs/operations.md, "Limits"); a provider's wait is
 capped at 300 s with a note; a drain (first Ctrl-C / SIGTERM) cancels pending retries."""
 
 from __future__ import annotations

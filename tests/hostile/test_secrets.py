@@ -2,7 +2,7 @@
 run directory, whatever a provider (or a proxy in front of it) answers; redirects are not
 followed; replies are bounded; provider text reaches the terminal inert.
 
-A 200's reply text is the judge's answer and is kept verbatim (README, "Security notes"):
+A 200's reply text is the judge's answer and is kept verbatim (docs/operations.md, "Security notes"):
 these behaviours are all error paths."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .command import Command
 __all__ = ["COMMANDS", "EPILOG", "Command", "build_parser", "commands", "main"]
 
 EPILOG = """\
-exit codes (every command; the README's table gives them command by command):
+exit codes (every command; docs/operations.md, Exit codes, gives them command by command):
   0    done
   1    incomplete (a judge stopped or calls failed after retries: run the same command
        again to retry them; merge: planned keys missing), or a gate tripped (diff

@@ -14,7 +14,7 @@ from typing import Any
 class Command:
     """One ``babelrun`` command: its parser's contents and its handler, side by side.
 
-    ``exit_codes``: every code it can return (README, *Exit codes*; ``tests/test_exit_codes.py``
+    ``exit_codes``: every code it can return (docs/operations.md, *Exit codes*; ``tests/e2e/test_exit_codes.py``
     runs each)."""
 
     name: str
