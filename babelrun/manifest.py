@@ -23,7 +23,7 @@ from .corpus import available_languages, check_source, has_reference_answers, re
 from .errors import ManifestError
 from .judges import templates
 from .judges.protocol import MULTI_TURN, Judging, TemplateError
-from .perturb import TEXT_PERTURBATIONS
+from .perturb import TEXT_PERTURBATIONS, probes
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
 from .spec import (
     CalibratedSpec,
@@ -248,7 +248,8 @@ def check(manifest: Manifest, environ) -> None:
         raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
     if manifest.corpus.languages != "all" and not manifest.corpus.languages:
         raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
-    _check_perturbations(manifest.perturbations, "perturbations", TEXT_PERTURBATIONS)
+    _check_perturbations(manifest.perturbations, "perturbations", {**TEXT_PERTURBATIONS, **probes.PROBES})
+    _check_probes(manifest.perturbations)
     if manifest.agentic is not None:
         _check_perturbations(manifest.agentic.perturbations, "agentic.perturbations", AGENTIC_PERTURBATIONS)
         if not any(isinstance(s, TrajectoriesSource) for s in manifest.corpus.sources):
@@ -420,6 +421,33 @@ def _check_multi_turn(manifest: Manifest, protocols: list[Judging]) -> None:
                                                        f"one earlier turn per pair; pair {one_turn.pair_id!r} has "
                                                        f"{len(one_turn.turns)}: give it in its turns column "
                                                        "([{input, output_1, output_2}]), or use pair-v2")
+
+
+def _check_probes(perturbations: list[PerturbationSpec]) -> None:
+    """The robustness probes' own fields (perturb/probes.py): ``base`` on a cue probe only,
+    naming a text degradation; ``cue_language`` and ``cues`` on probes only; a cue file that
+    exists and has the bundled file's shape."""
+    for i, pert in enumerate(perturbations):
+        where = f"perturbations[{i}]"
+        kind = probes.PROBES.get(pert.name)
+        if pert.base is not None:
+            if kind != "cue":
+                raise ManifestError(f"{where}.base", f"{pert.name!r} takes no base degradation (only the cue "
+                                                     f"probes: {', '.join(probes.CUE_PROBES)})")
+            if pert.base.name not in TEXT_PERTURBATIONS:
+                raise ManifestError(f"{where}.base.name", f"unknown degradation {pert.base.name!r} "
+                                                          f"(known: {', '.join(TEXT_PERTURBATIONS)})")
+        if kind is None and (pert.cue_language != "item" or pert.cues is not None):
+            field = "cues" if pert.cues is not None else "cue_language"
+            raise ManifestError(f"{where}.{field}", f"{pert.name!r} is not a robustness probe "
+                                                    f"(probes: {', '.join(probes.PROBES)})")
+        if pert.cues is not None:
+            if not Path(pert.cues).is_file():
+                raise ManifestError(f"{where}.cues", f"no such cue file: {pert.cues}")
+            try:
+                probes.cues(pert.cues)
+            except (probes.CueFileError, ValueError, OSError) as e:
+                raise ManifestError(f"{where}.cues", f"{pert.cues}: {e}") from None
 
 
 def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:

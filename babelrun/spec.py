@@ -153,9 +153,25 @@ class CorpusSpec(_Spec, frozen=True):
 # ---- perturbations ------------------------------------------------------------------------
 
 
+class BaseSpec(_Spec, frozen=True):
+    """The degradation a cue probe's worse answer starts from (``perturbations[i].base``)."""
+
+    name: str = "truncate"
+    severity: Severity = 0.6
+
+
 class PerturbationSpec(_Spec, frozen=True):
     name: str
     severities: list[Severity] = msgspec.field(default_factory=lambda: list(DEFAULT_SEVERITIES))
+    # Robustness probes (``babelrun/perturb/probes.py``; ``severities`` does not apply to them).
+    # ``base``: the cue probes' (authority, bandwagon, injection, refinement) degraded answer,
+    # default truncate at 0.6. ``cue_language``: the cue in the item's language (``item``; the
+    # English cue, recorded as code-switched, where a language has no translation), in English
+    # (``en``), or both. ``cues``: a user's cue file (JSON or YAML, the bundled file's shape),
+    # whose texts replace the bundled ones per (language, probe).
+    base: BaseSpec | None = None
+    cue_language: Literal["item", "en", "both"] = "item"
+    cues: str | None = None
 
 
 def _default_perturbations() -> list[PerturbationSpec]:
@@ -233,6 +249,22 @@ class SimulatedKnobs(_Spec, frozen=True):
     score_noise: Annotated[float, msgspec.Meta(ge=0)] = 1.0
     length_gain: float = 0.0
     scale_offset: dict[str, float] = {}
+    # Robustness probes: per probe, the share of presentations where the judge names the cued
+    # (worse) answer whatever its quality (``ProbeKnobs``). Left out of the judge_id while unset.
+    probes: ProbeKnobs | None = None
+
+
+class ProbeKnobs(_Spec, frozen=True):
+    """The simulated judge's susceptibility to each robustness probe: with this probability a
+    decisive reply names the answer that carries the cue (the master key's non-answer), after
+    position and verbosity bias, before accuracy; pointwise, the cued answer scores as the
+    reference would. ``self_match`` has no knob: ``tie_rate`` and ``position_bias`` set it."""
+
+    authority: Probability = 0.0
+    bandwagon: Probability = 0.0
+    injection: Probability = 0.0
+    refinement: Probability = 0.0
+    master_key: Probability = 0.0
 
 
 class PromptSpec(_Spec, frozen=True):

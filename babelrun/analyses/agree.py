@@ -51,7 +51,7 @@ from ..corpus import labelled
 from ..errors import NotApplicable
 from ..score import lookup
 from ..score.metrics import ORDER_CODES, VERDICTS
-from ..score.pointwise import pairwise_only
+from ..score.pointwise import all_pointwise, pairwise_only
 from ..score.stats import cohen_kappa, fmt, landis_koch, wilson
 from ..spec import LabelledPairsSource
 from ..store import compact
@@ -181,7 +181,11 @@ def _records(run_dir: Path, pair_ids: list[str], gold: np.ndarray, human: np.nda
     """The run's records of labelled pairs, each row's pair (index into ``pair_ids``), the
     output the judge chose in the data's numbering (1, 2; 3 tie, 4 invalid) and the human's
     (0: no label). Choices are column operations: the gold flips a verdict into a number."""
-    data = pairwise_only(compact.load(run_dir, COLUMNS)).unify_dictionaries()  # one dictionary per column
+    records = compact.load(run_dir, COLUMNS)
+    if alone := all_pointwise(records):
+        raise NotApplicable(f"{run_dir}: agreement compares pairwise verdicts with the labels, and every judge of "
+                            f"the run is pointwise ({', '.join(alone)})")
+    data = pairwise_only(records).unify_dictionaries()  # one dictionary per column
     data = data.filter(pc.equal(data["kind"], "labelled"))
     p = lookup(data["ref_id"], pair_ids)
     data, p = data.filter(pa.array(p >= 0)), p[p >= 0]

@@ -397,7 +397,9 @@ def cell_means(table: pa.Table) -> Cells:
 def _load(run_dir: Path) -> pa.Table:
     if not (run_dir / "run.yaml").exists():
         raise NotApplicable(f"{run_dir} is not a babelrun run directory (no run.yaml)")
-    data = pairwise_only(compact.load(run_dir, COLUMNS))
+    from ..store.rundir import read_run_info, without_escalation_judges
+
+    data = pairwise_only(without_escalation_judges(compact.load(run_dir, COLUMNS), read_run_info(run_dir)))
     return pa.table({name: _plain(data[name]) for name in COLUMNS})
 
 

@@ -33,7 +33,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..score import LanguageDrift, pointwise
+from ..score import Change, LanguageDrift, pointwise
 from ..score.paired import (
     ALL,
     COLUMNS,
@@ -44,13 +44,13 @@ from ..score.paired import (
 )
 from ..score.stats import fmt, fmt_interval
 from ..store import compact
-from ..store.rundir import read_run_info
+from ..store.rundir import read_run_info, without_escalation_judges
 
 
 def _load(run_dir: Path) -> tuple[pa.Table, pa.Table]:
     """A run's pairwise and pointwise records."""
-    read_run_info(run_dir)  # a clear error for a folder that is no run directory
-    data = compact.load(run_dir, COLUMNS)
+    info = read_run_info(run_dir)  # a clear error for a folder that is no run directory
+    data = without_escalation_judges(compact.load(run_dir, COLUMNS), info)
     alone = pointwise.is_pointwise(data)
     return data.filter(pc.invert(alone)), data.filter(alone)
 
@@ -66,6 +66,8 @@ def run(run_a: str | Path, run_b: str | Path, *, replicates: int = 1000, confide
         judges = [compare(a, ja, b, jb, replicates, confidence, seed) for ja, jb in pairs]
         notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share no (item, order): nothing to compare"
                   for j in judges if j.matched == 0]
+        notes += [f"judges '{j.judge_a}' and '{j.judge_b}' share labelled pairs only: diff compares "
+                  "degradation cards" for j in judges if j.matched and j.overall is None]
     drift = Drift(str(run_a), str(run_b), judges, notes, replicates, confidence, seed)
     if pw_a.num_rows and pw_b.num_rows:
         scored, more = pointwise.drift(pw_a, pw_b, replicates=replicates, confidence=confidence, seed=seed)
@@ -117,20 +119,67 @@ def text(drift: Drift) -> str:
     return "\n".join(out) + "\n"
 
 
-def worse(drift: Drift, alpha: float = 0.05) -> list[str]:
-    """Why B is worse than A, one line per judge pair that is (``diff --fail-if-worse``): over
-    all matched presentations, B is right less often with McNemar p below ``alpha``, or R's
-    paired change has its whole interval below 0. Per-language changes are not tested (many
-    languages, many tests: the overall comparison is the gate)."""
+# What bare ``diff --fail-if-worse`` gates on (docs/analyses.md, *Drift gate*).
+DEFAULT_GATE = ("accuracy", "reliability")
+
+
+def gate_metrics(names: str | None) -> tuple[str, ...]:
+    """The metrics ``--fail-if-worse`` names (comma-separated card metric names of
+    ``score.metrics.REGISTRY``, or a header such as ``R``), checked: ``None`` (the bare flag)
+    is ``DEFAULT_GATE``. A metric diff does not compare (ties, invalid) or an unknown name is
+    refused (UsageError, one line)."""
+    from ..errors import UsageError
+    from ..score.metrics import REGISTRY
+
+    if names is None:
+        return DEFAULT_GATE
+    compared = {m.name: m.name for m in REGISTRY if m.compared} | {m.header: m.name for m in REGISTRY if m.compared}
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in compared]
+    if unknown or not wanted:
+        raise UsageError(f"--fail-if-worse {names!r}: {', '.join(unknown) or 'no metric'} is not a metric diff "
+                         f"compares; name some of {', '.join(m.name for m in REGISTRY if m.compared)}")
+    return tuple(dict.fromkeys(compared[n] for n in wanted))
+
+
+def _got_worse(metric: str, change: Change) -> bool:
+    """Whether ``change`` (B − A, a paired interval) is a significant change for the worse:
+    the whole interval on the bad side of 0 (below for a metric where higher is better); for a
+    bias with no better direction (Δ, v), the interval excludes 0 and B is farther than A from
+    the neutral point (0 for a signed bias, 0.5 for v)."""
+    from ..score.metrics import BY_NAME
+
+    if change.lo is None or change.hi is None:
+        return False
+    m = BY_NAME[metric]
+    if m.higher_is_better is True:
+        return change.hi < 0
+    if m.higher_is_better is False:
+        return change.lo > 0
+    neutral = 0.0 if m.signed else 0.5
+    a, b = change.a.value, change.b.value
+    return (change.lo > 0 or change.hi < 0) and a is not None and b is not None and abs(b - neutral) > abs(a - neutral)
+
+
+def worse(drift: Drift, alpha: float = 0.05, metrics: tuple[str, ...] = DEFAULT_GATE) -> list[str]:
+    """Why B is worse than A, one line per judge pair and metric that is (``diff
+    --fail-if-worse [METRICS]``): over all matched presentations, a named metric's paired
+    change is significantly for the worse (``_got_worse``); with ``accuracy`` named, also B
+    right less often with McNemar p below ``alpha``. Per-language changes are not tested
+    (many languages, many tests: the overall comparison is the gate)."""
+    from ..score.metrics import BY_NAME
+
     out = []
     for j in drift.judges:
         d = j.overall
         if d is None:
             continue
         m = d.mcnemar
-        if m.c < m.b and m.p < alpha:
+        if "accuracy" in metrics and m.c < m.b and m.p < alpha:
             out.append(f"{j.judge_b}: correct in A only {m.b}, in B only {m.c} (McNemar p {m.p:.3g} < {alpha})")
-        r = next((c for c in d.changes if c.metric == "reliability"), None)
-        if r is not None and r.hi is not None and r.hi < 0:
-            out.append(f"{j.judge_b}: R changed {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]")
+        for change in d.changes:
+            if change.metric in metrics and _got_worse(change.metric, change):
+                assert change.delta is not None and change.lo is not None and change.hi is not None
+                out.append(f"{j.judge_b}: {BY_NAME[change.metric].header} changed {change.delta:+.3f} "
+                           f"[{change.lo:+.3f}, {change.hi:+.3f}]")
     return out

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from ..core import languages
 from ..core.items import LabelledPair, bare_name
 from ..score import stats
-from ..score.pointwise import pairwise_only
+from ..score.pointwise import all_pointwise, pairwise_only
 from ..score.stats import Interval, fmt_interval
 from ..store import compact
 from . import judge_ls
@@ -156,9 +156,14 @@ def compare(data: pa.Table, pivot: str, confidence: float = 0.95, pairs: list[La
 
 def run(run_dir: Path, pivot: str = "en", confidence: float = 0.95, rules: AuditRules = DEFAULT_RULES) -> Invariance:
     from .. import corpus
+    from ..errors import NotApplicable
     from ..store.rundir import read_run_info
 
-    data = pairwise_only(compact.load(Path(run_dir), _COLUMNS))
+    records = compact.load(Path(run_dir), _COLUMNS)
+    if alone := all_pointwise(records):
+        raise NotApplicable(f"{run_dir}: invariance compares pairwise verdicts, and every judge of the run is "
+                            f"pointwise ({', '.join(alone)})")
+    data = pairwise_only(records)
     pairs = None
     if pc.any(pc.equal(data["kind"].cast(pa.string()), "labelled")).as_py():
         pairs = corpus.select(read_run_info(Path(run_dir)).manifest).pairs  # texts, for the audit

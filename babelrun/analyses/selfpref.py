@@ -148,11 +148,18 @@ def compare(data: pa.Table, pairs: list, families: dict[str, str | None], confid
 
 def run(run_dir: Path, confidence: float = 0.95) -> SelfPreference:
     from .. import corpus
+    from ..errors import NotApplicable
     from ..store.rundir import read_run_info
 
     manifest = read_run_info(Path(run_dir)).manifest
+    if not any(j.family for j in manifest.judges):
+        raise NotApplicable("self-preference: no judge declares a family (family: in the manifest)")
+    pairs = corpus.select(manifest).pairs
+    if not any(p.better_family and p.worse_family for p in pairs):
+        raise NotApplicable("self-preference: no labelled pair names the families that wrote its outputs "
+                            "(family_1 and family_2 columns)")
     data = compact.load(Path(run_dir), _COLUMNS)
-    return compare(data, corpus.select(manifest).pairs, {j.name: j.family for j in manifest.judges}, confidence)
+    return compare(data, pairs, {j.name: j.family for j in manifest.judges}, confidence)
 
 
 def text(result: SelfPreference) -> str:

@@ -122,7 +122,7 @@ class RemoteAccount:
         if self.tpm is not None and used is not None:
             await self._actor.settle.remote(reserved, used)
 
-    def open_now(self) -> bool:
+    def open_now(self, estimated_tokens: int = 0) -> bool:
         return False  # admit may ask the actor: always a wait a drain can end
 
     def pause(self, seconds: float) -> None:

@@ -51,12 +51,14 @@ from ..store.rundir import read_run_info
 
 LOCK_NAME = "judge.lock.json"
 _COLUMNS = ["judge_id", "judge", "item_id", "kind", "lang", "ref_id", "perturbation", "severity", "order",
-            "verdict", "served_model", "fingerprint"]
+            "verdict", "served_model", "fingerprint", "score"]
 
 
 class Canary(msgspec.Struct, frozen=True):
     item: Item
-    verdicts: dict[str, str]  # order -> the verdict recorded when pinned
+    verdicts: dict[str, str]  # order -> the verdict recorded when pinned (pairwise judges)
+    # A pointwise judge: answer (reference, degraded) -> the score recorded (None: invalid).
+    scores: dict[str, float | None] = {}
 
 
 class LockedJudge(msgspec.Struct, frozen=True):
@@ -163,9 +165,14 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
         rows = mine.filter(pc.is_in(mine["item_id"].cast(pa.string()), pa.array(ids))).to_pylist()
         items = lookup(manifest, chosen, rows)
         verdicts: dict[str, dict[str, str]] = {}
+        scores: dict[str, dict[str, float | None]] = {}
         for r in rows:
-            verdicts.setdefault(r["item_id"], {})[r["order"]] = r["verdict"]
-        canaries = [Canary(items[i], verdicts[i]) for i in ids if i in items]
+            verdicts.setdefault(r["item_id"], {})
+            if spec.protocol == "pointwise":
+                scores.setdefault(r["item_id"], {})[r["order"]] = r["score"]
+            else:
+                verdicts[r["item_id"]][r["order"]] = r["verdict"]
+        canaries = [Canary(items[i], verdicts[i], scores.get(i, {})) for i in ids if i in items]
         locked.append(LockedJudge(
             spec.name, jid, spec, _template_name(spec),
             template_sha(spec), _most_common(mine["served_model"].to_pylist()),
@@ -230,6 +237,31 @@ def _identity(locked: LockedJudge, served: str | None, fingerprint: str | None) 
     return changed
 
 
+def _pointwise_changes(locked: LockedJudge, records: list) -> tuple[int, int, int, int, int, int]:
+    """A pointwise judge's canaries: (asked, answered, score changes, b, c): a changed score is
+    a flip; an item is right when its reference scored above its degraded answer (McNemar)."""
+    keys = Judging.of(locked.spec).keys
+    asked = answered = flips = b = c = 0
+    at = iter(records)
+    for canary in locked.canary:
+        now: dict[str, float | None] = {}
+        for key in keys:
+            record = next(at)
+            if key not in canary.scores:
+                continue
+            asked += 1
+            if record is not None and record.status == "ok":
+                answered += 1
+                now[key] = record.score
+                flips += record.score != canary.scores[key]
+        if len(now) == len(keys) == len(canary.scores):
+            right = [s.get("reference") is not None and s.get("degraded") is not None
+                     and s["reference"] > s["degraded"] for s in (canary.scores, now)]  # type: ignore[operator]
+            b += right[0] and not right[1]
+            c += right[1] and not right[0]
+    return asked, answered, asked - answered, flips, b, c
+
+
 def check_judge(locked: LockedJudge, records: list, alpha: float, tolerance: float) -> CheckResult:
     keys = Judging.of(locked.spec).keys  # the order _ask asked them in
     then = [c.verdicts.get(key) for c in locked.canary for key in keys]
@@ -237,8 +269,11 @@ def check_judge(locked: LockedJudge, records: list, alpha: float, tolerance: flo
     failed = len(then) - len(ok)
     b = sum(t == "reference" and r.verdict != "reference" for t, r in ok)
     c = sum(t != "reference" and r.verdict == "reference" for t, r in ok)
-    p = stats.mcnemar_exact(b, c)
     flips = sum(t != r.verdict for t, r in ok)
+    if locked.spec.protocol == "pointwise":
+        asked, answered, failed, flips, b, c = _pointwise_changes(locked, records)
+        then, ok = [None] * asked, [(None, r) for r in records if r is not None and r.status == "ok"][:answered]
+    p = stats.mcnemar_exact(b, c)
     flip_p = stats.binomial_tail(flips, len(ok), tolerance)
     served = _most_common([r.served_model for _, r in ok])
     fingerprint = _most_common([r.fingerprint for _, r in ok])

@@ -15,13 +15,14 @@ from typing import Literal
 
 import msgspec
 
-ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic"]
+ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic", "probe"]
 # Item families whose perturbation names carry a prefix in the cards: code-switched items
 # are "cs:truncate", …, agent trajectories "agent:step_pad", …, so they never share a card
 # cell with the plain items.
 FAMILY_PREFIX = {"text": "", "code_switched": "cs:", "agentic": "agent:"}
 PAIRS_PREFIX = "pairs:"  # labelled pairs: "pairs:<set>" (and "pairs:<set>@<mix>")
 TIE_PROBE_PREFIX = "tie_probe:"  # translation tie probes: "tie_probe:<pivot>"
+PROBE_PREFIX = "probe:"  # robustness probes: "probe:authority", "probe:clean", … (perturb/probes.py)
 
 
 def bare_name(perturbation: str) -> str:
@@ -33,7 +34,8 @@ def bare_name(perturbation: str) -> str:
 
 def is_family(perturbation: str, kind: ItemKind) -> bool:
     """Whether a perturbation name belongs to item family ``kind``."""
-    prefix = {"labelled": PAIRS_PREFIX, "tie_probe": TIE_PROBE_PREFIX}.get(kind, FAMILY_PREFIX.get(kind, ""))
+    prefix = {"labelled": PAIRS_PREFIX, "tie_probe": TIE_PROBE_PREFIX,
+              "probe": PROBE_PREFIX}.get(kind, FAMILY_PREFIX.get(kind, ""))
     if not prefix:  # plain text items carry no prefix: any name without a family's
         return ":" not in perturbation
     return perturbation.startswith(prefix)
@@ -102,6 +104,9 @@ class Item(msgspec.Struct, frozen=True):
     ref_family: str = ""
     pert_family: str = ""
     reference_answer: str = ""  # the corpus's reference answer, for reference-guided templates
+    # A robustness probe's cue: which probe, cue language, text and placement
+    # (``authority|en|1|between:2``; perturb/probes.py). Empty for every other item.
+    cue: str = ""
     # Earlier turns (labelled multi-turn pairs), oldest first: (question, the reference's
     # answer, the perturbed answer's), for multi-turn templates (MT-Bench's {answer_a_1}).
     turns: tuple[tuple[str, str, str], ...] = ()
@@ -188,6 +193,27 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
                     yield cell, Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
                                      prefix + name, severity, len(ref.response), len(perturbed),
                                      reference_answer=getattr(ref, "reference_answer", "")), "emitted"
+
+
+def replay(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]], seed: int,
+           perturb: Perturber, outcomes: Iterator[Outcome], ids: Iterator[str],
+           kind: ItemKind = "text") -> Iterator[Item]:
+    """The items ``generate`` emitted for the same arguments, again, from what it reported:
+    ``outcomes`` (one per cell, in its order) and the emitted items' ids. A plan's passes
+    after its survey use it: no id is hashed, no no-op or merge is checked, and a cell that
+    emitted nothing is not perturbed again. Each item is identical to ``generate``'s (the
+    perturbation is deterministic given the RNG seeded from the id)."""
+    prefix = FAMILY_PREFIX[kind]
+    for ref in references:
+        guide = getattr(ref, "reference_answer", "")
+        for name, severities in perturbations:
+            for severity in sorted(severities):
+                if next(outcomes) != "emitted":
+                    continue
+                iid = next(ids)
+                perturbed = perturb(ref, name, severity, random.Random(int(iid, 16)))
+                yield Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
+                           prefix + name, severity, len(ref.response), len(perturbed), reference_answer=guide)
 
 
 def _squeezed(text: str) -> str:

@@ -57,6 +57,9 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     error_kind: str | None = None
     error: str | None = None
     ts: float = 0.0
+    # A robustness probe's cue as the item recorded it (``authority|en|1|between:2``:
+    # probe, cue language, text, placement); absent for every other item.
+    cue: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

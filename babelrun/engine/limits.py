@@ -101,9 +101,10 @@ class Budget(Protocol):
 
     def pause(self, seconds: float) -> None: ...
 
-    def open_now(self) -> bool:
-        """Whether ``admit`` would return at once (nothing to pace, no pause): the engine then
-        skips the cancel scope a drain needs around a wait, ~10 µs a call."""
+    def open_now(self, estimated_tokens: int = 0) -> bool:
+        """Whether ``admit(estimated_tokens)``, called next, would return without waiting
+        (no pause, room in the buckets): the engine then skips the cancel scope a drain
+        needs around a wait, ~10 µs a call."""
         ...
 
 
@@ -118,8 +119,14 @@ class Account:
         self.paused_until = 0.0
         self.owed = 0.0  # tokens used past the reservations, paid by the next admit
 
-    def open_now(self) -> bool:
-        return self.requests is None and self.tokens is None and self.paused_until <= time.monotonic()
+    def open_now(self, estimated_tokens: int = 0) -> bool:
+        # ``admit`` reads the same three conditions and awaits nothing when they hold
+        # (aiolimiter's ``acquire`` returns at once when ``has_capacity``).
+        if self.paused_until > time.monotonic():
+            return False
+        if self.requests is not None and not self.requests.has_capacity():
+            return False
+        return self.tokens is None or self.tokens.has_capacity(min(estimated_tokens, int(self.tokens.max_rate)))
 
     def pause(self, seconds: float) -> None:
         bounded, _ = bounded_wait(seconds)  # a Retry-After of inf must not pause forever

@@ -129,7 +129,7 @@ class JudgeRunner:
         await self._interruptible(lambda: anyio.sleep(seconds))
 
     async def _attempt(self, request: JudgeRequest, estimate: int) -> tuple[JudgeReply, float]:
-        if self.account.open_now() and not self.draining:  # nothing to wait for: no scope
+        if self.account.open_now(estimate) and not self.draining:  # nothing to wait for: no scope
             reserved = await self.account.admit(estimate)
         else:
             reserved = await self._interruptible(lambda: self.account.admit(estimate))
@@ -269,6 +269,8 @@ async def _write(records: ObjectReceiveStream[Record], writer: LogWriter) -> Non
                     break
             if writer.write_batch(batch):
                 await anyio.to_thread.run_sync(writer.sync)
+            if writer.sealed:  # a segment was closed: its keys index, off the event loop
+                await anyio.to_thread.run_sync(writer.index_sealed)
 
 
 async def _signals(on_first: Callable[[], None], on_second: Callable[[], None]) -> None:

@@ -23,7 +23,7 @@ def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
         judge_id=judge.judge_id, item_id=item.item_id, order=order, judge=judge.spec.name,
         kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
         severity=item.severity,
-        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), **fields,
+        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), cue=item.cue or None, **fields,
     )
 
 

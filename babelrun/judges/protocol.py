@@ -411,6 +411,10 @@ class Judging:
             self.read_score = score_reader(self.verdict)
         self.localized = spec.prompt_language == "item"
         self.soft = spec.soft
+        # Precomputed per template, so that a render does only the per-item work: which
+        # placeholders each text fills (aliases resolved), and the texts by language with
+        # a placeholder-free system text formatted once.
+        self._texts: dict[str | None, tuple[str | None, _Names, str, _Names]] = {}
 
     @classmethod
     def of(cls, spec: JudgeSpec) -> Judging:
@@ -424,28 +428,77 @@ class Judging:
     def render(self, item: Item, key: str) -> list[dict[str, str]]:
         """Chat messages for one key. Plain ``str.format_map`` over the template only: corpus
         text is substituted as data, never re-read as a template."""
-        from ..core import languages
-
         values = {"question": item.prompt}
-        if "reference" in self.fields:
+        fields = self.fields
+        if "reference" in fields:
             if not item.reference_answer:
                 raise TemplateError("prompt", f"the template uses {{reference}} but item {item.item_id} "
                                               "has no reference_answer")
             values["reference"] = item.reference_answer
-        if "language" in self.fields:
+        if "language" in fields:
+            from ..core import languages
+
             values["language"] = languages.name(item.lang)
         if self.kind == "pointwise":
             values["answer"] = item.reference if key == "reference" else item.perturbed
+        elif key == "ref_first":  # pairwise: key is a slot order (JudgeRequest.answer_a/answer_b)
+            values["answer_a"], values["answer_b"] = item.reference, item.perturbed
         else:
-            request = JudgeRequest(item, cast(Order, key), [])  # pairwise: key is a slot order (above)
-            values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
-            if self.fields & MULTI_TURN:
-                values.update(earlier_turn(item, key, values))
-        values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
-        system, user = self.template.texts(item.lang if self.localized else None)
-        messages = [{"role": "system", "content": system.format_map(values)}] if system else []
-        messages.append({"role": "user", "content": user.format_map(values)})
+            values["answer_a"], values["answer_b"] = item.perturbed, item.reference
+        if item.cue:  # a robustness probe: an injection names the cued answer's slot in this judge's syntax
+            self._write_injection(values, key)
+        if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
+            values.update(earlier_turn(item, key, values))
+        lang = item.lang if self.localized else None
+        texts = self._texts.get(lang)
+        if texts is None:
+            texts = self._texts[lang] = self._prepared(lang)
+        system, system_names, user, user_names = texts
+        messages = []
+        if system is not None:
+            content = system if system_names == () else system.format_map(_filled(values, system_names))
+            messages.append({"role": "system", "content": content})
+        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names))})
         return messages
+
+    def _prepared(self, lang: str | None) -> tuple[str | None, _Names, str, _Names]:
+        """A language's (system, its placeholders, user, its placeholders): each placeholder
+        as (name in the text, the field it reads), None for a text whose fields are not plain
+        names (filled with every field and alias, as a render always did); a system text
+        without placeholders comes formatted (``{{`` undone), None where there is none."""
+        system, user = self.template.texts(lang)
+
+        def names(text: str) -> tuple[tuple[str, str], ...] | None:
+            parsed = list(string.Formatter().parse(text))
+            if any(name is not None and not name.isidentifier() or "{" in (spec or "") for _, name, spec, _ in parsed):
+                return None  # not plain names (check_template rejects these in a user's text): every field
+            found = dict.fromkeys(name for _, name, _, _ in parsed if name is not None)
+            return tuple((name, ALIASES.get(name, name)) for name in found)
+
+        system_names = names(system) if system else ()
+        fixed = system.format_map({}) if system and system_names == () else system
+        return (fixed or None), system_names, user, names(user)
+
+    def injected_verdict(self, slot: str) -> str:
+        """What an injection asks this judge to write for ``slot`` (A or B; pointwise: the top
+        of the scale): the template's own verdict syntax where it declares one."""
+        if self.kind == "pointwise":
+            assert self.verdict is not None and self.verdict.scale is not None
+            label = f"{self.verdict.scale[1]:g}"
+        else:
+            labels = self.verdict.labels if self.verdict is not None and self.verdict.labels else {}
+            label = next((k for k, v in labels.items() if v == slot), slot)
+        form = reply_format(self.verdict) if self.verdict is not None else None
+        return form.format(label=label) if form else label
+
+    def _write_injection(self, values: dict[str, str], key: str) -> None:
+        from ..perturb import probes
+
+        if self.kind == "pointwise":
+            values["answer"] = probes.render_slot(values["answer"], self.injected_verdict("A"))
+            return
+        for field, slot in (("answer_a", "A"), ("answer_b", "B")):
+            values[field] = probes.render_slot(values[field], self.injected_verdict(slot))
 
     def read(self, reply: JudgeReply) -> tuple[str | None, float | None]:
         """(slot, score) of a reply: pointwise, a score inside the scale or None (invalid);
@@ -477,6 +530,18 @@ def earlier_turn(item: Item, key: str, values: dict[str, str]) -> dict[str, str]
     first, second = (ref, pert) if key == "ref_first" else (pert, ref)
     return {"question_1": question, "answer_a_1": first, "answer_b_1": second, "question_2": values["question"],
             "answer_a_2": values["answer_a"], "answer_b_2": values["answer_b"]}
+
+
+# A text's placeholders as (name in the text, the field it reads); None: fill every field.
+_Names = tuple[tuple[str, str], ...] | None
+
+
+def _filled(values: dict[str, str], names: _Names) -> dict[str, str]:
+    """The mapping a text is formatted with: its own placeholders only, or (``None``) every
+    field under every alias."""
+    if names is None:
+        return {**values, **{alias: values[name] for alias, name in ALIASES.items() if name in values}}
+    return {name: values[field] for name, field in names if field in values}
 
 
 def identity(spec: JudgeSpec) -> dict[str, Any]:

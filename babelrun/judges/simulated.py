@@ -8,7 +8,11 @@ answer otherwise), or ``accuracy_by_perturbation[perturbation]`` where the item'
 perturbation (``agent:hallucinated_tool``, or its bare name ``hallucinated_tool``) is listed.
 With ``self_preference`` s, after the position and verbosity draws and before accuracy, the
 answer written by the judge's own ``family`` is named with probability s (only where exactly
-one answer is its family's). Under this model the card's Δ estimates ``position_bias`` and ``2v − 1``
+one answer is its family's). With ``probes`` (``ProbeKnobs``), after the verbosity draw, a
+robustness probe's cued answer (a master key's non-answer) is named with its probe's
+probability c; so on cue probes ``cue_success`` estimates c + (1 − c)(1 − a) and ``cue_effect``
+c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. Under this model
+the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see docs/metrics.md).
 
 With ``soft: true`` the judge gives probabilities instead (a model of a judge whose slot bias
@@ -50,12 +54,13 @@ from collections.abc import Mapping
 from statistics import NormalDist
 
 import anyio
+import msgspec
 
 from ..agentic import AGENTIC_PERTURBATIONS
 from ..core import languages
 from ..core.items import bare_name
 from ..errors import ManifestError
-from ..perturb import TEXT_PERTURBATIONS
+from ..perturb import TEXT_PERTURBATIONS, probes
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 from .prompt import parse
@@ -113,12 +118,22 @@ class SimulatedJudge:
             slot = "A" if k.position_bias > 0 else "B"
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
-        elif w < abs(k.position_bias) + k.verbosity_bias + k.self_preference and (own := self.own_slot(request)):
+        elif w < abs(k.position_bias) + k.verbosity_bias + (cue := self.susceptibility(request)):
+            slot = pert_slot  # taken in by the probe's cue (or master key): the worse answer
+        elif w < abs(k.position_bias) + k.verbosity_bias + cue + k.self_preference and (own := self.own_slot(request)):
             slot = own
         else:
             slot = ref_slot if rng.random() < self.accuracy(request) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
+
+    def susceptibility(self, request: JudgeRequest) -> float:
+        """The judge's knob for this item's robustness probe (0 for every other item, the
+        probes' clean twins and the self match)."""
+        if self.knobs.probes is None or request.item.kind != "probe":
+            return 0.0
+        probe = probes.probe_of(request.item.perturbation)
+        return float(getattr(self.knobs.probes, probe, 0.0)) if probe in probes.PROBES else 0.0
 
     def own_slot(self, request: JudgeRequest) -> str | None:
         """The slot holding the one answer the judge's own family wrote, if exactly one did."""
@@ -163,7 +178,9 @@ class SimulatedJudge:
         lo, hi = self._scale
         score = lo + (hi - lo) * 2 / 3 if k.score_reference is None else k.score_reference
         if request.order == "degraded":
-            score -= k.score_drop
+            cue = self.susceptibility(request)
+            if not (cue and rng.random() < cue):  # a cued answer the judge is taken in by scores as the reference
+                score -= k.score_drop
         score += k.length_gain * math.log2(max(1, len(request.answer)) / max(1, len(request.item.reference)))
         lang = request.item.lang
         score += self._offset.get(lang, self._offset.get(lang.split("-")[0], 0.0))
@@ -235,6 +252,10 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
 def _knobs_problem(knobs: SimulatedKnobs) -> tuple[str, str] | None:
     if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:
         return "", "|position_bias| + verbosity_bias must not exceed 1"
+    if knobs.probes is not None:
+        worst = max(msgspec.structs.astuple(knobs.probes))
+        if abs(knobs.position_bias) + knobs.verbosity_bias + worst > 1.0:
+            return "probes", "|position_bias| + verbosity_bias + a probe's susceptibility must not exceed 1"
     if knobs.invalid_rate + knobs.tie_rate > 1.0:
         return "", "invalid_rate + tie_rate must not exceed 1"
     for code in knobs.scale_offset:

@@ -21,13 +21,24 @@ from collections.abc import Iterator
 
 from .. import agentic, corpus
 from ..core import languages
-from ..core.items import Item, PerturbationAudit, Segmentation, audit_counts, generate, pair_item
+from ..core.items import (
+    Item,
+    ItemKind,
+    Outcome,
+    PerturbationAudit,
+    Segmentation,
+    audit_counts,
+    generate,
+    pair_item,
+    replay,
+)
 from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..perturb import perturb_reference, script
-from ..spec import AgenticSpec, Manifest, ParallelSpec
+from ..spec import AgenticSpec, Manifest, ParallelSpec, PerturbationSpec
 from ..store.done import DoneSet
+from . import probes as probe_items
 from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
 
 
@@ -37,6 +48,8 @@ def _condition(pivot: str) -> str:
         return languages.normalize(pivot)
     except ValueError:
         return pivot
+
+_OUTCOMES: tuple[Outcome, ...] = ("emitted", "no-op", "merged")
 
 # A language whose text references average fewer sentences per unit is "segmentation weak":
 # truncate, shuffle and repeat_pad then act on its few multi-sentence units only (the
@@ -57,8 +70,9 @@ class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
                  parallel: ParallelSpec | None = None, trajectories: list[agentic.Trajectory] = (),
-                 agentic_spec: AgenticSpec | None = None):
+                 agentic_spec: AgenticSpec | None = None, probes: list[PerturbationSpec] = ()):
         self.references = references
+        self.probes = list(probes)  # robustness probes (plan/probes.py), apart from the degradations
         spec = agentic_spec or AgenticSpec()
         self.trajectories = agentic.references(trajectories, spec.focus)
         self.agentic_perturbations = [(p.name, list(p.severities)) for p in spec.perturbations]
@@ -73,7 +87,18 @@ class Plan:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = []
         self.item_ids: list[str] = []
-        for cell, item, outcome in self._generated():
+        # The survey's outcome of every perturbed cell (text, then code-switched), one byte
+        # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
+        self._surveyed: list[bytearray] = []
+        for kind, sources in self._perturbed():
+            codes = bytearray()
+            for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
+                cells.append((cell, outcome))
+                codes.append(_OUTCOMES.index(outcome))
+                if item is not None:
+                    self.item_ids.append(item.item_id)
+            self._surveyed.append(codes)
+        for cell, item, outcome in self._regenerated():
             cells.append((cell, outcome))
             if item is not None:
                 self.item_ids.append(item.item_id)
@@ -86,10 +111,11 @@ class Plan:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
-        perturbations = [(p.name, list(p.severities)) for p in manifest.perturbations]
+        degradations, probes = probe_items.split(manifest.perturbations)
+        perturbations = [(p.name, list(p.severities)) for p in degradations]
         chosen = corpus.select(manifest)
         plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,
-                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic)
+                   manifest.corpus.parallel, chosen.trajectories, manifest.agentic, probes)
         if not plan.n_items:
             raise ManifestError("corpus", f"the plan has no items: {plan.why_empty()}")
         return plan
@@ -104,12 +130,14 @@ class Plan:
         text = f"every perturbation was a no-op on {len(self.references)} references"
         return text + (f" (segmentation weak in: {', '.join(weak)})" if weak else "")
 
-    def _generated(self) -> Iterator[tuple]:
-        """Perturbed items (and the no-ops among them): plain, code-switched, agentic."""
-        yield from generate(self.references, self.perturbations, self.seed, perturb_reference)
-        yield from generate(self.code_switched, self.perturbations, self.seed, perturb_reference,
-                            kind="code_switched")
+    def _perturbed(self) -> list[tuple[ItemKind, list]]:
+        """The sources of the perturbed text items, by kind: plain and code-switched."""
+        return [("text", self.references), ("code_switched", self.code_switched)]
+
+    def _regenerated(self) -> Iterator[tuple]:
+        """The items every pass generates afresh (and their no-ops): agentic, then probes."""
         yield from agentic.generate(self.trajectories, self.agentic_perturbations, self.seed)
+        yield from probe_items.generate(self.references, self.probes, self.seed)
 
     def _ready_items(self) -> Iterator[Item]:
         """Items that need no perturbing: labelled pairs and translation tie probes."""
@@ -129,7 +157,15 @@ class Plan:
         return len(ORDERS) * len(self.item_ids)
 
     def items(self) -> Iterator[Item]:
-        for _, item, _ in self._generated():
+        """Every item, in plan order, regenerated: the perturbed ones replayed from the
+        survey (``core.items.replay``: the same items, without re-hashing ids, re-checking
+        no-ops or perturbing the cells that emitted nothing), then the agentic ones, then
+        the ready ones."""
+        ids = iter(self.item_ids)
+        for (kind, sources), codes in zip(self._perturbed(), self._surveyed, strict=True):
+            yield from replay(sources, self.perturbations, self.seed, perturb_reference,
+                              map(_OUTCOMES.__getitem__, codes), ids, kind)
+        for _, item, _ in self._regenerated():
             if item is not None:
                 yield item
         yield from self._ready_items()

@@ -8,6 +8,7 @@ from ..corpus import Selection
 from ..perturb import perturb_reference
 from ..spec import Manifest
 from . import Plan
+from . import probes as probe_items
 
 
 def lookup(manifest: Manifest, chosen: Selection, wanted: list[dict]) -> dict[str, Item]:
@@ -34,8 +35,9 @@ def lookup(manifest: Manifest, chosen: Selection, wanted: list[dict]) -> dict[st
         langs = {w["lang"] for w in rest} | ({parallel.pivot} if parallel else set())
         refs = [r for r in chosen.references if (not ref_ids or r.ref_id in ref_ids) and r.lang in langs]
         pairs = [p for p in chosen.pairs if not ref_ids or p.pair_id in ref_ids]
-        plan = Plan(refs, [(p.name, list(p.severities)) for p in manifest.perturbations], manifest.seed,
-                    pairs, parallel=parallel)
+        degradations, probes = probe_items.split(manifest.perturbations)
+        plan = Plan(refs, [(p.name, list(p.severities)) for p in degradations], manifest.seed,
+                    pairs, parallel=parallel, probes=probes)
         ids = {w["item_id"] for w in rest}
         found.update((it.item_id, it) for it in plan.items() if it.item_id in ids)
     return found

@@ -24,7 +24,9 @@ from ..analyses import registry
 from ..analyses.agree import Agreement
 from ..analyses.calibrate import Calibration
 from ..analyses.invariance import Invariance
+from ..score import diagnose
 from ..score.cards import Cards, JudgeCards
+from ..score.diagnose import Diagnosis
 from ..store import compact
 from ..store.rundir import JudgeStats
 from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend
@@ -107,6 +109,8 @@ class RunReport(msgspec.Struct, frozen=True):
     stale: list[str] = []  # analysis files older than the log's newest segment
     # analysis name (registry) -> its result, for the analyses run on this run directory
     analyses: dict[str, Any] = {}
+    # judges whose replies could not be read, or that refused (score/diagnose.py)
+    diagnoses: list[Diagnosis] = []
 
     def __post_init__(self) -> None:
         # Decoded from msgpack (the plots' child process) the results are plain dicts: typed again.
@@ -157,6 +161,17 @@ class ReportData(msgspec.Struct, frozen=True):
                     if (family, jc.judge_id) not in seen:
                         seen.add((family, jc.judge_id))
                         out.append((run, family, jc))
+        return out
+
+    def scored(self) -> list[tuple[RunReport, str, object]]:
+        """``families()`` and every pointwise judge (family ``pointwise``, R_pw on its own scale):
+        what the judge × language matrix, the leaderboard and the recommendations rank."""
+        out, seen = self.families(), set()
+        for run in self.runs:
+            for jc in run.cards.pointwise or []:
+                if jc.judge_id not in seen:
+                    seen.add(jc.judge_id)
+                    out.append((run, "pointwise", jc))
         return out
 
     def analysis(self, name: str) -> list[tuple[RunReport, Any]]:
@@ -396,7 +411,7 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
         stats.judges if stats else [], stats.elapsed_s if stats else None, found, note, _stale(run_dir),
         {a.name: result for a in registry.ANALYSES
-         if (result := _optional(run_dir / a.output, a.result_type)) is not None})
+         if (result := _optional(run_dir / a.output, a.result_type)) is not None}, diagnose.of_run(run_dir))
 
 
 def _stale(run_dir: Path) -> list[str]:
@@ -414,4 +429,7 @@ def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
     cards = cards or {}
     runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
     data = ReportData(runs, [], thresholds)
-    return msgspec.structs.replace(data, recommendations=recommend(data.families(), thresholds))
+    from . import robustness
+
+    return msgspec.structs.replace(data, recommendations=recommend(data.scored(), thresholds)
+                                   + robustness.recommendations(data))

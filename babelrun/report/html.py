@@ -117,6 +117,17 @@ def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
 _CHANCE = ' <b class=red title="the judge prefers the degraded answer">below chance</b>'
 
 
+@renders("html", "diagnosis")
+def _diagnosis(data: ReportData, plots: list[Plot]) -> str:
+    """Misconfigured judges first: no verdict is claimed for them (score/diagnose.py)."""
+    found = [d for run in data.runs for d in run.diagnoses]
+    if not found:
+        return ""
+    return ("<h2>Diagnosis: judges whose replies could not be read</h2><p>These judges get no ✓/✗ and no "
+            "bias advice: fix the prompt, the verdict pattern or the request before judging the judge.</p><ul>"
+            + "".join(f"<li>{h(d.line())}</li>" for d in found) + "</ul>")
+
+
 @renders("html", "recommendations")
 def _recommendations(data: ReportData, plots: list[Plot]) -> str:
     """One line per judge and action, listing the languages that call for it, worst first."""
@@ -536,3 +547,6 @@ def render(data: ReportData, plots: list[Plot]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>babelrun report</title><style>{STYLE}</style></head><body>\n{body}\n"
             f"<p class=note>babelrun {h(__version__)}</p></body></html>\n")
+
+
+from . import robustness  # noqa: E402, F401 (registers the robustness section's renderers)

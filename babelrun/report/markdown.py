@@ -303,13 +303,25 @@ def _matrix(data) -> list[str]:
         return value + {"pass": " ✓", "fail": " ✗"}.get(c.status, "") + "".join(f" {_cell(f)}" for f in c.flags)
 
     out = ["## Judge × language: reliability R", "",
-           f"✓ R ≥ {data.thresholds.reliability}, ✗ below; n/j: planned but not judged; –: undefined. "
+           f"✓ R ≥ {data.thresholds.reliability}, ✗ below (R_pw in a pointwise column, R_agent in an agentic one); "
+           "n/j: planned but not judged; –: undefined. "
            "Intervals: the cards below.", "",
            "| language | " + " | ".join(md(j.judge) for j in m.judges) + " |",
            "|---|" + "---:|" * len(m.judges)]
     out += [f"| {_cell(m.langs[i][0])} | " + " | ".join(cell(c) for c in m.cells[i]) + " |"
             for i in m.sorted_rows(None)]
     return out + [""]
+
+
+@renders("markdown", "diagnosis")
+def _diagnosis(data) -> list[str]:
+    """Misconfigured judges first: no verdict is claimed for them (score/diagnose.py)."""
+    found = [d for run in data.runs for d in run.diagnoses]
+    if not found:
+        return []
+    return ["## Diagnosis: judges whose replies could not be read", "",
+            "These judges get no ✓/✗ and no bias advice: fix the prompt, the verdict pattern or the "
+            "request before judging the judge.", ""] + [f"- {md(d.line())}" for d in found] + [""]
 
 
 @renders("markdown", "cards")
@@ -514,3 +526,6 @@ def render_report(data) -> str:
     for _, section in rendered("markdown"):
         out += section(data)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+from . import robustness  # noqa: E402, F401 (registers the robustness section's renderers)

@@ -10,6 +10,8 @@ the report and docs/reports.md):
 - verbosity susceptibility v above 0.60, its interval above 0.5 → length normalisation in the
   prompt (tell the judge length is not quality; compare length-matched answers).
 
+- more than 20 % of the card's replies invalid (``verdict.UNREADABLE``) → the judge is
+  misconfigured, not biased: fix its prompt or verdict pattern; no other rule is checked;
 - accuracy interval entirely below 0.5 (``below_chance``) → the judge prefers the degraded
   answer: do not deploy it for this language (its κ_ord may be 1: consistently wrong).
 
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ..score.stats import Interval
+from ..score.verdict import MISCONFIGURED, UNREADABLE
 
 
 class Thresholds(msgspec.Struct, frozen=True):
@@ -43,13 +46,15 @@ class Recommendation(msgspec.Struct, frozen=True):
     judge_id: str
     lang: str
     language: str
-    rule: str     # chance | reliability | consistency | position | verbosity
+    rule: str     # unreadable | chance | reliability | consistency | position | verbosity
     value: float  # the metric that triggered it
     advice: str
     family: str = "degradation"  # degradation | pairs:<set> | agentic
 
 
 ADVICE = {
+    "unreadable": "{value:.0%} of replies did not match the verdict pattern (over " + f"{MISCONFIGURED:.0%}" + "): "
+                  "the judge is misconfigured, not biased; fix its prompt or verdict pattern, then judge it",
     "chance": "accuracy {value:.2f}, interval below 0.5: the judge prefers the degraded answer; do not "
               "deploy it here (κ_ord measures consistency, not correctness)",
     "reliability": "R {value:.2f} < {t.reliability}: route this language to another judge, or ensemble judges",
@@ -61,11 +66,21 @@ ADVICE = {
 
 # The same rules as actions, for the report's grouped view (one line per judge and action).
 ACTIONS = {
+    "unreadable": "fix its prompt or verdict pattern first: its replies did not match (no bias is claimed)",
     "chance": "do not use it here: it prefers the degraded answer (accuracy interval below 0.5)",
     "reliability": "route to another judge, or ensemble (R < {t.reliability})",
     "consistency": "score both slot orders and average (κ_ord < {t.consistency})",
     "position": "position debiasing: both orders, or calibrate the slot prior (|Δ| ≥ {t.position})",
     "verbosity": "length normalisation in the prompt (v > {t.verbosity})",
+    # robustness probes (report/robustness.py): a failed probe, per language
+    "probe:authority": ("it gives way to fake sources: tell it to ignore claimed authority "
+                        "(authority cue effect ≥ 0.10)"),
+    "probe:bandwagon": "tell it to ignore popularity claims (bandwagon cue effect ≥ 0.10)",
+    "probe:injection": "it follows instructions inside the answers it grades: harden the template "
+                       "(injection cue effect ≥ 0.10)",
+    "probe:refinement": "tell it to judge content, not claims of revision (refinement cue effect ≥ 0.10)",
+    "probe:master_key": "it accepts non-answers: reject content-free answers first and harden the template "
+                        "(master key accuracy < 0.90)",
 }
 
 
@@ -80,15 +95,18 @@ def _excludes(iv: Interval, neutral: float) -> bool:
 def rules(card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
     """The (rule, value) pairs this card triggers, in a fixed order (a text or an agentic card)."""
     out = []
-    r, k, d = card.reliability, card.order_consistency, card.position_bias
+    # A pointwise card (R_pw) has no slot order: no κ_ord, no Δ; its other rules are R's.
+    r, k, d = card.reliability, getattr(card, "order_consistency", None), getattr(card, "position_bias", None)
     v = getattr(card, "verbosity", None)
+    if getattr(card, "verdict", None) == UNREADABLE:
+        return [("unreadable", card.invalid_rate.value)]
     if getattr(card, "below_chance", False):
         out.append(("chance", card.accuracy.value))
     if r.value is not None and r.value < t.reliability:
         out.append(("reliability", r.value))
-    if k.value is not None and k.value < t.consistency:
+    if k is not None and k.value is not None and k.value < t.consistency:
         out.append(("consistency", k.value))
-    if d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):
+    if d is not None and d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):
         out.append(("position", abs(d.value)))
     if v is not None and v.value is not None and v.value > t.verbosity and _excludes(v, 0.5):
         out.append(("verbosity", v.value))

@@ -25,12 +25,14 @@ class Section(NamedTuple):
 
 SECTIONS: tuple[Section, ...] = (
     Section("matrix", "Judge × language", "every run's cards (R per judge × language), thresholds"),
+    Section("diagnosis", "Diagnosis", "every run's misconfigured judges (score/diagnose.py)"),
     Section("leaderboard", "Leaderboard", "every run's cards, by item family"),
     Section("recommendations", "Recommendations", "recommendations, thresholds"),
     Section("cards", "Reliability cards per language", "every run's text and labelled-pair cards"),
     Section("pointwise", "Pointwise judges", "every run's pointwise cards"),
     Section("mitigations", "Mitigations", "every run's composite cards"),
     Section("agentic", "Agent trajectories", "every run's agentic cards"),
+    Section("robustness", "Robustness probes", "every run's probe cards (judge × probe, worst languages)"),
     Section("plots", "Plots", "the drawn plots (HTML only; Markdown renders nothing)"),
     Section("audit", "Perturbation audit", "every run's perturbation audit, segmentation, filters"),
     Section("analyses", "Analyses", "the analyses' results (calibration, invariance, agreement) and staleness"),

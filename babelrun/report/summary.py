@@ -10,6 +10,7 @@ import msgspec
 from ..score.agentic import AgenticCard, AgenticLanguageCard
 from ..score.cards import Card, Cards, Change, CompositeCard, LanguageCard
 from ..score.metrics import REGISTRY
+from ..score.pointwise import PointwiseCard, PointwiseLanguage
 from ..score.stats import Interval, fmt
 from ..score.stats import fmt_interval as number
 from .recommend import THRESHOLDS
@@ -62,8 +63,8 @@ class LeaderRow(msgspec.Struct, frozen=True):
     judge: str
     judge_id: str
     run: str
-    card: Card | AgenticCard
-    worst: LanguageCard | AgenticLanguageCard | None  # the language with the lowest R
+    card: Card | AgenticCard | PointwiseCard
+    worst: LanguageCard | AgenticLanguageCard | PointwiseLanguage | None  # the language with the lowest R
     below: int                  # languages with R under the deployment threshold
     languages: int              # languages the plan asked for in this family (cards + not judged)
     family: str = "degradation"  # degradation | pairs:<set> | agentic: where the numbers come from
@@ -77,9 +78,9 @@ def _r(card) -> float:
 def leaderboard(data) -> list[LeaderRow]:
     """Every judge of the report's runs in every item family, best overall R first within a
     family (degradation first, then the labelled sets, then agentic); ties by name and id."""
-    order = {"degradation": 0, "agentic": 2}
+    order = {"degradation": 0, "agentic": 2, "pointwise": 3}
     rows = []
-    for run, family, jc in data.families():
+    for run, family, jc in data.scored():
         rated = [lc for lc in jc.languages if lc.card.reliability.value is not None]
         worst = min(rated, key=lambda lc: (lc.card.reliability.value, lc.lang)) if rated else None
         below = sum(lc.card.reliability.value < THRESHOLDS.reliability for lc in rated)
@@ -221,7 +222,7 @@ def matrix(data) -> Matrix:
     A column is one judge in one item family (degradation, a labelled-pair set, agent
     trajectories): families are never pooled, so a judge audited on several has a column each."""
     t = data.thresholds.reliability
-    columns = data.families()
+    columns = data.scored()
     planned = {run.run_dir: _planned_langs(run) for run in data.runs}
     names = {kv for p in planned.values() for kv in p.items()}
     names |= {(lc.lang, lc.language) for _, _, jc in columns for lc in jc.languages}
@@ -261,7 +262,10 @@ def actions(data) -> list[tuple[str, str, list[Action]]]:
         # another item family's language is named with it: pairs and agents never pool
         lang = r.lang if r.family == "degradation" else f"{r.lang} ({r.family})"
         by.setdefault((r.judge, r.judge_id), {}).setdefault(r.rule, []).append((lang, r.value))
-    worst_first = {"chance": 1, "reliability": 1, "consistency": 1, "position": -1, "verbosity": -1}
+    worst_first = {"unreadable": -1, "chance": 1, "reliability": 1, "consistency": 1, "position": -1,
+                   "verbosity": -1}
+    # robustness probes: the largest cue effect first; a master key's lowest accuracy first
+    worst_first.update({rule: -1 for rule in ACTIONS if rule.startswith("probe:")}, **{"probe:master_key": 1})
     return [(judge, jid, [Action(rule, ACTIONS[rule].format(t=t),
                                  sorted(langs, key=lambda lv, s=worst_first[rule]: (s * lv[1], lv[0])))
                           for rule, langs in rules.items()])

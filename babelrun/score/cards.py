@@ -107,6 +107,45 @@ class FamilyCards(msgspec.Struct, frozen=True):
     judges: list[JudgeCards]
 
 
+class ProbeCard(Card, frozen=True):
+    """A robustness probe's card (score/probes.py): the usual fields over its cued
+    presentations (self_match: ``accuracy`` is its tie rate, a tie being the gold), plus the
+    paired cue metrics where they apply (cue probes) and the self match's slot preference."""
+
+    # accuracy on the clean twins − accuracy with the cue, on the same (reference, order)
+    cue_effect: Interval | None = None
+    # share of cued presentations where the judge named the cued (worse) answer
+    cue_success: Interval | None = None
+    mcnemar: McNemar | None = None  # b: right on the twin only; c: right with the cue only
+    slot_preference: Interval | None = None  # self_match: P(slot A) − P(slot B)
+
+
+class ProbePerturbationCard(msgspec.Struct, frozen=True):
+    perturbation: str  # probe:authority, probe:authority@en, …
+    card: ProbeCard
+
+
+class ProbeLanguageCard(msgspec.Struct, frozen=True):
+    lang: str
+    language: str
+    card: ProbeCard  # every cue probe and master key of the language pooled
+    perturbations: list[ProbePerturbationCard]
+
+
+class ProbeJudgeCards(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    overall: ProbeCard
+    languages: list[ProbeLanguageCard]
+    # each probe over every language (the report's judge × probe matrix)
+    probes: list[ProbePerturbationCard] = []
+
+
+class ProbeFamilyCards(msgspec.Struct, frozen=True):
+    family: str  # "probes" (pairwise judges) or "probes:pointwise"
+    judges: list[ProbeJudgeCards]
+
+
 class Cards(msgspec.Struct, frozen=True):
     judges: list[JudgeCards]  # degradation items (plain and code-switched perturbations)
     perturbation_audit: list[PerturbationAudit]
@@ -123,6 +162,9 @@ class Cards(msgspec.Struct, frozen=True):
     # and how each language's references segment (plan.json).
     not_judged: list[verdict.NotJudged] = []
     segmentation: list[Segmentation] = []
+    # Robustness probes (score/probes.py), never pooled with the other families; absent from
+    # cards.json when the run has none.
+    probes: list[ProbeFamilyCards] | msgspec.UnsetType = msgspec.UNSET
 
     def to_arrow(self, run: str = "") -> pa.Table:
         """One long table, a row per (judge, language, perturbation, metric): score/tidy.py."""

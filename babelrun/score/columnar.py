@@ -90,6 +90,11 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     def scored(table: pa.Table) -> Cards:
         return cells(table, [], replicates=replicates, confidence=confidence, seed=seed)
 
+    probe_rows = None  # robustness probes (score/probes.py): their own family, pairwise and pointwise
+    if "kind" in data.column_names and data.num_rows:
+        is_probe = pc.equal(data["kind"].cast(pa.string()), "probe")
+        if pc.any(is_probe).as_py():
+            probe_rows, data = data.filter(is_probe), data.filter(pc.invert(is_probe))
     scored_alone = None
     if "score" in data.column_names and data.num_rows:
         alone = pointwise.is_pointwise(data)
@@ -118,6 +123,11 @@ def score(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     if scored_alone is not None:
         cards = msgspec.structs.replace(cards, pointwise=pointwise.cards(
             scored_alone, replicates=replicates, confidence=confidence, seed=seed))
+    if probe_rows is not None:
+        from . import probes
+
+        cards = msgspec.structs.replace(cards, probes=probes.cards(
+            probe_rows, replicates=replicates, confidence=confidence, seed=seed, cells=cells))
     return msgspec.structs.replace(cards, segmentation=list(segmentation),
                                    not_judged=_not_judged(cards, audit, removed, segmentation))
 
@@ -126,8 +136,25 @@ def _withhold(jc: JudgeCards, weak: set[str]) -> JudgeCards:
     """A judge's cards with the verdict of weakly segmented languages withheld."""
     return msgspec.structs.replace(jc, languages=[
         msgspec.structs.replace(lc, card=msgspec.structs.replace(
-            lc.card, verdict=verdict.verdict(lc.card.reliability, lc.card.items, weak=True)))
+            lc.card, verdict=verdict.verdict(lc.card.reliability, lc.card.items, weak=True,
+                                             invalid=lc.card.invalid_rate)))
         if lc.lang in weak else lc for lc in jc.languages])
+
+
+def _unreadable(jc: JudgeCards) -> JudgeCards:
+    """A judge whose overall card is unreadable (``verdict.MISCONFIGURED``) claims nothing in
+    any language or perturbation either: its cards keep their numbers, lose their verdicts."""
+    if jc.overall.verdict != verdict.UNREADABLE:
+        return jc
+
+    def withheld(card: Card) -> Card:
+        return msgspec.structs.replace(card, verdict=verdict.UNREADABLE if card.verdict else None,
+                                       below_chance=False)
+
+    return msgspec.structs.replace(jc, languages=[
+        msgspec.structs.replace(lc, card=withheld(lc.card), perturbations=[
+            msgspec.structs.replace(pc_, card=withheld(pc_.card)) for pc_ in lc.perturbations])
+        for lc in jc.languages])
 
 
 def _not_judged(cards: Cards, audit: list[PerturbationAudit], removed: Sequence[Removed],
@@ -209,8 +236,9 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if pattern_of is not None
                   else np.array([stop - start]))
         result = _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
-        result = msgspec.structs.replace(result, verdict=verdict.verdict(result.reliability, result.items),
-                                         below_chance=verdict.below_chance(result.accuracy))
+        result = msgspec.structs.replace(
+            result, verdict=verdict.verdict(result.reliability, result.items, invalid=result.invalid_rate),
+            below_chance=not verdict.unreadable(result.invalid_rate) and verdict.below_chance(result.accuracy))
         if margins is not None:
             total, n = margins[stop] - margins[start]
             if n:
@@ -225,7 +253,7 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
         ])
         for jid, j, lang_layout in layout
     ]
-    return Cards(judges, audit, replicates, confidence)
+    return Cards([_unreadable(jc) for jc in judges], audit, replicates, confidence)
 
 
 def _cumulative(table: np.ndarray) -> np.ndarray:

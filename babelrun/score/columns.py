@@ -39,13 +39,17 @@ def codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
 
 def lookup(column: pa.ChunkedArray | pa.Array, values: list[str] | tuple[str, ...]) -> np.ndarray:
     """Each row's position in ``values`` (-1 where absent), looked up once per distinct value
-    of the column rather than once per row. The column must hold no nulls."""
+    of the column rather than once per row; -1 where null too (a pointwise record's verdict)."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not pa.types.is_dictionary(array.type):
         array = pc.dictionary_encode(array)
     position = pc.index_in(array.dictionary, value_set=pa.array(values, type=pa.string()))
     position = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    out: np.ndarray = position[array.indices.to_numpy(zero_copy_only=False)]
+    indices = array.indices
+    if indices.null_count:  # one more position, past the dictionary's end, for the nulls
+        position = np.append(position, -1)
+        indices = indices.fill_null(len(array.dictionary))
+    out: np.ndarray = position[indices.to_numpy(zero_copy_only=False)]
     return out
 
 

@@ -10,12 +10,14 @@ Rules, per presentation (item, order); verdicts are ``reference``, ``perturbed``
 ``invalid``; a soft verdict is P(A), P(B), P(tie):
 
 - ``dual_order``: the inner judge's two presentations of the item, combined. Soft: the mean
-  of P(reference), P(perturbed), P(tie) over the two orders, argmax. Otherwise: equal
+  of P(reference), P(perturbed), P(tie) over the two orders; the strictly largest decides
+  (an exact tie for the largest is a tie, never the reference). Otherwise: equal
   verdicts stand; one invalid → the other; decisive but different → tie. Both presentations
   of the item carry the combined verdict (so Δ is 0 by construction); 2 calls per decision.
 - ``ensemble``: the members' verdicts on the same presentation. ``majority``: more
   reference than perturbed votes → reference, and vice versa; equal → tie (ties and invalid
-  replies abstain; all invalid → invalid). ``soft``: mean probabilities, argmax. k calls.
+  replies abstain; all invalid → invalid). ``soft``: mean probabilities, the strictly
+  largest (exact ties are ties). k calls.
 - ``cascade``: the cheap judge's verdict stands unless it is a tie or invalid, its soft
   margin |P(A) − P(B)| is under ``margin``, or (``on_flip``) its two orders are decisive and
   disagree (or the other order is missing); then the strong judge's verdict on the same
@@ -25,7 +27,8 @@ Rules, per presentation (item, order); verdicts are ``reference``, ``perturbed``
 - ``calibrated``: items are split by their id hash; on the calibration share the slot bias
   β = mean log P(A)/P(B) over both orders (where the answers' quality cancels) is
   estimated per language (pooled where a language has fewer than ``min_items``). On the
-  other items, P(A)·e^(−β/2), P(B)·e^(β/2), P(tie), renormalised, argmax. 1 call.
+  other items, P(A)·e^(−β/2), P(B)·e^(β/2), P(tie), renormalised, the strictly largest
+  (exact ties are ties). 1 call.
 
 A presentation a composite cannot decide for want of an inner record (an inner call that
 failed, a strong judge not yet run) is left out and counted as ``unresolved``.
@@ -61,6 +64,9 @@ REF, PERT, TIE, INVALID = range(4)  # metrics.VERDICTS
 # provider served (for the comparison with the base judge).
 COLUMNS = [*SCORING_COLUMNS, "p_tie", "served_model", "fingerprint"]
 _EPS = 1e-9
+# Probabilities (in [0, 1]) closer than this are an exact tie: the float rounding of a mean or a
+# renormalisation must not decide a verdict (see _from_slots).
+_TIE_TOL = 1e-9
 # What each mitigation is meant to fix, in card metrics (the report marks them).
 TARGETS = {"dual_order": ["position_bias", "order_consistency"], "calibrated": ["position_bias"],
            "ensemble": ["accuracy"], "cascade": ["accuracy"]}
@@ -117,11 +123,24 @@ def _judged(data: pa.Table, judge: np.ndarray, code: int, order: np.ndarray, ver
 
 
 def _from_slots(probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
-    """Verdict codes from soft verdicts: the argmax slot, named by where the reference stood;
-    no probabilities → invalid."""
-    slot = np.argmax(np.nan_to_num(probs, nan=-1.0), axis=1)  # 0 A, 1 B, 2 tie
-    chose_ref = np.where(ref_first, slot == 0, slot == 1)
-    verdict = np.where(slot == 2, TIE, np.where(chose_ref, REF, PERT))
+    """Verdict codes from soft verdicts: the slot whose probability is strictly the largest,
+    named by where the reference stood; an exact tie for the largest (within float rounding,
+    ``_TIE_TOL``) is a tie, whichever two slots share it; no probabilities → invalid.
+
+    The rule is symmetric in A and B, so it can be applied in the reference's frame
+    ((P(reference), P(perturbed), P(tie)), ``ref_first`` all True) without leaking the gold:
+    a plain ``argmax`` there breaks an exact P(reference) = P(perturbed) toward index 0, the
+    reference (the dual-order leak: an always-``A`` judge read as always right)."""
+    p = np.nan_to_num(probs, nan=-1.0)
+    a, b, t = p[:, 0], p[:, 1], p[:, 2]
+
+    def over(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.asarray(x - y > _TIE_TOL)
+
+    chose_a, chose_b = over(a, b) & over(a, t), over(b, a) & over(b, t)
+    chose_ref = np.where(ref_first, chose_a, chose_b)
+    chose_pert = np.where(ref_first, chose_b, chose_a)
+    verdict = np.where(chose_ref, REF, np.where(chose_pert, PERT, TIE))
     return np.where(np.isnan(probs).any(axis=1), INVALID, verdict)
 
 

@@ -175,10 +175,11 @@ def compare(a: Matched, ja: int, b: Matched, jb: int, replicates: int, confidenc
             len(rows_b) - len(ib), _served(a, ja, b, jb))
     if len(ia) == 0:
         return JudgeDrift(*head, None, [])
-    cards_a = score(sub_a.select(SCORING_COLUMNS), [], replicates=replicates,
-                          confidence=confidence, seed=seed).judges[0]
-    cards_b = score(sub_b.select(SCORING_COLUMNS), [], replicates=replicates,
-                          confidence=confidence, seed=seed).judges[0]
+    scored_a, scored_b = (score(sub.select(SCORING_COLUMNS), [], replicates=replicates, confidence=confidence,
+                                seed=seed).judges for sub in (sub_a, sub_b))
+    if not scored_a or not scored_b:  # matched on labelled pairs alone: no degradation card to compare
+        return JudgeDrift(*head, None, [])
+    cards_a, cards_b = scored_a[0], scored_b[0]
 
     # Both subsets hold the same (item, order) keys, sorted by key: sort once more by
     # (language, key) and the rows line up, each item's records adjacent, in both runs.

@@ -20,7 +20,12 @@ An item has two records, ``reference`` and ``degraded`` (its two keys). Per item
                             consistent across, but it has repeated calls on the same answer;
 - R                       = (0.6·acc + 0.4·stability)·(1 − 0.7·max(0, 2v − 1)), with acc in
                             place of a missing stability and the last factor 1 where v is
-                            undefined. No Δ: one answer a call has no position. The scale
+                            undefined because the plan held no length-differing pairs of
+                            both kinds; where it held them but the judge decided none of
+                            one kind (ties, invalid scores), v is unmeasured: the factor is
+                            its worst, 0.3, and acc stands in for stability (a judge that
+                            gives every answer the same score gets 0, not 0.4). No Δ: one
+                            answer a call has no position. The scale
                             offset is not in R: it is relative to the other languages of the
                             run, and a language's R must not depend on which others ran;
 - scale offset (language) = mean score of that language's references − the pooled mean of
@@ -44,7 +49,7 @@ from ..core import languages
 from ..core.items import FAMILY_PREFIX
 from ..core.records import ANSWERS
 from ..perturb import lengthening
-from . import stats
+from . import stats, verdict
 from .columns import codes, item_bits, lookup
 from .metrics import LENGTH_GAP
 from .stats import Interval, rounded
@@ -56,7 +61,7 @@ COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "sc
            "pert_len"]
 # Per-reference sums; every metric is a ratio of two of them.
 SUMS = ("items", "correct", "tie", "margin_n", "margin", "calls", "invalid", "lw_n", "lw_long", "lb_n",
-        "lb_long", "pad_n", "pad", "ref_n", "ref", "agree", "pairs")
+        "lb_long", "pad_n", "pad", "ref_n", "ref", "agree", "pairs", "lw_items", "lb_items")
 _S = {name: i for i, name in enumerate(SUMS)}
 
 
@@ -72,6 +77,16 @@ class PointwiseCard(msgspec.Struct, frozen=True):
     reliability: Interval
     invalid_rate: Interval
     reference_mean: Interval
+    # What the card may claim, as a pairwise card's (score/verdict.py) on R_pw: pass / fail
+    # against the deployment bar, or why neither (too few items, unreadable replies); and
+    # whether the judge scores the degraded answer higher (margin interval below 0).
+    verdict: str | None = None
+    below_chance: bool = False
+
+    @property
+    def accuracy(self) -> Interval:
+        """Discrimination, under the name the report's shared tables read (leaderboard)."""
+        return self.discrimination
 
 
 class PointwiseLanguage(msgspec.Struct, frozen=True):
@@ -160,6 +175,10 @@ def _sums(it: _Items, mask: np.ndarray, perts: list[str]) -> np.ndarray:
         "lw_n": lw, "lw_long": lw & chose_longer, "lb_n": lb, "lb_long": lb & chose_longer,
         "pad_n": pad, "pad": np.where(pad, deg - ref, 0.0),
         "ref_n": ref_valid, "ref": np.where(ref_valid, ref, 0.0),
+        # The items that could measure v, whatever the judge replied: a v left undefined
+        # while these exist is the judge's doing (ties or invalid scores), not the plan's.
+        "lw_items": complete & it.differs[mask] & ~it.longer_is_ref[mask],
+        "lb_items": complete & it.differs[mask] & it.longer_is_ref[mask],
     }
     out = np.zeros((k, len(SUMS)))
     for name, values in columns.items():
@@ -187,12 +206,19 @@ def _points(s: np.ndarray) -> dict[str, np.ndarray]:
         acc = col["correct"] / col["items"]
         v = 0.5 * (col["lw_long"] / col["lw_n"] + col["lb_long"] / col["lb_n"])
         stability = col["agree"] / col["pairs"]
-        penalty = np.where(np.isnan(v), 1.0, 1 - 0.7 * np.maximum(0.0, 2 * v - 1))
+        # v undefined although the plan held length-differing pairs of both kinds: the judge
+        # decided none of one kind (all ties or invalid) and is unmeasured on length. It gets
+        # the worst length factor and no credit for agreeing with itself (acc in place of
+        # stability), so an unmeasurable judge (a constant score: discrimination 0, stability 1)
+        # scores 0, never 0.4. Where the plan held no such pairs the factor is 1, as in R.
+        unmeasured = np.isnan(v) & (col["lw_items"] > 0) & (col["lb_items"] > 0)
+        penalty = np.where(unmeasured, 0.3, np.where(np.isnan(v), 1.0, 1 - 0.7 * np.maximum(0.0, 2 * v - 1)))
+        credit = np.where(np.isnan(stability) | unmeasured, acc, stability)
         return {
             "discrimination": acc, "tie_rate": col["tie"] / col["items"],
             "margin": col["margin"] / col["margin_n"], "verbosity": v,
             "verbosity_gain": col["pad"] / col["pad_n"], "stability": stability,
-            "reliability": (0.6 * acc + 0.4 * np.where(np.isnan(stability), acc, stability)) * penalty,
+            "reliability": (0.6 * acc + 0.4 * credit) * penalty,
             "reference_mean": col["ref"] / col["ref_n"],
         }
 
@@ -232,8 +258,22 @@ def _card(sums: np.ndarray, replicates: int, confidence: float, key: str, seed: 
     calls, invalid = int(total[_S["calls"]]), int(total[_S["invalid"]])
     lo, hi = stats.wilson(invalid, calls, confidence)
     invalid_rate = Interval(rounded(invalid / calls) if calls else None, rounded(float(lo)), rounded(float(hi)), calls)
-    return PointwiseCard(items=int(total[_S["items"]]), calls=calls, invalid_rate=invalid_rate,
-                         **{name: interval(name) for name in _N})
+    values = {name: interval(name) for name in _N}
+    items = int(total[_S["items"]])
+    margin = values["margin"]
+    worse = margin.value is not None and margin.hi is not None and margin.hi < 0
+    return PointwiseCard(items=items, calls=calls, invalid_rate=invalid_rate, **values,
+                         verdict=verdict.verdict(values["reliability"], items, invalid=invalid_rate),
+                         below_chance=worse and not verdict.unreadable(invalid_rate))
+
+
+def _unreadable(jc: PointwiseJudgeCards) -> PointwiseJudgeCards:
+    """An unreadable overall card withholds every language's verdict too (score/verdict.py)."""
+    if jc.overall.verdict != verdict.UNREADABLE:
+        return jc
+    return msgspec.structs.replace(jc, languages=[msgspec.structs.replace(lc, card=msgspec.structs.replace(
+        lc.card, verdict=verdict.UNREADABLE if lc.card.verdict else None, below_chance=False))
+        for lc in jc.languages])
 
 
 def _offset(sums: np.ndarray, pooled: float | None, replicates: int, confidence: float, key: str,
@@ -282,8 +322,8 @@ def cards(data: pa.Table, *, replicates: int = 1000, confidence: float = 0.95,
         by_pert = [PointwisePerturbation(p, _card(_sums(it, it.pert == pi, perts), replicates, confidence,
                                                   f"{jid}//{p}", seed))
                    for pi, p in enumerate(perts)]
-        out.append(PointwiseJudgeCards(name, jid, _card(overall_sums, replicates, confidence, jid, seed),
-                                       by_lang, by_pert))
+        out.append(_unreadable(PointwiseJudgeCards(name, jid, _card(overall_sums, replicates, confidence, jid, seed),
+                                                   by_lang, by_pert)))
     return sorted(out, key=lambda c: (c.judge, c.judge_id))
 
 
@@ -410,3 +450,11 @@ def pairwise_only(data: pa.Table) -> pa.Table:
         return data
     alone = is_pointwise(data)
     return data.filter(pc.invert(alone)) if pc.any(alone).as_py() else data
+
+
+def all_pointwise(data: pa.Table) -> list[str]:
+    """The judges of ``data`` when it has records and every one is pointwise (nothing an
+    analysis of slot verdicts can read: it refuses, naming them), else []."""
+    if data.num_rows == 0 or not pc.all(is_pointwise(data)).as_py():
+        return []
+    return sorted({str(j) for j in data["judge"].unique().to_pylist()})

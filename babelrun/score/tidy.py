@@ -1,7 +1,8 @@
 """Cards as one long table: a row per (judge, language, perturbation, metric), for notebooks and
 ``babelrun export`` (pandas, polars, DuckDB read it as it is; no nesting to unpick).
 
-Columns: run, judge, judge_id, family (``text`` cards or ``agentic`` ones), lang (``all``:
+Columns: run, judge, judge_id, family (``text`` cards, a labelled set's ``pairs:<set>``,
+``agentic`` or ``pointwise`` ones: R_pw is the pointwise ``reliability``), lang (``all``:
 the judge's overall card), perturbation (``all``: the language's card), metric, value, lo,
 hi, n. ``items`` and ``presentations`` are metrics too (value = the count, n = the count).
 """
@@ -27,9 +28,12 @@ def _metrics(card: Any, family: str) -> list[tuple[str, Interval]]:
     """A card's intervals by name (its counts as intervals without bounds): a text card's
     registered metrics (``metrics.REGISTRY``, in its order) then its other intervals (the
     soft margin); an agentic card's intervals in field order."""
+    shown = getattr(card, "presentations", None)
+    if shown is None:  # a pointwise card: its calls (one answer each)
+        shown = card.calls
     out = [("items", Interval(card.items, None, None, card.items)),
-           ("presentations", Interval(card.presentations, None, None, card.presentations))]
-    registered = {m.name for m in REGISTRY} if family == "text" else set()
+           ("presentations", Interval(shown, None, None, shown))]
+    registered = {m.name for m in REGISTRY} if family not in ("agentic", "pointwise") else set()
     out += [(m.name, getattr(card, m.name)) for m in REGISTRY if m.name in registered]
     for field in msgspec.structs.fields(card):
         if field.name in registered:
@@ -54,10 +58,21 @@ def rows(cards: Any, run: str = "") -> list[tuple[Any, ...]]:
             add(jc, "text", lc.lang, ALL, lc.card)
             for pc in lc.perturbations:
                 add(jc, "text", lc.lang, pc.perturbation, pc.card)
+    for fc in cards.pairs:
+        for jc in fc.judges:
+            add(jc, fc.family, ALL, ALL, jc.overall)
+            for lc in jc.languages:
+                add(jc, fc.family, lc.lang, ALL, lc.card)
     for jc in cards.agentic:
         add(jc, "agentic", ALL, ALL, jc.overall)
         for lc in jc.languages:
             add(jc, "agentic", lc.lang, ALL, lc.card)
+    for pj in cards.pointwise or []:
+        add(pj, "pointwise", ALL, ALL, pj.overall)
+        for pl in pj.languages:
+            add(pj, "pointwise", pl.lang, ALL, pl.card)
+        for pp in pj.perturbations:
+            add(pj, "pointwise", ALL, pp.perturbation, pp.card)
     return out
 
 

@@ -7,12 +7,18 @@ and the rows for languages the plan asked for that have no card.
   language's units average under ``plan.WEAK_SENTENCES`` sentences, so the sentence
   perturbations act on a few multi-sentence units only), or ``None`` where R is undefined.
   The numbers are shown in every case; only the verdict is withheld.
+- ``unreadable``: more than ``MISCONFIGURED`` (20 %) of the card's replies were invalid (did
+  not match the verdict pattern, or gave no score or probabilities). Such a judge is
+  misconfigured, not biased: its card claims nothing (no ✓/✗, no below-chance flag, no bias
+  advice), and when its overall card is unreadable so is every card of it. See
+  ``score/diagnose.py`` for what the report and the CLI say about it.
 - ``below_chance``: the accuracy interval lies entirely below 0.5 — the judge prefers the
   degraded answer. Such a judge can be perfectly order-consistent (κ_ord = 1) and get a
   middling R; the flag says that consistency is not correctness.
 - Families: degradation items (plain and code-switched perturbations), each labelled-pair
   set (``pairs:<set>``) and agent trajectories (``agentic``) are scored into separate cards
-  and never pooled into one language's card.
+  and never pooled into one language's card; so are the robustness probes (``probes``,
+  score/probes.py), whose gold is the reference, except ``self_match``'s: a tie.
 """
 
 from __future__ import annotations
@@ -28,9 +34,14 @@ from .stats import Interval
 DEPLOY_R = 0.65  # the research's deployment threshold for R (and R_agent)
 MIN_ITEMS = 30  # a card with fewer items shows its numbers but no verdict
 CHANCE = 0.5
+# An invalid share above this (overall, or in a card) withholds every claim: the judge is
+# misconfigured (its replies do not match its verdict pattern), not biased.
+MISCONFIGURED = 0.20
+UNREADABLE = "unreadable replies"
 
 DEGRADATION = "degradation"
 AGENTIC = "agentic"
+PROBES = "probes"
 
 
 class NotJudged(msgspec.Struct, frozen=True):
@@ -50,17 +61,27 @@ def family(perturbation: str) -> str:
         return perturbation
     if is_family(perturbation, "agentic"):
         return AGENTIC
+    if is_family(perturbation, "probe"):
+        return PROBES
     return DEGRADATION
 
 
-def verdict(reliability: Interval, items: int, weak: bool = False) -> str | None:
+def verdict(reliability: Interval, items: int, weak: bool = False,
+            invalid: Interval | None = None) -> str | None:
     if reliability.value is None:
         return None
+    if unreadable(invalid):
+        return UNREADABLE
     if weak:
         return "segmentation weak"
     if items < MIN_ITEMS:
         return "too few items"
     return "pass" if reliability.value >= DEPLOY_R else "fail"
+
+
+def unreadable(invalid: Interval | None) -> bool:
+    """The invalid share passes ``MISCONFIGURED``."""
+    return invalid is not None and invalid.value is not None and invalid.value > MISCONFIGURED
 
 
 def below_chance(*accuracies: Interval | None) -> bool:

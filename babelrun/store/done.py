@@ -6,19 +6,17 @@ Errors are never done: a resume retries them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..core.keys import item_bits, keys_by_judge, order_bit, plan_keys, sorted_unique
-from .log import read_table
+from ..core.keys import item_bits, order_bit, plan_keys, sorted_unique
+from .log import KEYS, index_segment, read_index, segments
 
-# The log columns a done-set is built from (and that count a run's ok records).
-KEYS = pa.schema([("judge_id", pa.string()), ("item_id", pa.string()),
-                  ("order", pa.string()), ("status", pa.string())])
+__all__ = ["KEYS", "DoneSet"]
 
 
 class DoneSet:
@@ -33,9 +31,18 @@ class DoneSet:
 
     @classmethod
     def from_log(cls, run_dir: Path) -> DoneSet:
-        table = read_table(run_dir, KEYS, threads=True)
-        table = table.filter(pc.equal(table["status"], "ok"))
-        return cls({jid: bits for jid, _, bits in keys_by_judge(table)})
+        """The ok keys of every segment: from the segment's keys index where it still matches
+        the segment (``log.read_index``: its size and CRC-32, checked on several threads),
+        else parsed (``log.index_segment``: Arrow, every field typed, the validity rule
+        column-wise), which indexes a sealed segment for the next resume."""
+        segs = segments(run_dir)
+        with ThreadPoolExecutor(max_workers=min(len(segs), os.cpu_count() or 1) or 1) as pool:
+            indexed = list(pool.map(read_index, segs))
+        parts: dict[str, list[np.ndarray]] = {}
+        for seg, keys in zip(segs, indexed, strict=True):
+            for jid, bits in (keys if keys is not None else index_segment(seg)).items():
+                parts.setdefault(jid, []).append(bits)
+        return cls({jid: np.concatenate(p) for jid, p in parts.items()})
 
     @classmethod
     def of(cls, keys: Iterable[tuple[str, str, str]]) -> DoneSet:

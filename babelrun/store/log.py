@@ -27,22 +27,24 @@ import math
 import os
 import socket
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from ..core import bounds
-from ..core.keys import Shard
+from ..core.keys import Shard, keys_by_judge
 from ..core.records import ANSWERS, ORDERS, Record
 from .lock import RunLock
 
-__all__ = ["BadLine", "LogWriter", "Record", "RunLock", "Shard", "decode_line", "final_records", "read",
-           "read_table", "repair", "segments", "stream_segment"]
+__all__ = ["KEYS", "BadLine", "LogWriter", "Record", "RunLock", "Shard", "decode_line", "final_records",
+           "index_segment", "read", "read_index", "read_table", "repair", "segments", "stream_segment"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
@@ -318,6 +320,125 @@ def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False,
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
+# ---- the keys index of a sealed segment ---------------------------------------------------
+#
+# A resume needs only the keys of the ok records. For a segment that no longer grows, they
+# are kept beside it in ``log/keys/<segment>.keys``: a header line (the segment's size and
+# CRC-32 when indexed, and each judge's key count) and the judges' sorted 61-bit keys as
+# little-endian uint64. The index counts only while the segment is what was indexed: same
+# size, same CRC-32 (an append, a repair's cut, a torn write or a hand edit all change one
+# of them); otherwise the segment is parsed again, by the same rule as ever. The writer
+# indexes each segment it seals (rotation, close); the done-set indexes the sealed segments
+# it had to parse (logs written before the index, a writer killed before it sealed).
+
+# The log columns a done-set is built from (and that count a run's ok records).
+KEYS = pa.schema([("judge_id", pa.string()), ("item_id", pa.string()),
+                  ("order", pa.string()), ("status", pa.string())])
+INDEX_DIR = "keys"
+INDEX_MIN_BYTES = 1 << 20  # smaller segments are parsed in milliseconds: not worth a file
+_INDEX_VERSION = 1
+
+
+class _IndexHeader(msgspec.Struct, frozen=True):
+    version: int
+    size: int
+    crc32: int
+    judges: list[tuple[str, int]]
+
+
+def index_path(seg: Path) -> Path:
+    return seg.parent / INDEX_DIR / f"{seg.name}.keys"
+
+
+def checksum(seg: Path, block_bytes: int = 1 << 20) -> tuple[int, int]:
+    """(size, CRC-32) of a segment's bytes, read in blocks into one buffer (zlib releases
+    the GIL: segments can be checked on several threads)."""
+    crc, size = 0, 0
+    buf = bytearray(block_bytes)
+    view = memoryview(buf)
+    with seg.open("rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            crc = zlib.crc32(view[:n], crc)
+            size += n
+    return size, crc
+
+
+def ok_keys(table: pa.Table) -> dict[str, np.ndarray]:
+    """Each judge's 61-bit keys (``core.keys``) of the ok records in ``table`` (``KEYS``)."""
+    table = table.filter(pc.equal(table["status"], "ok"))
+    return {jid: bits for jid, _, bits in keys_by_judge(table)}
+
+
+def read_index(seg: Path) -> dict[str, np.ndarray] | None:
+    """The segment's ok keys from its index, when there is one and the segment is still
+    what was indexed (its size and CRC-32); None otherwise."""
+    path = index_path(seg)
+    try:
+        with path.open("rb") as f:
+            header = msgspec.json.decode(f.readline(), type=_IndexHeader)
+            body = f.read()
+        if header.version != _INDEX_VERSION or seg.stat().st_size != header.size:
+            return None
+        if checksum(seg) != (header.size, header.crc32):
+            return None
+    except (OSError, msgspec.DecodeError):
+        return None
+    counts = [n for _, n in header.judges]
+    if len(body) != 8 * sum(counts):
+        return None
+    keys = np.frombuffer(body, dtype="<u8").astype(np.uint64)
+    out, at = {}, 0
+    for (jid, n) in header.judges:
+        out[jid] = keys[at: at + n]
+        at += n
+    return out
+
+
+def write_index(seg: Path, size: int, crc: int, keys: dict[str, np.ndarray]) -> None:
+    """Write a segment's index (atomically: a reader sees the old one, the new one or none).
+    Best effort: a run directory that cannot be written keeps working without one."""
+    from ..core.keys import sorted_unique
+
+    judged = {jid: sorted_unique(k) for jid, k in keys.items()}
+    header = _IndexHeader(_INDEX_VERSION, size, crc, [(jid, len(k)) for jid, k in judged.items()])
+    path = index_path(seg)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        with tmp.open("wb") as f:
+            f.write(msgspec.json.encode(header) + b"\n")
+            for k in judged.values():
+                f.write(k.astype("<u8").tobytes())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def index_segment(seg: Path) -> dict[str, np.ndarray]:
+    """Parse a segment for its ok keys (``read_segment``, the one validity rule) and, when it
+    is sealed-looking (at least ``INDEX_MIN_BYTES``, ending in a whole line, unchanged while
+    it was read), write its index."""
+    try:
+        before = seg.stat().st_size
+    except OSError:
+        before = -1
+    keys = ok_keys(read_segment(seg, KEYS, threads=True))  # an unreadable segment: no keys (a BadLine)
+    if before >= INDEX_MIN_BYTES:
+        try:
+            size, crc = checksum(seg)
+            if size == before and _ends_whole(seg):
+                write_index(seg, size, crc, keys)
+        except OSError:
+            pass
+    return keys
+
+
+def _ends_whole(seg: Path) -> bool:
+    with seg.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
 def final_records(records: Iterable[Record]) -> list[Record]:
     """One record per key: its first ``ok`` record; keys that never succeeded are left out."""
     seen: dict[tuple[str, str, str], Record] = {}
@@ -348,6 +469,7 @@ class LogWriter:
         self._last_sync = time.monotonic()
         self.written = 0
         self.paths: list[Path] = []  # opened on the first write: no empty segments
+        self.sealed: list[Path] = []  # closed segments not indexed yet (``index_sealed``)
 
     def _open_next(self) -> None:
         self._sequence += 1
@@ -364,6 +486,18 @@ class LogWriter:
         self._fd = -1
         if self._size == 0:
             self.paths.pop().unlink(missing_ok=True)  # leave no empty segments behind
+        elif self._size >= INDEX_MIN_BYTES:
+            self.sealed.append(self.paths[-1])
+
+    def index_sealed(self) -> None:
+        """Index the segments sealed so far (``index_segment``); the engine's writer task runs
+        it off the event loop after a rotation, ``close`` for the last segment."""
+        while self.sealed:
+            seg = self.sealed.pop(0)
+            try:
+                index_segment(seg)
+            except OSError:
+                pass  # no index: a resume parses the segment, as before indexes
 
     def write_batch(self, records: list[Record]) -> bool:
         """Append ``records`` in one write. Returns whether an fsync is due now under the
@@ -398,3 +532,4 @@ class LogWriter:
 
     def close(self) -> None:
         self._close_current()
+        self.index_sealed()

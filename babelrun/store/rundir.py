@@ -20,12 +20,16 @@ Every module names these files through the constants here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..core.items import PerturbationAudit, Removed, Segmentation
 from ..errors import NotApplicable, UserError
 from ..spec import Manifest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 RUN_YAML = "run.yaml"
 PLAN_JSON = "plan.json"
@@ -165,3 +169,21 @@ def plan_summary_is_readable(run_dir: Path) -> bool:
     except UserError:
         return False
     return True
+
+
+def escalation_judge_ids(info: RunInfo) -> list[str]:
+    """The judge ids of a run's judges asked only on a cascade's escalations (``calls:
+    escalations``): their records are the presentations a cheap judge found hard, so they get
+    no card of their own, and no analysis compares them as if they had judged the plan."""
+    return [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "escalations"]
+
+
+def without_escalation_judges(data: pa.Table, info: RunInfo) -> pa.Table:
+    """``data`` (a table of records with ``judge_id``) less the escalation-only judges'."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    subset = escalation_judge_ids(info)
+    if not subset or data.num_rows == 0:
+        return data
+    return data.filter(pc.invert(pc.is_in(data["judge_id"].cast(pa.string()), pa.array(subset))))

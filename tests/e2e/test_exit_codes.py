@@ -15,14 +15,15 @@ UDHR = SHARED_DATA / "udhr"
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "sw"], "references_per_language": 2}
 # Cells run elsewhere (a real interrupt needs a subprocess and a signal).
 ELSEWHERE = {("audit", 130): "tests/e2e/test_resume.py::test_ctrl_c_drains_flushes_and_says_how_to_resume",
-             ("check", 1): "tests/e2e/test_pin.py::test_check_passes_an_unchanged_judge_and_fails_a_drifted_one"}
+             ("check", 1): "tests/e2e/test_pin.py::test_check_passes_an_unchanged_judge_and_fails_a_drifted_one",
+             ("self-preference", 0): "tests/e2e/test_selfpref.py::test_the_command_writes_the_cards"}
 
 
 def readme_table() -> dict[tuple[str, int], str]:
     text = (ROOT / "docs" / "operations.md").read_text()  # the table moved from the README to the docs
     table = text.split("\n## Exit codes", 1)[1].split("\n\n")[2]
     lines = [line for line in table.splitlines() if line.startswith("| `")]
-    codes = [0, 1, 2, 130]
+    codes = [0, 1, 2, 3, 130]
     cells = {}
     for line in lines:
         parts = [p.strip() for p in line.strip("|").split(" | ")]
@@ -54,6 +55,11 @@ def runs(tmp_path_factory):
     path = write_manifest(one, [simulated("solo")], corpus=CORPUS, scoring={"bootstrap": 0})
     assert quiet_audit(path).exit_code == 0
     out["one_judge"] = one / "run"
+    broken = root / "broken"
+    broken.mkdir()
+    out["broken_manifest"] = write_manifest(broken, [simulated("broken", invalid_rate=1.0)], corpus=CORPUS,
+                                            scoring={"bootstrap": 0})
+    out["broken"] = broken / "run"
     bad = root / "bad.yaml"
     bad.write_text("name: x\njudges: [{name: j, backend: simulated, concurrency: zero}]\n")
     out["bad_manifest"] = bad
@@ -104,6 +110,9 @@ CASES = {
     ("audit", 0): lambda r, t: main(["audit", str(r["a_manifest"])]),
     ("audit", 1): lambda r, t: _audit_fails(t),
     ("audit", 2): lambda r, t: main(["audit", str(r["bad_manifest"])]),
+    ("audit", 3): lambda r, t: main(["audit", str(r["broken_manifest"])]),
+    ("score", 3): lambda r, t: main(["audit", str(r["broken_manifest"])]) and main(["score", str(r["broken"])]),
+    ("merge", 3): lambda r, t: main(["audit", str(r["broken_manifest"])]) and main(["merge", str(r["broken"])]),
     ("validate", 0): lambda r, t: main(["validate", str(r["a_manifest"])]),
     ("validate", 2): lambda r, t: main(["validate", str(r["bad_manifest"])]),
     ("score", 0): lambda r, t: main(["score", str(r["a"])]),
@@ -139,8 +148,7 @@ CASES = {
     ("check", 0): lambda r, t: main(["pin", str(r["a"]), "--out", str(t / "lock.json")])
     or main(["check", str(t / "lock.json")]),
     ("check", 2): lambda r, t: main(["check", str(t / "no-such.lock.json")]),
-    ("self-preference", 0): lambda r, t: main(["self-preference", str(r["a"])]),
-    ("self-preference", 2): lambda r, t: main(["self-preference", str(r["not_run"])]),
+    ("self-preference", 2): lambda r, t: main(["self-preference", str(r["a"])]),  # no judge declares a family
 }
 
 
@@ -168,3 +176,6 @@ def test_exit_code(cell, runs, tmp_path, capsys):
     if cell[1] == 2:
         err = capsys.readouterr().err
         assert err.startswith("babelrun: error: ") and err.count("\n") == 1  # one line
+    if cell[1] == 3:
+        err = capsys.readouterr().err
+        assert "misconfigured: broken: 100% of replies did not match the verdict pattern" in err

@@ -15,7 +15,8 @@ importlib.import_module("babelrun.report.markdown")
 @pytest.mark.parametrize("fmt", sections.FORMATS)
 def test_every_section_has_a_renderer_in_each_format_in_one_order(fmt) -> None:
     got = [s.name for s, _ in sections.rendered(fmt)]
-    assert got == ["matrix", "leaderboard", "recommendations", "cards", "pointwise", "mitigations", "agentic",
+    assert got == ["matrix", "diagnosis", "leaderboard",
+                   "recommendations", "cards", "pointwise", "mitigations", "agentic", "robustness",
                    "plots", "audit", "analyses", "stats", "identities", "examples"]
 
 

@@ -27,6 +27,8 @@ exit codes (every command; docs/operations.md, Exit codes, gives them command by
   2    bad input: a wrong manifest field or argument, a folder that is no run directory,
        nothing the command can work on (one judge for calibrate, no matched units for
        invariance, no labelled pair for agree, an unknown item for show); nothing written
+  3    misconfigured judge (audit, score, merge): over 20 % of a judge's replies did not
+       match its verdict pattern, or it refused; the cards are written, the judge not judged
   130  interrupted (resumable)
 """
 

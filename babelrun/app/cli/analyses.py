@@ -42,18 +42,21 @@ def _diff_arguments(df: argparse.ArgumentParser) -> None:
     df.add_argument("run_a", type=Path)
     df.add_argument("run_b", type=Path)
     df.add_argument("--json", action="store_true", help="print the result as JSON")
-    df.add_argument("--fail-if-worse", action="store_true",
-                    help="exit 1 when a judge is worse in RUN_B over all matched presentations: right less "
-                    "often with McNemar p < --alpha, or R's paired change interval wholly below 0")
+    df.add_argument("--fail-if-worse", nargs="?", const="", default=None, metavar="METRICS",
+                    help="exit 1 when a judge is worse in RUN_B over all matched presentations on one of "
+                    "METRICS (comma-separated card metrics, e.g. accuracy,reliability; R for reliability): "
+                    "its paired change interval wholly on the bad side of 0 (for accuracy, also right less "
+                    "often with McNemar p < --alpha). Bare: accuracy,reliability")
     df.add_argument("--alpha", type=float, default=0.05, help="McNemar level for --fail-if-worse (default 0.05)")
 
 
 def _diff(args: argparse.Namespace) -> int:
     from ...analyses import drift
 
+    metrics = None if args.fail_if_worse is None else drift.gate_metrics(args.fail_if_worse or None)
     result = drift.run(args.run_a, args.run_b)
     print_result(result, drift.text(result), args.json)
-    return gate(drift.worse(result, args.alpha), "worse in B") if args.fail_if_worse else 0
+    return 0 if metrics is None else gate(drift.worse(result, args.alpha, metrics), "worse in B")
 
 
 # Not a registry entry: it compares two runs and writes nothing into either, so it has no

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .command import Command, warn
+from .command import Command, diagnose, warn
 
 
 def _audit_arguments(a: argparse.ArgumentParser) -> None:
@@ -60,15 +60,19 @@ def _audit(args: argparse.Namespace) -> int:
               f"{result.run_dir}`) writes the cards")
     if result.cards is not None:
         _cards(result)
+        return diagnose(Path(result.run_dir), result.exit_code)
     return result.exit_code
 
 
 def _cards(result) -> None:
     print(f"cards: {Path(result.run_dir) / 'cards.json'}  "
           f"report: {Path(result.run_dir) / 'report.html'}, report.md")
+    from ...score.verdict import UNREADABLE
+
     for jc in result.cards.judges:
         r = jc.overall.reliability
-        print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items")
+        unread = " — no verdict: its replies could not be read (see below)" if jc.overall.verdict == UNREADABLE else ""
+        print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items{unread}")
     for ac in result.cards.agentic:
         r = ac.overall.reliability
         print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items")
@@ -183,8 +187,8 @@ def _merge(args: argparse.Namespace) -> int:
     if m.counted < m.planned:
         print(f"incomplete: {m.planned - m.counted} planned key(s) have no verdict yet; run the "
               "missing shards, or `babelrun audit MANIFEST` to finish them here", file=sys.stderr)
-        return 1
-    return 0
+        return diagnose(args.run_dir, 1)
+    return diagnose(args.run_dir, 0)
 
 
 def _manifest(p: argparse.ArgumentParser) -> None:
@@ -201,7 +205,7 @@ AUDIT = Command(
     "successful record yet, then write cards.json and report.md. Interrupt "
     "with Ctrl-C at any time; running the same command again continues "
     "where it stopped, repeating nothing that finished.",
-    _audit_arguments, _audit, (0, 1, 2, 130))
+    _audit_arguments, _audit, (0, 1, 2, 3, 130))
 VALIDATE = Command(
     "validate", "check a manifest without running anything",
     "Decode and check a manifest: fields, types, files, "
@@ -216,4 +220,4 @@ MERGE = Command(
     "successful record once (a key written by two shards counts once), write "
     "judgements.parquet, cards.json and report.md, and say how many planned keys "
     "are still missing. Idempotent; refused while a shard is still running.",
-    _run_dir, _merge, (0, 1, 2))
+    _run_dir, _merge, (0, 1, 2, 3))

@@ -55,3 +55,15 @@ def gate(reasons: list[str], what: str) -> int:
 def warn(lines: list[str]) -> None:
     for line in lines:
         print(f"warning: {line}", file=sys.stderr)
+
+
+def diagnose(run_dir: Path, code: int) -> int:
+    """Say, one line each, which judges are misconfigured (``score/diagnose.py``: replies that
+    did not match the verdict pattern, refusals); ``EXIT_MISCONFIGURED`` where there is one
+    and ``code`` (what the command would return otherwise) is 0, else ``code``."""
+    from ...score.diagnose import EXIT_MISCONFIGURED, of_run
+
+    found = of_run(run_dir)
+    for d in found:
+        print(f"misconfigured: {d.line()}", file=sys.stderr)
+    return EXIT_MISCONFIGURED if found and code == 0 else code

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .command import Command, print_result, warn
+from .command import Command, diagnose, print_result, warn
 
 
 def _run_dir(p: argparse.ArgumentParser) -> None:
@@ -17,9 +17,11 @@ def _score(args: argparse.Namespace) -> int:
     from ..phases import warnings
 
     cards = score_run(args.run_dir)
-    print(f"{args.run_dir}: cards for {len(cards.judges)} judge(s) -> cards.json, report.md")
+    judges = {jc.judge_id for jc in cards.judges} | {jc.judge_id for jc in cards.agentic} | {
+        jc.judge_id for jc in cards.pointwise or []} | {jc.judge_id for fc in cards.pairs for jc in fc.judges}
+    print(f"{args.run_dir}: cards for {len(judges)} judge(s) -> cards.json, report.md")
     warn(warnings(args.run_dir))
-    return 0
+    return diagnose(args.run_dir, 0)
 
 
 def _report_arguments(r: argparse.ArgumentParser) -> None:
@@ -90,7 +92,7 @@ def _show(args: argparse.Namespace) -> int:
 SCORE = Command(
     "score", "recompute cards and report from a run directory's log",
     "Rebuild judgements.parquet, cards.json and report.md from RUN_DIR/log alone (no judge calls).",
-    _run_dir, _score)
+    _run_dir, _score, (0, 2, 3))
 REPORT = Command(
     "report", "write the report (Markdown, HTML, plots) of one or more runs",
     "Rebuild the report from the run directories' logs alone (cards are "

@@ -1,0 +1,155 @@
+"""Diagnose before judging the judge: a judge whose replies could not be read, or that refused,
+is misconfigured, not biased (DESIGN.md, *Verdicts*).
+
+- **unmatched**: more than ``verdict.MISCONFIGURED`` (20 %) of a judge's counted replies are
+  invalid — they did not match its verdict pattern (or the built-in parser's ``A``/``B``/
+  ``tie``), gave no score inside the scale, or (soft judges) no slot probabilities — overall,
+  or in one language. Its cards then carry no ✓/✗ and no bias advice (``score.verdict``,
+  ``report.recommend``); this module says why, with the first unmatched replies (secrets
+  masked, cut, made terminal-safe) and the pattern.
+- **refused**: more than the same share of a judge's calls in the log ended in a rejected
+  error (the provider refused the request: 400, 413, 422, a blocked candidate) after retries.
+- **truncated by max_tokens**: not diagnosed. No backend records a finish reason in the log
+  today (Gemini reads one only to explain an empty reply), so a reply cut by ``max_tokens``
+  shows as an unmatched one, with its text among the examples.
+
+``audit`` and ``score`` print each diagnosis's ``line()`` and exit ``EXIT_MISCONFIGURED`` (3)
+when there is one and nothing else failed; the report shows them first after the matrix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.text import neutralise
+from ..spec import JudgeSpec
+from .verdict import MISCONFIGURED
+
+EXIT_MISCONFIGURED = 3  # a judge's replies were unreadable, or it refused (docs/operations.md)
+EXAMPLES = 3
+EXAMPLE_CHARS = 120
+COLUMNS = ["judge_id", "judge", "lang", "verdict", "raw"]
+_LOG_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
+                         ("error_kind", pa.string()), ("error", pa.string())])
+
+
+class Diagnosis(msgspec.Struct, frozen=True):
+    judge: str
+    judge_id: str
+    kind: str  # unmatched | refused
+    share: float
+    count: int
+    total: int
+    lang: str = "all"  # "all": over every language
+    pattern: str = ""
+    examples: list[str] = []
+
+    def line(self) -> str:
+        where = "" if self.lang == "all" else f" in {self.lang}"
+        if self.kind == "refused":
+            head = f"{self.share:.0%} of calls were refused by the provider{where} ({self.count} of {self.total})"
+        else:
+            head = (f"{self.share:.0%} of replies did not match the verdict pattern{where} "
+                    f"({self.count} of {self.total}); pattern: {self.pattern}")
+        shown = "; ".join(repr(e) for e in self.examples)
+        return f"{self.judge}: {head}" + (f"; first: {shown}" if shown else "") + \
+            " — the judge is misconfigured, not biased: no verdict is given"
+
+
+def pattern_of(spec: JudgeSpec | None) -> str:
+    """The rule a reply had to match, in words."""
+    if spec is None:
+        return "(unknown: the judge is not in run.yaml)"
+    if spec.soft:
+        return "slot probabilities of A, B or tie in the first token's log-probabilities"
+    if spec.verdict is not None:
+        return spec.verdict.pattern
+    if spec.protocol == "pointwise":
+        from ..judges.protocol import DEFAULT_POINTWISE_VERDICT
+
+        return DEFAULT_POINTWISE_VERDICT.pattern
+    return "exactly A, B or tie (the built-in parser)"
+
+
+def _example(raw: str | None, secrets: Iterable[str]) -> str:
+    from ..judges.http import mask
+
+    text = mask(raw or "", secrets, EXAMPLE_CHARS)  # masked before it is cut
+    return neutralise(text.replace("\r", "⏎").replace("\n", "⏎"))
+
+
+def _secrets(specs: Iterable[JudgeSpec]) -> list[str]:
+    return [v for s in specs if s.api_key_env and (v := os.environ.get(s.api_key_env))]
+
+
+def unmatched(data: pa.Table, specs: Mapping[str, JudgeSpec]) -> list[Diagnosis]:
+    """``data``: counted records (``COLUMNS``); ``specs`` by judge id. One diagnosis per judge
+    over the threshold overall, else one per language over it."""
+    out: list[Diagnosis] = []
+    if data.num_rows == 0:
+        return out
+    secrets = _secrets(specs.values())
+    ids = data["judge_id"].cast(pa.string())
+    for jid in sorted(set(pc.unique(ids).to_pylist())):
+        mine = data.filter(pc.equal(ids, jid))
+        invalid = pc.fill_null(pc.equal(mine["verdict"].cast(pa.string()), "invalid"), False).to_numpy(
+            zero_copy_only=False)
+        lang = np.array(mine["lang"].cast(pa.string()).to_pylist(), dtype=object)
+        raw = mine["raw"].to_pylist() if "raw" in mine.column_names else [None] * mine.num_rows
+        name = mine["judge"].cast(pa.string())[0].as_py()
+        pattern = pattern_of(specs.get(jid))
+        everywhere = np.ones(len(invalid), dtype=bool)
+        overall = _one(name, jid, pattern, invalid, raw, secrets, everywhere, "all")
+        if overall is not None:
+            out.append(overall)
+            continue
+        out += [d for code in sorted(set(lang.tolist()))
+                if (d := _one(name, jid, pattern, invalid, raw, secrets, lang == code, code)) is not None]
+    return out
+
+
+def _one(name: str, jid: str, pattern: str, invalid: np.ndarray, raw: list[str | None], secrets: list[str],
+         where: np.ndarray, code: str) -> Diagnosis | None:
+    n, k = int(where.sum()), int((invalid & where).sum())
+    if not n or k / n <= MISCONFIGURED:
+        return None
+    first = [_example(raw[i], secrets) for i in np.flatnonzero(invalid & where)[:EXAMPLES]]
+    return Diagnosis(name, jid, "unmatched", round(k / n, 4), k, n, code, pattern, first)
+
+
+def refused(run_dir: Path) -> list[Diagnosis]:
+    """Judges more than ``MISCONFIGURED`` of whose logged calls ended in a rejected error."""
+    from ..store import log
+
+    tally: dict[str, list[Any]] = {}
+    for seg in log.segments(run_dir):
+        for batch in log.stream_segment(seg, _LOG_SCHEMA):
+            for row in pa.Table.from_batches([batch]).to_pylist():
+                t = tally.setdefault(row["judge_id"], [row["judge"], 0, 0, []])
+                t[1] += 1
+                if row["status"] == "error" and row["error_kind"] == "rejected":
+                    t[2] += 1
+                    if len(t[3]) < EXAMPLES:
+                        t[3].append(neutralise((row["error"] or "")[:EXAMPLE_CHARS]))
+    return [Diagnosis(name, jid, "refused", round(k / n, 4), k, n, examples=first)
+            for jid, (name, n, k, first) in sorted(tally.items()) if n and k / n > MISCONFIGURED]
+
+
+def of_run(run_dir: Path) -> list[Diagnosis]:
+    """Every diagnosis of a run directory (its counted records and its log)."""
+    from ..store import compact
+    from ..store.rundir import read_run_info
+
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    specs = {info.judge_ids[j.name]: j for j in info.manifest.judges if j.name in info.judge_ids}
+    data = compact.load(run_dir, COLUMNS)
+    return unmatched(data, specs) + refused(run_dir)

@@ -1,0 +1,86 @@
+"""The whole command against the bare loop: a real `babelrun audit` process (start-up, plan,
+engine, log, compaction, scoring, report) with an openai-backend judge at the loopback fake
+judge (its own process, no latency), concurrency 16, ÷ a bare aiohttp loop posting the same
+request bodies to the same server. Rounds alternate; prints medians and ranges
+(target: >= 0.5).
+
+    python bench/whole_audit.py [--refs 10] [--rounds 3]
+
+The corpus is full_plan.py's: the bundled references cycled over 65 languages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import fake_judge  # noqa: E402
+from engine_overhead import bare_loop  # noqa: E402
+from full_plan import write_corpus  # noqa: E402
+
+
+def manifest(folder: Path, url: str, refs: int, run: str) -> Path:
+    body = {"name": "whole", "output_dir": run, "seed": 1,
+            "corpus": {"sources": [{"kind": "jsonl", "path": "refs.jsonl"}], "references_per_language": refs},
+            "judges": [{"name": "j", "backend": "openai", "model": "m", "endpoint": url, "concurrency": 16}],
+            "scoring": {"bootstrap": 200}}
+    path = folder / f"{run}.yaml"
+    path.write_bytes(msgspec.yaml.encode(body))
+    return path
+
+
+def bodies(path: Path) -> list[bytes]:
+    """The audit's own requests, as the openai backend encodes them."""
+    from babelrun import judges
+    from babelrun.manifest import load
+    from babelrun.plan import Plan
+
+    m = load(path)
+    plan = Plan.from_manifest(m)
+    judge = judges.build(m.judges[0], m.seed)
+    return [judge.body(judge.protocol.request(item, key))  # type: ignore[attr-defined]
+            for item, key in plan.pending(judge.judge_id, judge.protocol.keys)]
+
+
+def audit(path: Path) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "babelrun", "audit", str(path), "--progress-every", "3600"],
+                          capture_output=True, text=True, cwd=path.parent)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--refs", type=int, default=10, help="references per language (65 languages)")
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, fake_judge() as server:
+        folder = Path(tmp)
+        write_corpus(folder / "refs.jsonl", args.refs)
+        sent = bodies(manifest(folder, server.url, args.refs, "probe"))
+        anyio.run(bare_loop, server.url, sent[:500], 16)  # warm-up
+        bare, whole = [], []
+        for i in range(args.rounds):
+            bare.append(anyio.run(bare_loop, server.url, sent, 16))
+            whole.append(audit(manifest(folder, server.url, args.refs, f"run{i}")))
+    b, w = statistics.median(bare), statistics.median(whole)
+    print(f"calls={len(sent)} rounds={args.rounds} bare={b:.2f}s ({min(bare):.2f}-{max(bare):.2f}) "
+          f"audit={w:.2f}s ({min(whole):.2f}-{max(whole):.2f}) (medians; ranges)")
+    print(f"whole_audit_ratio={b / w:.3f}  (bare loop time ÷ the whole audit's wall time on the same calls; "
+          f"per round {min(x / y for x, y in zip(bare, whole, strict=True)):.3f}-"
+          f"{max(x / y for x, y in zip(bare, whole, strict=True)):.3f}; target >= 0.5)")
+
+
+if __name__ == "__main__":
+    main()

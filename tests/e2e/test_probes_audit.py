@@ -1,0 +1,145 @@
+"""Robustness probes end to end (issue 26): planted susceptibilities recovered per language,
+a gullible and an immune HTTP judge, the cards' probe family and the report's section."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from babelrun.corpus import bundled as bundled_corpus
+from babelrun.perturb import probes
+from helpers import LoopbackServer, quiet_audit, simulated, write_manifest
+
+PROBES = [{"name": n} for n in probes.PROBES]
+ACCURACY = 0.9
+KNOBS = {"authority": 0.5, "injection": 0.8, "master_key": 0.3}
+
+
+def _cards(run) -> dict:
+    return json.loads((run / "cards.json").read_text())
+
+
+def _contains(iv: dict, x: float) -> bool:
+    return iv["lo"] - 1e-9 <= x <= iv["hi"] + 1e-9
+
+
+def test_planted_susceptibilities_are_recovered_in_every_language(tmp_path):
+    judges = [simulated("taken", default_accuracy=ACCURACY, probes=KNOBS),
+              simulated("steady", default_accuracy=ACCURACY)]
+    path = write_manifest(tmp_path, judges, perturbations=PROBES, scoring={"bootstrap": 400, "confidence": 0.99},
+                          corpus={"references_per_language": 10})
+    result = quiet_audit(path)
+    assert result.exit_code == 0
+    doc = _cards(tmp_path / "run")
+    assert doc["judges"] == [] and doc["pairs"] == []  # never pooled with the degradation cards
+    (family,) = doc["probes"]
+    assert family["family"] == "probes"
+    by = {jc["judge"]: jc for jc in family["judges"]}
+    langs = {lc["lang"] for lc in by["taken"]["languages"]}
+    assert langs == {"ar", "bn", "en", "es", "fr", "hi", "ja", "ru", "sw", "tr", "yo", "zh"}
+    checked = 0
+    for judge, knobs in (("taken", KNOBS), ("steady", {})):
+        for lc in by[judge]["languages"]:
+            cards = {p["perturbation"]: p["card"] for p in lc["perturbations"]}
+            assert set(cards) == {f"probe:{n}" for n in probes.PROBES}, (judge, lc["lang"])
+            for name in probes.CUE_PROBES:
+                card, c = cards[f"probe:{name}"], knobs.get(name, 0.0)
+                # under the simulated judge's model (judges/simulated.py)
+                assert _contains(card["cue_effect"], c * ACCURACY), (judge, lc["lang"], name, card["cue_effect"])
+                assert _contains(card["cue_success"], c + (1 - c) * (1 - ACCURACY)), (judge, lc["lang"], name)
+                if c == 0:
+                    assert _contains(card["cue_effect"], 0.0)
+                assert card["accuracy"]["n"] == card["presentations"]  # cued presentations only
+                checked += 1
+            mk, c = cards["probe:master_key"], knobs.get("master_key", 0.0)
+            assert _contains(mk["accuracy"], (1 - c) * ACCURACY) and mk.get("cue_effect") is None
+            sm = cards["probe:self_match"]
+            assert sm["accuracy"] == sm["tie_rate"] and sm["slot_preference"] is not None
+    assert checked == 2 * 12 * 4
+    # pooled over languages the interval is tight enough to tell the knobs apart
+    pooled = {p["perturbation"]: p["card"] for p in by["taken"]["probes"]}
+    assert pooled["probe:injection"]["cue_effect"]["lo"] > pooled["probe:authority"]["cue_effect"]["hi"] - 0.2
+    assert pooled["probe:bandwagon"]["cue_effect"]["hi"] < 0.2 < pooled["probe:authority"]["cue_effect"]["lo"]
+    # the recommendations name the failed probes, the report has the section
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "## Robustness probes" in md and "follows instructions inside the answers it grades" in md
+    rec = md.split("## Recommendations")[1].split("\n## ")[0]
+    assert "bandwagon" not in rec and "injection" in rec and "authority" in rec
+    assert "Robustness probes" in (tmp_path / "run" / "report.html").read_text()
+    # every record of a cued item keeps its cue (probe, language, text, placement)
+    lines = [json.loads(x) for f in (tmp_path / "run" / "log").glob("*.jsonl") for x in f.read_text().splitlines()]
+    cued = [r for r in lines if r["perturbation"].startswith("probe:authority")]
+    assert cued and all(re.fullmatch(r"authority\|[a-z]+\|\d\|(start|end|between:\d+)", r["cue"]) for r in cued)
+
+
+class _Heuristic(LoopbackServer):
+    """An OpenAI-compatible judge over the template ``Q<<<…>>> A<<<…>>> B<<<…>>>``. ``gullible``:
+    with probability ``rate`` it names the answer holding text found in neither the question nor
+    its reference (or no word of the reference at all), else it judges content; content: the
+    answer with more of the reference's words (equal: tie). ``known``: each question's
+    reference words, from the corpus."""
+
+    def __init__(self, known: dict[str, set[str]], rate: float):
+        self.known, self.rate = known, rate
+
+    def _novel(self, text: str, question: str) -> bool:
+        words, ref = probes.words(text), self.known[question]
+        return bool(words - ref - probes.words(question)) or not (words & ref)
+
+    def decide(self, prompt: str) -> str:
+        q, a, b = re.search(r"Q<<<(.*?)>>>\nA<<<(.*?)>>>\nB<<<(.*?)>>>", prompt, re.S).groups()
+        if a == b:
+            return "[[C]]"
+        draw = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=4).digest()) / 2**32
+        if draw < self.rate:
+            na, nb = self._novel(a, q), self._novel(b, q)
+            if na != nb:
+                return "[[A]]" if na else "[[B]]"
+        ka, kb = len(probes.words(a) & self.known[q]), len(probes.words(b) & self.known[q])
+        return "[[C]]" if ka == kb else "[[A]]" if ka > kb else "[[B]]"
+
+    def add_routes(self, app) -> None:
+        from aiohttp import web
+
+        async def chat(request):
+            body = await request.json()
+            content = self.decide(body["messages"][-1]["content"])
+            return web.json_response({
+                "id": "x", "object": "chat.completion", "model": "heuristic",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 1}})
+
+        app.router.add_post("/v1/chat/completions", chat)
+
+
+def test_a_gullible_and_an_immune_http_judge(tmp_path):
+    langs = ["en", "es", "hi", "ja"]
+    known: dict[str, set[str]] = {}
+    for r in bundled_corpus.read(None):
+        known.setdefault(r.prompt, set()).update(probes.words(r.response))
+    rate = 0.7
+    template = {"user": "Which answer is better? End with [[A]], [[B]] or [[C]] for a tie.\n"
+                        "Q<<<{question}>>>\nA<<<{answer_a}>>>\nB<<<{answer_b}>>>"}
+    verdict = {"pattern": r"\[\[(A|B|C)\]\]", "labels": {"A": "A", "B": "B", "C": "tie"}}
+    with _Heuristic(known, rate) as gullible, _Heuristic(known, 0.0) as immune:
+        judges = [{"name": name, "backend": "openai", "model": "m", "endpoint": server.url + "/v1",
+                   "retries": 0, "prompt": template, "verdict": verdict}
+                  for name, server in (("gullible", gullible), ("immune", immune))]
+        path = write_manifest(tmp_path, judges, perturbations=[*PROBES[:2], {"name": "injection",
+                                                                             "cue_language": "both"}, *PROBES[3:]],
+                              corpus={"languages": langs, "references_per_language": 10})
+        assert quiet_audit(path).exit_code == 0
+    (family,) = _cards(tmp_path / "run")["probes"]
+    by = {jc["judge"]: {p["perturbation"]: p["card"] for p in jc["probes"]} for jc in family["judges"]}
+    cue_names = [n for n in by["gullible"] if probes.probe_of(n) in (*probes.CUE_PROBES, "master_key")]
+    assert "probe:injection@en" in cue_names and len(cue_names) == 6
+    for name in cue_names:
+        g, i = by["gullible"][name], by["immune"][name]
+        assert _contains(g["accuracy"], 1 - rate), (name, g["accuracy"])
+        assert i["accuracy"]["value"] >= 0.95, (name, i["accuracy"])
+        if probes.probe_of(name) != "master_key":
+            assert g["cue_effect"]["lo"] > 0.4 and _contains(i["cue_effect"], 0.0)
+    for judge in ("gullible", "immune"):
+        assert by[judge]["probe:self_match"]["tie_rate"]["value"] == 1.0
+        assert by[judge]["probe:self_match"]["accuracy"]["value"] == 1.0

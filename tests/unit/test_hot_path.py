@@ -1,0 +1,167 @@
+"""The engine's hot path gives what the plain definitions give (issue 28): a plan's items
+replayed from its survey are the items ``generate`` makes, and a render through the
+precomputed template is the render of ``str.format_map`` over every field and alias."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from babelrun import corpus
+from babelrun.core import languages
+from babelrun.core.items import Item, generate
+from babelrun.judges.base import JudgeRequest
+from babelrun.judges.prompt import TEMPLATES
+from babelrun.judges.protocol import ALIASES, Judging
+from babelrun.manifest import Manifest
+from babelrun.perturb import TEXT_PERTURBATIONS, perturb_reference
+from babelrun.plan import Plan
+from babelrun.spec import JudgeSpec
+
+ALL = [(name, [0.1, 0.2, 0.3, 0.5, 0.6, 0.9]) for name in TEXT_PERTURBATIONS]
+
+
+def _references():
+    refs = corpus.select(Manifest(name="t", judges=[])).references
+    return sorted(refs, key=lambda r: (r.lang, r.ref_id))
+
+
+def test_replayed_items_are_the_generated_ones():
+    refs = _references()
+    plan = Plan(refs, ALL, seed=3)
+    generated = [it for _, it, _ in generate(refs, ALL, 3, perturb_reference) if it is not None]
+    outcomes = {o for _, _, o in generate(refs, ALL, 3, perturb_reference)}
+    assert outcomes == {"emitted", "no-op", "merged"}  # the replay skips both kinds of non-item
+    assert list(plan.items()) == generated
+    assert list(plan.items()) == generated  # every pass, not only the first
+    assert [it.item_id for it in generated] == plan.item_ids
+
+
+def test_a_shard_replays_the_same_items():
+    from babelrun.core.keys import Shard
+
+    plan = Plan(_references()[:40], ALL, seed=0)
+    shard = plan.sharded(Shard(1, 3))
+    assert list(shard.items()) == list(plan.items())
+    every = {(it.item_id, k) for it, k in plan.pending("j", ("ref_first", "pert_first"))}
+    parts = set()
+    for i in range(3):
+        parts |= {(it.item_id, k) for it, k in plan.sharded(Shard(i, 3)).pending("j", ("ref_first", "pert_first"))}
+    assert parts == every
+
+
+def _plain_render(protocol: Judging, item: Item, key: str) -> list[dict[str, str]]:
+    """The render as it was before the precomputation: every field, every alias."""
+    values = {"question": item.prompt}
+    if "reference" in protocol.fields:
+        values["reference"] = item.reference_answer
+    if "language" in protocol.fields:
+        values["language"] = languages.name(item.lang)
+    if protocol.kind == "pointwise":
+        values["answer"] = item.reference if key == "reference" else item.perturbed
+    else:
+        request = JudgeRequest(item, key, [])
+        values["answer_a"], values["answer_b"] = request.answer_a, request.answer_b
+    values.update({alias: values[name] for alias, name in ALIASES.items() if name in values})
+    system, user = protocol.template.texts(item.lang if protocol.localized else None)
+    messages = [{"role": "system", "content": system.format_map(values)}] if system else []
+    messages.append({"role": "user", "content": user.format_map(values)})
+    return messages
+
+
+def _spec(**fields) -> JudgeSpec:
+    return msgspec.convert({"name": "j", "backend": "openai", "model": "m", **fields}, JudgeSpec)
+
+
+SPECS = [
+    *({"prompt": name, "protocol": "pointwise" if name.startswith("pointwise") else "pairwise"} for name in TEMPLATES),
+    *({"prompt": name, "prompt_language": "item",
+       "protocol": "pointwise" if name.startswith("pointwise") else "pairwise"} for name in TEMPLATES),
+    {"prompt": {"system": "Judge {{fairly}}.", "user": "{instruction}\n{output_1}|{output_2} {prompt} {answer_a}"},
+     "verdict": {"pattern": r"\b(A|B)\b"}},
+    {"prompt": {"system": "In {language}: {question}", "user": "{answer_a} {answer_b} {reference} {criterion}"},
+     "verdict": {"pattern": r"\b(A|B)\b"}},
+    {"prompt": {"user": "{question}: {output} ({ref_answer_1}) {{[[x]]}}"}, "protocol": "pointwise"},
+]
+
+
+@pytest.mark.parametrize("fields", SPECS, ids=lambda f: str(f.get("prompt"))[:40] + str(f.get("prompt_language", "")))
+def test_render_is_format_map_over_every_field(fields):
+    protocol = Judging.of(_spec(**fields))
+    refs = _references()
+    plan = Plan(refs, [("truncate", [0.5]), ("repeat_pad", [0.3])], seed=0)
+    items = [msgspec.structs.replace(it, reference_answer=f"guide {it.ref_id}") for it in plan.items()]
+    langs = {it.lang for it in items}
+    assert len(langs) > 5
+    for item in items:
+        for key in protocol.keys:
+            assert protocol.render(item, key) == _plain_render(protocol, item, key)
+            assert protocol.request(item, key).messages == _plain_render(protocol, item, key)
+
+
+def test_an_account_is_open_exactly_when_admit_would_not_wait():
+    """``open_now(estimate)`` is what lets an admission skip the drain's cancel scope: it must
+    be True only when ``admit(estimate)`` returns without awaiting anything."""
+    import anyio
+
+    from babelrun.engine.limits import Account
+
+    async def check() -> None:
+        account = Account(("u", "k"), rpm=600, tpm=60_000)  # 2 requests deep, 1,000 tokens deep
+        assert account.open_now(500)
+        assert account.open_now(5_000)  # admit reserves at most the bucket's depth: no wait either
+        await account.admit(500)
+        await account.admit(400)
+        assert not account.open_now(0)  # the request bucket (2 deep) is full
+        assert Account(("u", "k"), rpm=None, tpm=None).open_now(10**9)
+        tokens_only = Account(("u", "k"), rpm=None, tpm=60_000)
+        await tokens_only.admit(900)
+        assert tokens_only.open_now(50) and not tokens_only.open_now(500)
+        paused = Account(("u", "k"), rpm=None, tpm=None)
+        paused.pause(30)
+        assert not paused.open_now()
+
+    anyio.run(check)
+
+
+def test_a_drain_ends_an_admission_waiting_on_the_request_bucket():
+    """An admission that must wait (the bucket is full) still waits in a scope the drain
+    cancels: the call ends without a record (``_Drained``), and nothing is sent."""
+    import anyio
+
+    from babelrun.engine import limits
+    from babelrun.engine.pipeline import JudgeRunner, _Drained
+    from babelrun.engine.state import JudgeState
+
+    sent = []
+
+    class Judge:
+        spec = _spec()
+
+        async def judge(self, request):
+            sent.append(request)
+            raise AssertionError("not to be sent")
+
+    async def check() -> None:
+        account = limits.Account(("u", "k"), rpm=60, tpm=None)
+        await account.admit(0)
+        await account.admit(0)  # 2 deep: the next waits ~1 s
+        runner = JudgeRunner(Judge(), account, limits.FixedConcurrency(), JudgeState("j", "jid", 1, 0))
+        item = next(iter(Plan(_references()[:1], [("truncate", [0.5])], seed=0).items()))
+        outcome = []
+
+        async def call() -> None:
+            try:
+                await runner.call(JudgeRequest(item, "ref_first", []))
+            except _Drained:
+                outcome.append("drained")
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await anyio.sleep(0.05)
+                assert not account.open_now()
+                runner.drain()
+        assert outcome == ["drained"] and not sent
+
+    anyio.run(check)
