@@ -187,7 +187,7 @@ def check_source_fields(template: Template) -> None:
     for name in sorted(raw):
         if name in SOURCE_FIELDS:
             raise TemplateError("prompt", f"field {{{name}}}: {SOURCE_FIELDS[name]}")
-    if "prompt" in raw and raw & {"question", "instruction", "input"}:
+    if "prompt" in raw and "question" in raw:  # JudgeLM's shape: {question} … [System] {prompt}
         raise TemplateError("prompt", "field {prompt} beside the question: JudgeLM's {prompt} is its instructions "
                                       "block, not the question; read its prompt file with its defaults "
                                       "(prompt: {file: …}) or give the text, prompt: {…, vars: {prompt: \"…\"}}")
