@@ -91,6 +91,8 @@ class ErrorKind(StrEnum):
     BATCH = "batch_error"  # a key of a provider batch without a result
     # read, not failed: the reply is kept and recorded ``invalid`` (the key is done)
     PATTERN_TIMEOUT = "pattern_timeout"  # a user regex ran past its time on the reply (judges.safe_regex)
+    # not judged (never guessed): the key stays undone
+    NOT_IN_REPLAY = "not_in_replay"  # a replay judge's file has no verdict for the key
     # fatal: no request of this judge can pass
     UNAUTHORIZED = "unauthorized"  # 401
     FORBIDDEN = "forbidden"  # 403

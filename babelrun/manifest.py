@@ -38,6 +38,7 @@ from .spec import (
     TrajectoriesSource,
     inner_judges,
 )
+from .store.rundir import MARKER, is_run_dir
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
@@ -171,6 +172,13 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
+    if manifest.cache is not None:  # issue 29: the response cache and price files, like the rest
+        manifest = msgspec.structs.replace(manifest, cache=msgspec.structs.replace(
+            manifest.cache, dir=absolute(manifest.cache.dir)))
+    if any(j.price_file for j in manifest.judges):
+        manifest = msgspec.structs.replace(manifest, judges=[
+            msgspec.structs.replace(j, price_file=absolute(j.price_file)) if j.price_file else j
+            for j in manifest.judges])
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
                                                                                       manifest.name)))
 
@@ -329,6 +337,11 @@ def _check_output_dir(path: Path) -> None:
         raise ManifestError("output_dir", f"{path} {what}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ManifestError("output_dir", f"{path} cannot be written: {existing} is not writable")
+    if existing == path and not is_run_dir(path) and any(path.iterdir()):
+        # A folder of the user's own files: an audit would replace its report.md, take its
+        # `lock` and clean its *.tmp. Only a babelrun run directory (or an empty folder) is used.
+        raise ManifestError("output_dir", f"{path} holds files and is not a babelrun run directory "
+                            f"(no {MARKER}, no run.yaml + log/); name a new or empty folder")
 
 
 def _check_identities(manifest: Manifest) -> None:

@@ -115,6 +115,13 @@ class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=
     language: str = "en"
     condition: str | None = None
     pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
+    # The data set's own label coding, mapped to babelrun's 1 / 2 / tie: {0: tie, 1: 1, 2: 2}
+    # (keys: the values the file uses). Unset: labels are 1, 2 or "tie" as they are.
+    label_map: dict[int | str, int | str] | None = None
+    # A label file (LLMBar-format JSON with ``label`` or ``labels``, or CSV ``item,label`` /
+    # ``item,annotator,label``) whose labels replace the rows' own; several annotators' labels
+    # of a pair give it the majority's gold (no majority: the pair is left out, and counted).
+    labels: str | None = None
 
 
 class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind", frozen=True):
@@ -209,6 +216,9 @@ class Price(_Spec, frozen=True):
     input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
     output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     currency: str = "USD"
+    # Input tokens the provider served from its prompt cache (unset: billed as input).
+    cached_input_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    batch_discount: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0  # a provider batch's share off (0.5: half price)
 
 
 class SimulatedKnobs(_Spec, frozen=True):
@@ -339,6 +349,17 @@ class RuleSpec(_Spec, frozen=True):
     margin: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
 
 
+class ReplaySpec(_Spec, frozen=True):
+    """``backend: replay``: verdicts read from a file instead of asked for (judges/replay.py).
+    ``path``: babelrun's own export (``presentations`` of ``babelrun export``), a generic
+    table ``{id, order | swap, verdict | winner | score, raw?}`` (JSON Lines, CSV or Parquet),
+    or LLMBar's evaluator outputs (``result.json``). ``judge``: which judge of an export with
+    several (its name)."""
+
+    path: str
+    judge: str | None = None
+
+
 class JudgeSpec(_Spec, frozen=True):
     name: str
     # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
@@ -412,6 +433,12 @@ class JudgeSpec(_Spec, frozen=True):
     # validity, a registered Python function) instead of a model: a cascade's cheap stage.
     rule: RuleSpec | None = None
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
+    # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
+    replay: ReplaySpec | None = None
+    # Anthropic: mark the static system prefix ``cache_control: ephemeral`` (provider prompt caching).
+    prompt_cache: bool = False
+    # Read the price from a YAML/JSON file of ``{model: {input_per_mtok: …}}`` (when ``price`` is unset).
+    price_file: str | None = None
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -503,6 +530,30 @@ class RaySpec(_Spec, frozen=True):
     num_cpus: Annotated[float, msgspec.Meta(ge=0, le=MAX_WORKERS)] = 1.0  # CPUs a worker reserves
 
 
+class StoppingSpec(_Spec, frozen=True):
+    """Anytime-valid early stopping per (judge, language) cell (``engine/stopping.py``,
+    docs/stopping.md): a cell's calls stop once R's confidence sequence is entirely above or
+    below ``threshold`` (``on: verdict``) or narrower than ``width`` (``on: width``), after
+    ``min_items`` items taken in a seeded random order."""
+
+    on: Literal["verdict", "width"] = "verdict"
+    confidence: Annotated[float, msgspec.Meta(gt=0.5, lt=1.0)] = 0.95
+    min_items: PositiveInt = 30
+    width: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
+    threshold: Probability = 0.65  # the deployment R (score.verdict.DEPLOY_R)
+    per_perturbation: bool = False  # cells per (judge, language, perturbation)
+
+
+class CacheSpec(_Spec, frozen=True):
+    """A response cache shared across runs (``store/cache.py``): key = judge id + the exact
+    request; judges with temperature > 0 only when ``sampled`` is set (a cached sample is one
+    sample)."""
+
+    dir: str
+    max_mb: Annotated[float, msgspec.Meta(gt=0)] = 1024.0
+    sampled: bool = False
+
+
 class Manifest(_Spec, frozen=True):
     name: str
     judges: list[JudgeSpec]
@@ -517,6 +568,8 @@ class Manifest(_Spec, frozen=True):
     log: LogSpec = LogSpec()
     executor: Literal["local", "ray"] = "local"  # ray: the plan's shards run on Ray workers
     ray: RaySpec = RaySpec()
+    stopping: StoppingSpec | None = None  # off by default
+    cache: CacheSpec | None = None  # off by default
 
     @property
     def run_dir(self) -> Path:

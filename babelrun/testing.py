@@ -158,7 +158,9 @@ class WireFormat:
         return chat.messages[-1].content, chat.logprobs
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1) -> dict:
+                   tokens_out: int = 1, cached: int = 0) -> dict:
+        """A verdict reply; ``cached``: how many of the prompt's tokens the usage reports as
+        read from the provider's prompt cache (in this provider's field; none when 0)."""
         raise NotImplementedError
 
     def error(self, status: int, message: str) -> dict:
@@ -174,14 +176,16 @@ class OpenAIWire(WireFormat):
     name, key_header, key_prefix, body_key = "openai", "Authorization", "Bearer ", "choices"
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1) -> dict:
+                   tokens_out: int = 1, cached: int = 0) -> dict:
         choice: dict = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
         if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
             choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
                                                "top_logprobs": _top(verdict)}]}
+        usage: dict = {"prompt_tokens": len(prompt) // 4, "completion_tokens": tokens_out}
+        if cached:  # OpenAI: part of prompt_tokens
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
-                "system_fingerprint": fingerprint, "choices": [choice],
-                "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": tokens_out}}
+                "system_fingerprint": fingerprint, "choices": [choice], "usage": usage}
 
     def error(self, status: int, message: str) -> dict:
         return {"error": {"message": message, "type": "invalid_request_error"}}
@@ -193,10 +197,13 @@ class AnthropicWire(WireFormat):
     name, key_header, key_prefix, body_key = "anthropic", "x-api-key", "", "content"
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1) -> dict:
+                   tokens_out: int = 1, cached: int = 0) -> dict:
+        # Anthropic: input_tokens counts only the uncached input; the cache reads come apart.
+        usage: dict = {"input_tokens": len(prompt) // 4 - cached, "output_tokens": tokens_out}
+        if cached:
+            usage.update(cache_read_input_tokens=cached, cache_creation_input_tokens=0)
         return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn",
-                "usage": {"input_tokens": len(prompt) // 4, "output_tokens": tokens_out}}
+                "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn", "usage": usage}
 
     def error(self, status: int, message: str) -> dict:
         return {"type": "error", "error": {"type": "api_error", "message": message}}
@@ -211,11 +218,13 @@ class GeminiWire(WireFormat):
         return _decode_gemini(body).contents[-1].parts[0].text, False
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1) -> dict:
+                   tokens_out: int = 1, cached: int = 0) -> dict:
+        usage: dict = {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out}
+        if cached:  # Gemini: part of promptTokenCount
+            usage["cachedContentTokenCount"] = cached
         return {"candidates": [{"content": {"role": "model", "parts": [{"text": verdict}]},
                                 "finishReason": "STOP"}],
-                "usageMetadata": {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out},
-                "modelVersion": model}
+                "usageMetadata": usage, "modelVersion": model}
 
     def error(self, status: int, message: str) -> dict:
         return {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
@@ -290,6 +299,10 @@ class FakeJudgeServer:
     * ``reply`` (None): a function of the last message's text giving the reply's content
       (a judge that reasons first, a scripted rule); unset, the verdict of ``choose``.
       ``completion_tokens`` is then the reply's length / 4.
+    * ``cached_share`` (0): the share of each prompt's input tokens (its length / 4) the
+      usage reports as served from the provider's prompt cache, in each wire format's own
+      field (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic
+      ``cache_read_input_tokens``, Gemini ``cachedContentTokenCount``); 0 reports none.
 
     The order of decisions for a request: 401 for a wrong key, 400 for a body that is not a
     chat request, the scripted ``faults``, the ``rpm_limit``, the random faults, the verdict.
@@ -312,8 +325,9 @@ class FakeJudgeServer:
                  seed: int | None = 0, port: int = 0, flip_rate: float = 0.0,
                  fingerprint: str = "fp_fake", reply=None, hostile: str | None = None,
                  hostile_status: int | None = None, redirect_to: str | None = None, gather: int = 0,
-                 gather_timeout_s: float = 30.0):
+                 gather_timeout_s: float = 30.0, cached_share: float = 0.0):
         self.reply = reply
+        self.cached_share = cached_share
         self.gather = gather
         self.gather_timeout_s = gather_timeout_s
         self.latency_s = latency_s
@@ -388,6 +402,8 @@ class FakeJudgeServer:
             raise ValueError("gather must be >= 0 and gather_timeout_s > 0")
         if not 0.0 <= self.flip_rate <= 1.0:
             raise ValueError(f"flip_rate must be in [0, 1], not {self.flip_rate}")
+        if not 0.0 <= self.cached_share <= 1.0:
+            raise ValueError(f"cached_share must be in [0, 1], not {self.cached_share}")
 
     @property
     def url(self) -> str:
@@ -595,7 +611,7 @@ class FakeJudgeServer:
             verdict = "B" if verdict == "A" else "A"
         tokens_out = 1 if self.reply is None else max(1, len(verdict) // 4)
         return proto.completion(verdict, self.model, prompt, soft, fingerprint=self.fingerprint,
-                                tokens_out=tokens_out)
+                                tokens_out=tokens_out, cached=int(len(prompt) // 4 * self.cached_share))
 
     async def _pause(self, seconds: float) -> bool:
         """Sleep ``seconds``, but wake at once if the server stops: True if it slept them all.

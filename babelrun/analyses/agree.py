@@ -10,8 +10,9 @@ compares each judge's choices with those human labels, per judge and per set.
   (a JSON list of ``{input, output_1, output_2, label}``) or a folder of
   ``<set>/dataset.json``. A pair's id is ``f"{set}-{index:04d}"`` as for the run; a pair
   whose two outputs are not the run's two outputs (in either order) is *mismatched*.
-- CSV with a header ``item,label``: ``item`` a pair's ref_id (``LLMBar_Natural-0007``),
-  ``label`` 1 or 2, which of the data's ``output_1`` / ``output_2`` is better, numbered as
+- CSV with a header ``item,label`` (or ``item,annotator,label``): ``item`` a pair's ref_id
+  (``LLMBar_Natural-0007``), ``label`` 1, 2 or tie: which of the data's ``output_1`` /
+  ``output_2`` is better, numbered as
   in the run's own ``dataset.json``. babelrun puts a labelled pair's better output (by the
   data's gold) in the reference's place, so a human label equal to the data's gold label
   agrees with a judge verdict ``reference``, and the other label with ``perturbed``.
@@ -19,16 +20,33 @@ compares each judge's choices with those human labels, per judge and per set.
 Both need the run's own labelled data (the ``labelled_pairs`` paths in ``run.yaml``): its
 gold label says where each output stood.
 
-**Comparison.** Labels are compared in the data's frame: which output, 1 or 2, is better.
-A judge's choice is the output it picked (``reference`` → the gold one, ``perturbed`` → the
-other), ``tie`` or ``invalid``. A human never says tie, so ties and invalid replies never
-agree; Cohen's κ keeps them as categories of their own (they lower the observed agreement
-and, with no human mass on them, add nothing to the chance agreement) rather than dropping
-them, which would flatter a judge that abstains. Views per judge and set:
+Labels are ``1``, ``2`` or ``tie`` (neither better). A pair may carry several annotators'
+labels (``labels: [..]`` in the JSON, or CSV ``item,annotator,label``): the human label is
+their majority; a pair whose top count is shared has no majority and is left out (counted as
+``no_majority``). With two or more annotators, ``humans`` gives the human–human agreement —
+pairwise between annotators, each annotator against the others' majority, Fleiss' κ (pairs
+every annotator labelled) and Krippendorff's α (nominal; any number of labels per pair) —
+the ceiling to read a judge's agreement against.
+
+**Comparison.** Labels are compared in the data's frame: output 1 better, output 2 better,
+or tie. A judge's choice is the output it picked (``reference`` → the gold one, ``perturbed``
+→ the other; on a tie-labelled pair of the run, the reference is output 1), ``tie``, or
+``invalid``. A tie agrees with a tie label. Cohen's κ keeps invalid replies (and a both-orders
+``split``) as categories of their own (they lower the observed agreement and, with no human
+mass on them, add nothing to the chance agreement) rather than dropping them, which would
+flatter a judge that abstains. Per figure: agreement with ties (3-way) and without the
+tie-labelled pairs (``agreement_no_ties``, the MT-Bench convention), κ with its band, the
+confusion matrix (rows: the human's label; columns: the judge's, ``other`` for invalid and
+split), precision / recall / F1 per class and their macro averages, and the base rates of
+both sides next to κ. Precision and recall carry Wilson intervals; agreement too; F1, the
+macro averages and κ a percentile bootstrap over the figure's cases (seeded: the same run
+gives the same numbers). Views per judge and set:
 
 - ``both orders``: per item, the judge's choice when both presentations pick the same
   output, else ``split``; an item agrees when both its verdicts agree with the human.
 - ``ref_first`` / ``pert_first``: the presentations of one order.
+- ``data order``: the presentations showing output 1 first (the order the file lists the
+  outputs in), as published tables report.
 - ``presentations``: both orders pooled (the Wilson interval then treats an item's two
   presentations as independent: narrower than it should be).
 
@@ -38,7 +56,7 @@ Labels whose item is no labelled pair of the run (*unknown*), whose outputs diff
 
 from __future__ import annotations
 
-import csv
+import hashlib
 from pathlib import Path
 
 import msgspec
@@ -46,26 +64,57 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.items import bare_name
+from ..core.items import LABELLED_KINDS, bare_name
 from ..corpus import labelled
 from ..errors import NotApplicable
-from ..score import lookup
+from ..score import lookup, stats
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.pointwise import all_pointwise, pairwise_only
-from ..score.stats import cohen_kappa, fmt, landis_koch, wilson
+from ..score.stats import cohen_kappa, confusion, fmt, landis_koch, precision_recall_f1, rounded, wilson
 from ..spec import LabelledPairsSource
 from ..store import compact
 from ..store.rundir import read_run_info
 
-VIEWS = ("both orders", "ref_first", "pert_first", "presentations")
+VIEWS = ("both orders", "ref_first", "pert_first", "data order", "presentations")
+CLASSES = labelled.LABELS  # "1", "2", "tie": the data's frame
+OTHER = "other"  # the judge's invalid replies and both-orders splits
+BOOTSTRAP = 1000
 ALL_SETS = "all sets"
 COLUMNS = ["judge_id", "judge", "item_id", "ref_id", "order", "kind", "perturbation", "verdict"]
-_SPLIT = 5  # the "both orders" choice of an item whose two verdicts differ
+_SPLIT = 4  # the "both orders" choice of an item whose two verdicts differ (codes: 0 "1", 1 "2", 2 tie, 3 invalid)
 _EXAMPLES = 5
 
 
+Bounds = list[float | None]  # an interval: [lo, hi]
+
+
+class ClassRates(msgspec.Struct, frozen=True):
+    """One class's precision, recall and F1 (the judge's choice against the human label),
+    plain numbers with their intervals beside them; ``support``: the cases the human gave it."""
+
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    support: int
+    precision_interval: Bounds
+    recall_interval: Bounds
+    f1_interval: Bounds
+
+
+class Macro(msgspec.Struct, frozen=True):
+    """The unweighted means over the classes the human labels hold."""
+
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    precision_interval: Bounds
+    recall_interval: Bounds
+    f1_interval: Bounds
+
+
 class Figure(msgspec.Struct, frozen=True):
-    """One view of a judge's agreement: agreeing cases of n, with interval and κ."""
+    """One view of a judge's agreement: agreeing cases of n, with interval and κ, and the
+    class-conditional rates (module docstring)."""
 
     view: str
     n: int
@@ -75,6 +124,16 @@ class Figure(msgspec.Struct, frozen=True):
     hi: float | None
     kappa: float | None
     band: str | None
+    agreement: float | None = None  # = accuracy: 3-way, ties counted
+    agreement_interval: Bounds = []
+    agreement_no_ties: float | None = None  # on the cases whose human label is not tie
+    agreement_no_ties_interval: Bounds = []
+    n_no_ties: int = 0
+    kappa_interval: Bounds = []
+    confusion: dict[str, dict[str, int]] = {}  # human label -> judge's choice -> cases
+    per_class: dict[str, ClassRates] = {}
+    macro: Macro | None = None
+    base_rates: dict[str, dict[str, float]] = {}  # "human" / "judge" -> class -> share
 
 
 class SetAgreement(msgspec.Struct, frozen=True):
@@ -93,6 +152,35 @@ class Unmatched(msgspec.Struct, frozen=True):
     examples: list[str]
 
 
+class AnnotatorPair(msgspec.Struct, frozen=True):
+    a: str
+    b: str
+    n: int  # pairs both labelled
+    agreement: float | None
+    kappa: float | None
+
+
+class AnnotatorVsRest(msgspec.Struct, frozen=True):
+    annotator: str
+    n: int  # pairs it labelled where the others have a majority
+    agreement: float | None
+    kappa: float | None
+
+
+class Humans(msgspec.Struct, frozen=True):
+    """Human–human agreement: the ceiling a judge's agreement is read against."""
+
+    annotators: list[str]
+    pairs_with_several: int  # pairs with two or more labels
+    pairwise: list[AnnotatorPair]
+    vs_rest: list[AnnotatorVsRest]
+    mean_pairwise_agreement: float | None
+    fleiss_kappa: float | None  # over the pairs every annotator labelled
+    fleiss_n: int
+    krippendorff_alpha: float | None  # nominal, over every pair with two or more labels
+    alpha_n: int
+
+
 class Agreement(msgspec.Struct, frozen=True):
     run_dir: str
     labels: str
@@ -104,11 +192,15 @@ class Agreement(msgspec.Struct, frozen=True):
     unlabelled: int  # judged pairs without a human label
     judges: list[JudgeAgreement]
     confidence: float
+    no_majority: Unmatched = Unmatched(0, [])  # labelled pairs whose annotators have no majority: left out
+    tie_labelled: int = 0  # matched pairs the human labels a tie
+    humans: Humans | None = None  # with two or more annotators
 
 
-def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:
-    """The run's labelled pairs: id → (output_1, output_2, gold label), read from the data
-    the run was built from, since only the data knows which output was numbered 1."""
+def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, str]]:
+    """The run's labelled pairs: id → (output_1, output_2, gold label "1" | "2" | "tie"), read
+    from the data the run was built from, since only the data knows which output was numbered
+    1. Pairs without a majority label were never planned and are not here."""
     sources = [s for s in read_run_info(run_dir).manifest.corpus.sources
                if isinstance(s, LabelledPairsSource)]
     pairs = {}
@@ -117,105 +209,154 @@ def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, int]]:
         if not path.exists():
             raise NotApplicable(f"the run's labelled pairs are gone from {path}: agree reads "
                             "their gold labels there")
-        for pair_id, pair in _llmbar(str(path)).items():
+        try:
+            golds = [(pid, row, g) for pid, _, row, g in labelled.gold(source) if g is not None]
+        except (msgspec.DecodeError, ValueError) as e:
+            raise NotApplicable(f"{path}: not LLMBar pairs ({e})") from None
+        for pair_id, row, g in golds:
             # the first source wins an id: another language condition of a pair shares its
             # alignment id (per-condition accuracy is `babelrun invariance`'s)
-            pairs.setdefault(pair_id, pair)
+            pairs.setdefault(pair_id, (row.output_1, row.output_2, g))
     return pairs
 
 
-def _llmbar(path: str) -> dict[str, tuple[str, str, int]]:
-    """An LLMBar-format file or folder as id → (output_1, output_2, label), ids named as
-    ``labelled.read_pairs`` names them."""
-    try:
-        return {pair_id: (row.output_1, row.output_2, row.label)
-                for pair_id, _, row in labelled.rows(LabelledPairsSource(path=path))}
-    except msgspec.DecodeError as e:
-        raise NotApplicable(f"{path}: not LLMBar pairs ({e})") from None
-
-
-def _csv(path: Path) -> list[tuple[str, int]]:
-    """(item, label) rows of a CSV labels file; a bad row is an error naming its line."""
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        if not {"item", "label"} <= set(reader.fieldnames or ()):
-            raise NotApplicable(f"{path}: a labels CSV needs the columns item,label")
-        rows = []
-        for row in reader:
-            if row["label"].strip() not in ("1", "2"):
-                raise NotApplicable(f"{path}:{reader.line_num}: label {row['label']!r} is not 1 or 2")
-            rows.append((row["item"].strip(), int(row["label"])))
-    return rows
-
-
-def _human(labels_path: Path, data: dict) -> tuple[dict[str, int], list[str], list[str], int]:
-    """Human labels in the data's numbering: (id → 1 or 2, unknown ids, mismatched ids,
-    labels read). An LLMBar-format label is renumbered when its file lists the two outputs
-    the other way round."""
-    if labels_path.suffix.lower() == ".csv":
-        rows = _csv(labels_path)
-        texts = {}
-    elif labels_path.is_dir() or labels_path.suffix.lower() == ".json":
-        texts = _llmbar(str(labels_path))
-        rows = [(pid, label) for pid, (_, _, label) in texts.items()]
-    else:
+def _human(labels_path: Path, data: dict) -> tuple[dict[str, dict[str, str]], list[str], list[str], int]:
+    """Human labels in the data's numbering: (id → {annotator: label}, unknown ids,
+    mismatched ids, labels read). An LLMBar-format label is renumbered when its file lists
+    the two outputs the other way round."""
+    if not (labels_path.suffix.lower() in (".csv", ".json") or labels_path.is_dir()):
         raise NotApplicable(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
-    human: dict[str, int] = {}
+    try:
+        votes, texts = labelled.read_label_file(labels_path)
+    except msgspec.DecodeError as e:
+        raise NotApplicable(f"{labels_path}: not LLMBar pairs ({e})") from None
+    except ValueError as e:
+        raise NotApplicable(str(e)) from None
+    human: dict[str, dict[str, str]] = {}
     unknown, mismatched = [], []
-    for pid, label in rows:
+    for pid, v in votes.items():
         if pid not in data:
             unknown.append(pid)
             continue
         if pid in texts:
-            ours, theirs = data[pid][:2], texts[pid][:2]
+            ours, theirs = data[pid][:2], texts[pid]
             if theirs != ours and theirs[::-1] != ours:
                 mismatched.append(pid)
                 continue
-            label = label if theirs == ours else 3 - label
-        if human.setdefault(pid, label) != label:
-            raise NotApplicable(f"{labels_path}: item {pid} is labelled both 1 and 2")
-    return human, unknown, mismatched, len(rows)
+            if theirs != ours:
+                v = {a: {"1": "2", "2": "1"}.get(x, x) for a, x in v.items()}
+        human[pid] = v
+    return human, unknown, mismatched, sum(len(v) for v in votes.values())
 
 
 def _records(run_dir: Path, pair_ids: list[str], gold: np.ndarray, human: np.ndarray):
     """The run's records of labelled pairs, each row's pair (index into ``pair_ids``), the
-    output the judge chose in the data's numbering (1, 2; 3 tie, 4 invalid) and the human's
-    (0: no label). Choices are column operations: the gold flips a verdict into a number."""
+    output the judge chose in the data's numbering (codes 0: output 1, 1: output 2, 2 tie,
+    3 invalid), the human's (-1: no label) and whether the presentation shows output 1 first
+    (the data's order). Choices are column operations: the gold flips a verdict into a number."""
     records = compact.load(run_dir, COLUMNS)
     if alone := all_pointwise(records):
         raise NotApplicable(f"{run_dir}: agreement compares pairwise verdicts with the labels, and every judge of "
                             f"the run is pointwise ({', '.join(alone)})")
     data = pairwise_only(records).unify_dictionaries()  # one dictionary per column
-    data = data.filter(pc.equal(data["kind"], "labelled"))
+    data = data.filter(pc.is_in(data["kind"].cast(pa.string()), pa.array(LABELLED_KINDS)))
     p = lookup(data["ref_id"], pair_ids)
     data, p = data.filter(pa.array(p >= 0)), p[p >= 0]
     verdict = lookup(data["verdict"], VERDICTS)
     g = gold[p]
-    choice = np.select([verdict == 0, verdict == 1], [g, 3 - g], verdict + 1)
-    return data, p, choice, human[p]
+    first = np.where(g == 1, 1, 0)  # the output in the reference's place: the gold one; output 1 for a tie
+    choice = np.select([verdict == 0, verdict == 1], [first, 1 - first], verdict)
+    order = lookup(data["order"], ORDER_CODES)
+    data_order = (order == 0) == (first == 0)
+    return data, p, choice, human[p], data_order
 
 
-def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float) -> Figure:
-    """Accuracy with its Wilson interval, and κ with its Landis–Koch band, of one view."""
+def _bounds(lo: float | None, hi: float | None) -> Bounds:
+    return [rounded(lo), rounded(hi)]
+
+
+def _rates(choice: np.ndarray, human: np.ndarray) -> dict[str, np.ndarray]:
+    """κ, per-class P/R/F1 and macro means of (replicates × cases) codings, vectorised."""
+    k = len(CLASSES)
+    reps, n = choice.shape
+    codes = human * (k + 1) + np.minimum(choice, k)
+    flat = codes + (np.arange(reps) * k * (k + 1))[:, None]
+    tables = np.bincount(flat.ravel(), minlength=reps * k * (k + 1)).reshape(reps, k, k + 1)
+    tp = np.diagonal(tables[:, :, :k], axis1=1, axis2=2).astype(np.float64)
+    predicted, true = tables[:, :, :k].sum(axis=1), tables.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(predicted > 0, tp / np.maximum(predicted, 1), 0.0)
+        recall = np.where(true > 0, tp / np.maximum(true, 1), 0.0)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-300), 0.0)
+    # κ over the categories 0..k (k: other), from the full table's margins
+    po = tp.sum(axis=1) / n
+    pe = (true / n * predicted / n).sum(axis=1)  # "other" has no human mass: it adds no chance agreement
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = np.where(pe < 1, (po - pe) / np.where(pe < 1, 1 - pe, 1), np.where(po == 1, 1.0, 0.0))
+    return {"precision": precision, "recall": recall, "f1": f1, "kappa": kappa, "true": true}
+
+
+def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float, seed: str = "") -> Figure:
+    """Agreement with its Wilson interval, κ with its Landis–Koch band, and the class-conditional
+    rates of one view."""
     n, k = len(choice), int((choice == human).sum())
     if n == 0:
         return Figure(view, 0, 0, None, None, None, None, None)
     lo, hi = wilson(k, n, confidence)
     kappa = cohen_kappa(choice, human)
+    decisive = human != 2
+    nt, kt = int(decisive.sum()), int((choice[decisive] == human[decisive]).sum())
+    lo_t, hi_t = wilson(kt, nt, confidence) if nt else (np.nan, np.nan)
+    table = confusion(human, choice, len(CLASSES))
+    precision, recall, f1 = precision_recall_f1(table)
+    present = table.sum(axis=1) > 0  # macro means over the classes the human labels hold
+    rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(f"{seed}\x1f{view}".encode(), digest_size=8).digest()))
+    draws = rng.integers(0, n, size=(BOOTSTRAP, n))
+    boot = _rates(choice[draws], human[draws])
+    tail = (1 - confidence) / 2
+
+    def q(values: np.ndarray) -> Bounds:
+        finite = values[np.isfinite(values)]
+        return _bounds(*np.quantile(finite, [tail, 1 - tail])) if finite.size else [None, None]
+
+    predicted = table[:, : len(CLASSES)].sum(axis=0)
+    per_class = {}
+    for c, name in enumerate(CLASSES):
+        tp = int(table[c, c])
+        p_lo, p_hi = wilson(tp, int(predicted[c]), confidence) if predicted[c] else (np.nan, np.nan)
+        r_lo, r_hi = wilson(tp, int(table[c].sum()), confidence) if table[c].sum() else (np.nan, np.nan)
+        per_class[name] = ClassRates(rounded(precision[c]), rounded(recall[c]), rounded(f1[c]), int(table[c].sum()),
+                                     _bounds(p_lo, p_hi), _bounds(r_lo, r_hi), q(boot["f1"][:, c]))
+    boot_present = boot["true"] > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        macro_boot = {m: (boot[m] * boot_present).sum(axis=1) / boot_present.sum(axis=1)
+                      for m in ("precision", "recall", "f1")}
+    macro = Macro(rounded(precision[present].mean()), rounded(recall[present].mean()), rounded(f1[present].mean()),
+                  q(macro_boot["precision"]), q(macro_boot["recall"]), q(macro_boot["f1"]))
+    columns = (*CLASSES, OTHER)
+    matrix = {name: {col: int(table[c, j]) for j, col in enumerate(columns)} for c, name in enumerate(CLASSES)}
+    judge_counts = table.sum(axis=0)
+    base = {"human": {name: rounded(table[c].sum() / n) for c, name in enumerate(CLASSES)},
+            "judge": {col: rounded(judge_counts[j] / n) for j, col in enumerate(columns)}}
     # Banded after rounding off float noise: κ = 0.2 exactly is "slight", not "fair".
-    return Figure(view, n, k, k / n, float(lo), float(hi), kappa, landis_koch(round(kappa, 12)))
+    return Figure(view, n, k, k / n, float(lo), float(hi), kappa, landis_koch(round(kappa, 12)),
+                  agreement=rounded(k / n), agreement_interval=_bounds(lo, hi),
+                  agreement_no_ties=rounded(kt / nt) if nt else None, agreement_no_ties_interval=_bounds(lo_t, hi_t),
+                  n_no_ties=nt, kappa_interval=q(boot["kappa"]), confusion=matrix, per_class=per_class,
+                  macro=macro, base_rates=base)
 
 
-def _views(order, item, choice, human, confidence) -> list[Figure]:
-    """The four views of one group of records, sorted by (item, order)."""
+def _views(order, item, choice, human, data_order, confidence, seed: str = "") -> list[Figure]:
+    """The five views of one group of records, sorted by (item, order)."""
     first = np.flatnonzero(np.r_[True, item[1:] != item[:-1]])
     both = first[np.diff(np.r_[first, len(item)]) == 2]
     item_choice = np.where(choice[both] == choice[both + 1], choice[both], _SPLIT)
     cases = {"both orders": (item_choice, human[both]),
              "ref_first": (choice[order == 0], human[order == 0]),
              "pert_first": (choice[order == 1], human[order == 1]),
+             "data order": (choice[data_order], human[data_order]),
              "presentations": (choice, human)}
-    return [_figure(view, *cases[view], confidence) for view in VIEWS]
+    return [_figure(view, *cases[view], confidence, seed) for view in VIEWS]
 
 
 def _examples(ids) -> Unmatched:
@@ -229,23 +370,61 @@ def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) 
     if not labels_path.exists():
         raise NotApplicable(f"labels not found: {labels_path}")
     data_pairs = _run_pairs(run_dir)
-    human_of, unknown, mismatched, read = _human(labels_path, data_pairs)
+    votes, unknown, mismatched, read = _human(labels_path, data_pairs)
+    human_of = {pid: labelled.majority(list(v.values())) for pid, v in votes.items()}
+    no_majority = [pid for pid, g in human_of.items() if g is None]
     pair_ids = sorted(data_pairs)
-    gold = np.array([data_pairs[p][2] for p in pair_ids], dtype=np.int64)
-    human = np.array([human_of.get(p, 0) for p in pair_ids], dtype=np.int64)
-    records, p, choice, h = _records(run_dir, pair_ids, gold, human)
+    code = {name: i for i, name in enumerate(CLASSES)}
+    gold = np.array([code[data_pairs[p][2]] for p in pair_ids], dtype=np.int64)
+    # -1: no human label; -2: labels without a majority (left out, counted)
+    human = np.array([-1 if p not in human_of else code.get(human_of[p] or "", -2) for p in pair_ids],
+                     dtype=np.int64)
+    records, p, choice, h, data_order = _records(run_dir, pair_ids, gold, human)
     judged = np.zeros(len(pair_ids), dtype=bool)
     judged[p] = True
-    no_records = [pair_ids[i] for i in np.flatnonzero((human > 0) & ~judged)]
-    labelled_rows = np.flatnonzero(h > 0)
+    no_records = [pair_ids[i] for i in np.flatnonzero((human >= 0) & ~judged)]
+    labelled_rows = np.flatnonzero(h >= 0)
     judges = _judges(records.take(pa.array(labelled_rows)), choice[labelled_rows],
-                     h[labelled_rows], confidence)
-    return Agreement(str(run_dir), str(labels_path), read, int((judged & (human > 0)).sum()),
+                     h[labelled_rows], data_order[labelled_rows], confidence)
+    matched = judged & (human >= 0)
+    return Agreement(str(run_dir), str(labels_path), read, int(matched.sum()),
                      _examples(unknown), _examples(mismatched), _examples(no_records),
-                     int((judged & (human == 0)).sum()), judges, confidence)
+                     int((judged & (human == -1)).sum()),
+                     judges, confidence, no_majority=_examples(no_majority),
+                     tie_labelled=int((matched & (human == 2)).sum()),
+                     humans=humans({pid: v for pid, v in votes.items()}))
 
 
-def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray,
+def humans(votes: dict[str, dict[str, str]]) -> Humans | None:
+    """Human–human agreement of labels with two or more annotators (None with fewer)."""
+    annotators = sorted({a for v in votes.values() for a in v})
+    several = {pid: v for pid, v in votes.items() if len(v) >= 2}
+    if len(annotators) < 2 or not several:
+        return None
+    pairwise = []
+    for i, a in enumerate(annotators):
+        for b in annotators[i + 1:]:
+            both = [(v[a], v[b]) for v in votes.values() if a in v and b in v]
+            x, y = np.array([t[0] for t in both]), np.array([t[1] for t in both])
+            pairwise.append(AnnotatorPair(a, b, len(both), rounded(float((x == y).mean())) if both else None,
+                                          rounded(cohen_kappa(x, y)) if both else None))
+    vs_rest = []
+    for a in annotators:
+        cases = [(v[a], m) for v in votes.values() if a in v
+                 for m in [labelled.majority([x for o, x in v.items() if o != a])] if m is not None]
+        x, y = np.array([c[0] for c in cases]), np.array([c[1] for c in cases])
+        vs_rest.append(AnnotatorVsRest(a, len(cases), rounded(float((x == y).mean())) if cases else None,
+                                       rounded(cohen_kappa(x, y)) if cases else None))
+    counts = np.array([[sum(1 for x in v.values() if x == c) for c in CLASSES] for v in several.values()])
+    full = counts[counts.sum(axis=1) == len(annotators)]
+    fleiss = stats.fleiss_kappa(full) if len(full) else None
+    defined = [p.agreement for p in pairwise if p.agreement is not None]
+    return Humans(annotators, len(several), pairwise, vs_rest,
+                  rounded(float(np.mean(defined))) if defined else None,
+                  rounded(fleiss), len(full), rounded(stats.krippendorff_alpha_nominal(counts)), len(counts))
+
+
+def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray, data_order: np.ndarray,
             confidence: float) -> list[JudgeAgreement]:
     """Sort the records by (judge, set, item, order) once: each judge, each of its sets and
     each item is then a slice, and no loop runs per record."""
@@ -257,28 +436,73 @@ def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray,
     item = pc.dictionary_encode(records["item_id"]).combine_chunks().indices.to_numpy()
     order = lookup(records["order"], ORDER_CODES)
     by = np.lexsort((order, item, pset, judge))
-    judge, pset, item, order, choice, human = (x[by] for x in (judge, pset, item, order, choice, human))
+    judge, pset, item, order, choice, human, data_order = (
+        x[by] for x in (judge, pset, item, order, choice, human, data_order))
     out = []
     for j in range(len(jids)):
         a, b = np.searchsorted(judge, [j, j + 1])
         bounds = a + np.searchsorted(pset[a:b], np.arange(len(sets) + 1))
         per_set = [SetAgreement(bare_name(sets[s]),
-                                _views(order[x:y], item[x:y], choice[x:y], human[x:y], confidence))
+                                _views(order[x:y], item[x:y], choice[x:y], human[x:y], data_order[x:y],
+                                       confidence, f"{jids[j]}/{sets[s]}"))
                    for s, (x, y) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)) if y > x]
         if len(per_set) > 1:  # an item lies in one set: the judge's slice is sorted by item too
             per_set.append(SetAgreement(ALL_SETS, _views(order[a:b], item[a:b], choice[a:b],
-                                                         human[a:b], confidence)))
+                                                         human[a:b], data_order[a:b], confidence, jids[j])))
         out.append(JudgeAgreement(records["judge"][int(by[a])].as_py(), jids[j], per_set))
     return out
 
 
 def line(f: Figure) -> str:
     """One figure as a reviewer reads it: acc 0.94 [0.91, 0.96], κ 0.71 (substantial), n 300,
-    both orders."""
+    both orders (with the agreement without tie-labelled pairs where the labels hold ties)."""
     if f.n == 0:
         return f"acc –, κ –, n 0, {f.view}"
-    return (f"acc {fmt(f.accuracy)} [{fmt(f.lo)}, {fmt(f.hi)}], κ {fmt(f.kappa)} ({f.band}), "
-            f"n {f.n}, {f.view}")
+    no_ties = (f", no ties {fmt(f.agreement_no_ties)} {_iv(f.agreement_no_ties_interval)} (n {f.n_no_ties})"
+               if f.n_no_ties != f.n else "")
+    return (f"acc {fmt(f.accuracy)} [{fmt(f.lo)}, {fmt(f.hi)}]{no_ties}, κ {fmt(f.kappa)} "
+            f"{_iv(f.kappa_interval)} ({f.band}), n {f.n}, {f.view}")
+
+
+def _iv(bounds: Bounds) -> str:
+    return f"[{fmt(bounds[0])}, {fmt(bounds[1])}]" if len(bounds) == 2 and None not in bounds else "[–]"
+
+
+DETAILED = ("both orders", "data order")  # the views whose class-conditional rates text shows
+
+
+def detail(f: Figure) -> list[str]:
+    """A figure's class-conditional rates: base rates, confusion matrix, P/R/F1 per class, macro."""
+    if f.n == 0 or f.macro is None:
+        return []
+    columns = (*CLASSES, OTHER)
+    out = ["base rates: human " + " · ".join(f"{c} {fmt(f.base_rates['human'][c])}" for c in CLASSES)
+           + " | judge " + " · ".join(f"{c} {fmt(f.base_rates['judge'][c])}" for c in columns),
+           "confusion (rows: human; columns: judge " + " ".join(columns) + ")"]
+    out += [f"  {c:<4}" + "".join(f"{f.confusion[c][col]:>7}" for col in columns) for c in CLASSES]
+    out.append("per class: precision, recall, F1 (n human)")
+    for c in CLASSES:
+        r = f.per_class[c]
+        out.append(f"  {c:<4} P {fmt(r.precision)} {_iv(r.precision_interval)}, R {fmt(r.recall)} "
+                   f"{_iv(r.recall_interval)}, F1 {fmt(r.f1)} {_iv(r.f1_interval)} (n {r.support})")
+    m = f.macro
+    out.append(f"macro: P {fmt(m.precision)} {_iv(m.precision_interval)}, R {fmt(m.recall)} "
+               f"{_iv(m.recall_interval)}, F1 {fmt(m.f1)} {_iv(m.f1_interval)}")
+    return out
+
+
+def _humans(h: Humans | None) -> list[str]:
+    if h is None:
+        return ["Human–human agreement: one label per pair (no ceiling to show)."]
+    out = [f"Human–human agreement (the ceiling): {len(h.annotators)} annotators, "
+           f"{h.pairs_with_several} pairs with two or more labels",
+           f"  Fleiss' κ {fmt(h.fleiss_kappa)} (n {h.fleiss_n}, pairs every annotator labelled); "
+           f"Krippendorff's α {fmt(h.krippendorff_alpha)} (nominal, n {h.alpha_n}); "
+           f"mean pairwise agreement {fmt(h.mean_pairwise_agreement)}"]
+    out += [f"  {p.a} vs {p.b}: agreement {fmt(p.agreement)}, κ {fmt(p.kappa)}, n {p.n}" for p in h.pairwise]
+    out += [f"  {r.annotator} vs the others' majority: agreement {fmt(r.agreement)}, κ {fmt(r.kappa)}, n {r.n}"
+            for r in h.vs_rest]
+    return out
 
 
 def _unmatched(what: str, u: Unmatched) -> str:
@@ -287,18 +511,22 @@ def _unmatched(what: str, u: Unmatched) -> str:
 
 
 def text(agreement: Agreement) -> str:
-    """The agreement as plain text: the label accounting first, then one block per judge."""
+    """The agreement as plain text: the label accounting first, the human–human ceiling, then
+    one block per judge."""
     a = agreement
     out = [
         f"Agreement with human labels: run {a.run_dir}, labels {a.labels}",
-        f"  labels read: {a.labels_read}; matched to judged pairs: {a.matched}",
+        f"  labels read: {a.labels_read}; matched to judged pairs: {a.matched} ({a.tie_labelled} tie-labelled)",
         _unmatched("unknown items (no labelled pair of the run)", a.unknown),
         _unmatched("mismatched (other outputs than the run's)", a.mismatched),
+        _unmatched("no majority among the annotators (left out)", a.no_majority),
         _unmatched("labels with no records in the run", a.no_records),
         f"  judged pairs without a label: {a.unlabelled}",
-        f"Wilson {a.confidence:.0%} intervals. Ties and invalid replies never agree with a "
-        "human label; κ keeps them as categories of their own. Both orders: an item agrees "
-        "when both its verdicts do.",
+        *_humans(a.humans),
+        f"Wilson {a.confidence:.0%} intervals (agreement, precision, recall); bootstrap for κ, F1 and "
+        "macro. A tie agrees with a tie label; invalid replies never agree, and κ keeps them as a "
+        "category of their own (other). No ties: on the pairs the human does not label a tie. Both "
+        "orders: an item agrees when both its verdicts do. Data order: output 1 shown first.",
     ]
     if not a.judges:
         out.append("No judge has a record for a pair with a human label.")
@@ -306,7 +534,10 @@ def text(agreement: Agreement) -> str:
         out.append(f"\n{judge.judge} ({judge.judge_id[:8]})")
         for s in judge.sets:
             out.append(f"  {s.set}")
-            out.extend(f"    {line(f)}" for f in s.figures)
+            for f in s.figures:
+                out.append(f"    {line(f)}")
+                if f.view in DETAILED:
+                    out.extend(f"      {d}" for d in detail(f))
     return "\n".join(out) + "\n"
 
 

@@ -125,9 +125,11 @@ def _agree_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _agree(args: argparse.Namespace) -> Any:
-    from ..errors import NotApplicable
+    from ..errors import NotApplicable, UsageError
     from . import agree
 
+    if args.min_kappa is not None and not -1 <= args.min_kappa <= 1:  # NaN too: a gate never silently off
+        raise UsageError("--min-kappa must be a number in [-1, 1]")
     result = agree.run(args.run_dir, args.labels)
     if result.matched == 0:
         raise NotApplicable(f"no label in {args.labels} matches a pair judged in {args.run_dir} "

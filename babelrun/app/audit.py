@@ -53,7 +53,7 @@ __all__ = ["AuditResult", "MergeResult", "audit", "audit_async", "compact_run", 
 def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
           handle_signals: bool = True, shard: log.Shard | None = None,
           judges: Sequence[str] | None = None, limit: int | None = None,
-          stop: threading.Event | None = None) -> AuditResult:
+          budget: float | None = None, stop: threading.Event | None = None) -> AuditResult:
     """Run (or resume) the audit; with ``shard``, only that shard's keys, and no cards (the
     last shard to finish does not know it is the last: ``merge`` scores the union).
     ``manifest``: a Manifest or the path of its YAML file. ``judges``: call only the judges of
@@ -88,7 +88,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
-                            only=only, limit=limit, stop=stop)
+                            only=only, limit=limit, budget_usd=budget, stop=stop)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:

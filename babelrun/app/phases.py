@@ -30,6 +30,7 @@ from ..store.rundir import (
     PlanSummary,
     RunInfo,
     RunStats,
+    mark,
     plan_summary_is_readable,
     read_plan_summary,
     read_run_info,
@@ -65,6 +66,7 @@ def prepare_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create output directory {run_dir}: {e.strerror}") from None
+    mark(run_dir)  # a babelrun run directory from now on (manifest._check_output_dir)
 
 
 def plan_summary(plan: Plan) -> PlanSummary:
@@ -112,7 +114,7 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
               build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
               phases: tuple[str, ...] = PHASES, wanted: DoneSet | None = None,
               only: frozenset[str] | None = None, limit: int | None = None,
-              stop: threading.Event | None = None) -> engine.EngineResult:
+              budget_usd: float | None = None, stop: threading.Event | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
     matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
@@ -127,11 +129,39 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
     cfg = manifest.log
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
+    options = extras(manifest, budget_usd)
     try:
         return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
-                      handle_signals=handle_signals, accounts=accounts, limit=limit, stop=stop)
+                      handle_signals=handle_signals, accounts=accounts, limit=limit, stop=stop, **options)
     finally:
         writer.close()
+        cache = options.get("cache")
+        if cache is not None and cache.writes and manifest.cache is not None:
+            from ..store.cache import prune  # bounded: the least recently used go past max_mb
+
+            prune(cache.root, manifest.cache.max_mb)
+
+
+def extras(manifest: Manifest, budget_usd: float | None = None) -> dict:
+    """The engine options of issue 29 the manifest turns on (none by default): stopping, the
+    response cache, the judges' prices (the ledger) and ``--budget``."""
+    from ..engine.ledger import price_of
+    from ..store.cache import ResponseCache
+
+    out: dict = {}
+    if manifest.stopping is not None:
+        out["stopping"] = manifest.stopping
+    if manifest.cache is not None:
+        out["cache"] = ResponseCache(manifest.cache.dir, manifest.cache.max_mb)
+        out["cache_sampled"] = manifest.cache.sampled
+    prices = {j.name: p for j in manifest.judges if (p := price_of(j)) is not None}
+    if prices:
+        out["prices"] = prices
+    if budget_usd is not None:
+        if not prices:
+            raise UserError("--budget needs a price: give the judges `price:` (or `price_file:`)")
+        out["budget_usd"] = budget_usd
+    return out
 
 
 def escalations(manifest: Manifest) -> DoneSet:

@@ -15,12 +15,13 @@ from typing import Literal
 
 import msgspec
 
-ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic", "probe"]
+ItemKind = Literal["text", "labelled", "code_switched", "tie_probe", "agentic", "probe", "labelled_tie"]
 # Item families whose perturbation names carry a prefix in the cards: code-switched items
 # are "cs:truncate", …, agent trajectories "agent:step_pad", …, so they never share a card
 # cell with the plain items.
 FAMILY_PREFIX = {"text": "", "code_switched": "cs:", "agentic": "agent:"}
 PAIRS_PREFIX = "pairs:"  # labelled pairs: "pairs:<set>" (and "pairs:<set>@<mix>")
+LABELLED_KINDS = ("labelled", "labelled_tie")  # labelled pairs: decisive gold, and tie gold
 TIE_PROBE_PREFIX = "tie_probe:"  # translation tie probes: "tie_probe:<pivot>"
 PROBE_PREFIX = "probe:"  # robustness probes: "probe:authority", "probe:clean", … (perturb/probes.py)
 
@@ -69,6 +70,9 @@ class LabelledPair(msgspec.Struct, frozen=True):
     worse_model: str = ""
     better_family: str = ""
     worse_family: str = ""
+    # The data labels the pair a tie (neither output better): ``better`` is then the data's
+    # output_1 and ``worse`` its output_2, and its items are of kind ``labelled_tie``.
+    tie: bool = False
     # Earlier turns of a multi-turn conversation, oldest first: (question, the better
     # output's answer, the worse output's answer); ``prompt``/``better``/``worse`` are the last.
     turns: tuple[tuple[str, str, str], ...] = ()
@@ -236,9 +240,11 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
     ``pairs:<set>@<mix>`` for a named mix, whose name joins the id)."""
     fields: tuple[str, ...] = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
     fields += (pair.condition,) if pair.condition else ()
+    fields += ("tie",) if pair.tie else ()
     fields += tuple(text for turn in pair.turns for text in ("turn", *turn))  # none: the ids as before
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
-    return Item(iid, "labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
+    kind: ItemKind = "labelled_tie" if pair.tie else "labelled"
+    return Item(iid, kind, pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
                 pair.perturbation, 0.0, len(pair.better), len(pair.worse),
                 pair.better_family, pair.worse_family, turns=pair.turns)
 

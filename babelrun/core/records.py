@@ -60,6 +60,8 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     # A robustness probe's cue as the item recorded it (``authority|en|1|between:2``:
     # probe, cue language, text, placement); absent for every other item.
     cue: str | None = None
+    cached: bool = False  # served from the response cache (``cache:``): no call was made
+    tokens_cached: int | None = None  # input tokens the provider served from its prompt cache
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -21,10 +21,23 @@ Optional columns, for the Judge-LS protocol and self-preference (any row may car
 - ``turns``: the earlier turns of a multi-turn conversation, oldest first, each
   ``{input, output_1, output_2}`` (the same two models' earlier answers); ``input`` and the
   outputs above are the last turn. What MT-Bench's multi-turn templates judge.
+
+**Labels.** ``label`` is ``1``, ``2`` or ``"tie"`` (neither output better); a source's
+``label_map`` maps a data set's own coding (``{0: tie, 1: 1, 2: 2}``). A row may carry
+``labels`` instead (a list, one per annotator, or a mapping annotator → label), and a source's
+``labels`` file (``read_label_file``: LLMBar-format JSON, or CSV ``item,label`` /
+``item,annotator,label``) replaces the rows' own labels. The gold of several labels is the
+**majority**: the label more annotators gave than any other; where two labels share the top
+count there is no majority and the pair is left out of the plan (``no_majority`` counts them;
+``babelrun agree`` reports them). A tie-labelled pair becomes an item of kind
+``labelled_tie`` with output_1 in the reference's place and output_2 in the perturbed one's:
+a ``tie`` verdict is its correct answer.
 """
 
 from __future__ import annotations
 
+import csv
+from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -46,7 +59,7 @@ class _Row(msgspec.Struct):
     input: str
     output_1: str
     output_2: str
-    label: int
+    label: int | str | None = None
     id: str | None = None
     set: str | None = None
     condition: str | None = None
@@ -56,6 +69,83 @@ class _Row(msgspec.Struct):
     family_1: str = ""
     family_2: str = ""
     turns: list[_Turn] = []  # earlier turns, oldest first (multi-turn pairs: MT-Bench)
+    labels: list[int | str] | dict[str, int | str] | None = None  # one per annotator
+
+
+LABELS = ("1", "2", "tie")  # babelrun's label coding: the data's output 1 or 2 better, or neither
+NO_MAJORITY = "no majority"
+
+
+def label_of(value: object, label_map: dict | None = None) -> str:
+    """One label in babelrun's coding (``LABELS``); ValueError naming what it is otherwise."""
+    if label_map:
+        number = (int(value),) if isinstance(value, str) and value.lstrip("-").isdigit() else ()
+        for key in (value, str(value), *number):
+            if key in label_map:
+                value = label_map[key]
+                break
+        else:
+            raise ValueError(f"label {value!r} is not in label_map")
+    text = str(value).strip().lower()
+    if isinstance(value, bool) or text not in LABELS:
+        hint = "" if label_map else " (label_map maps a data set's own coding)"
+        raise ValueError(f"label {value!r} is not 1, 2 or tie{hint}")
+    return text
+
+
+def majority(votes: list[str]) -> str | None:
+    """The label more votes name than any other; None where the top count is shared (or no vote)."""
+    counts = Counter(votes).most_common()
+    if not counts or len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return None
+    return counts[0][0]
+
+
+def row_votes(row: _Row, label_map: dict | None = None) -> dict[str, str]:
+    """A row's labels, annotator → label (``"0"``, ``"1"``, … for a list; ``""`` for one label)."""
+    if row.labels is not None:
+        items = row.labels.items() if isinstance(row.labels, dict) else ((str(i), v) for i, v in enumerate(row.labels))
+        return {str(a): label_of(v, label_map) for a, v in items}
+    if row.label is None:
+        return {}
+    return {"": label_of(row.label, label_map)}
+
+
+def read_label_file(path: Path, label_map: dict | None = None) -> tuple[dict[str, dict[str, str]], dict]:
+    """A label file as (pair id → {annotator: label}, pair id → (output_1, output_2) where the
+    file has the texts). LLMBar-format JSON (a file or a folder of ``<set>/dataset.json``, rows
+    with ``label`` or ``labels``) or CSV with the columns ``item,label`` or
+    ``item,annotator,label``. ValueError naming the file (and line) on a bad label."""
+    if path.suffix.lower() == ".csv":
+        out: dict[str, dict[str, str]] = {}
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            fields = set(reader.fieldnames or ())
+            if not {"item", "label"} <= fields:
+                raise ValueError(f"{path}: a labels CSV needs the columns item,label (or item,annotator,label)")
+            for row in reader:
+                try:
+                    label = label_of(row["label"].strip(), label_map)
+                except ValueError as e:
+                    raise ValueError(f"{path}:{reader.line_num}: {e}") from None
+                annotator = (row.get("annotator") or "").strip() if "annotator" in fields else ""
+                votes = out.setdefault(row["item"].strip(), {})
+                if annotator in votes and votes[annotator] != label and "annotator" in fields:
+                    raise ValueError(f"{path}:{reader.line_num}: annotator {annotator!r} labels "
+                                     f"item {row['item'].strip()} twice, differently")
+                if annotator in votes and votes[annotator] != label:
+                    raise ValueError(f"{path}: item {row['item'].strip()} is labelled both "
+                                     f"{votes[annotator]} and {label}")
+                votes[annotator] = label
+        return out, {}
+    labels, texts = {}, {}
+    for pair_id, _, row in rows_of(path):
+        try:
+            labels[pair_id] = row_votes(row, label_map)
+        except ValueError as e:
+            raise ValueError(f"{path}: pair {pair_id}: {e}") from None
+        texts[pair_id] = (row.output_1, row.output_2)
+    return labels, texts
 
 
 def bundled_path() -> Path:
@@ -68,12 +158,7 @@ def path_of(spec) -> Path:
 
 
 def _sets(spec) -> list[tuple[str, Path]]:
-    path = path_of(spec)
-    if path.is_dir() and (path / "dataset.json").is_file():
-        path = path / "dataset.json"  # one set's folder
-    if path.is_file():
-        return [(path.parent.name if path.name == "dataset.json" else path.stem, path)]
-    return [(f.parent.name, f) for f in sorted(path.glob("*/dataset.json"))]
+    return _sets_of(path_of(spec))  # a file, one set's folder, or a folder of sets
 
 
 def _decode(path: Path) -> list[_Row]:
@@ -124,14 +209,25 @@ def check(spec, where: str) -> None:
             condition(spec.condition)
         except ValueError as e:
             raise ManifestError(f"{where}.condition", str(e)) from None
+    if spec.labels is not None:
+        if not Path(spec.labels).exists():
+            raise ManifestError(f"{where}.labels", f"not found: {spec.labels}")
+        try:
+            read_label_file(Path(spec.labels), spec.label_map)
+        except (ValueError, msgspec.DecodeError) as e:
+            raise ManifestError(f"{where}.labels", str(e)) from None
     for _, path in sets:
         try:
             rows = _decode(path)
         except msgspec.DecodeError as e:
             raise ManifestError(f"{where}.path", f"{path}: not LLMBar pairs ({e})") from None
-        bad = [i for i, r in enumerate(rows) if r.label not in (1, 2)]
-        if bad:
-            raise ManifestError(f"{where}.path", f"{path}: pair {bad[0]} has label {rows[bad[0]].label}, not 1 or 2")
+        for i, row in enumerate(rows):
+            try:
+                votes = row_votes(row, spec.label_map)
+            except ValueError as e:
+                raise ManifestError(f"{where}.path", f"{path}: pair {i}: {e}") from None
+            if not votes and spec.labels is None:
+                raise ManifestError(f"{where}.path", f"{path}: pair {i} has no label (label or labels)")
         for i, row in enumerate(rows):
             try:
                 _where(row, spec)
@@ -149,17 +245,54 @@ def rows(spec) -> Iterator[tuple[str, str, _Row]]:
             yield row.id or f"{name}-{i:04d}", name, row
 
 
-def read_pairs(spec) -> Iterator[LabelledPair]:
+def rows_of(path: Path) -> Iterator[tuple[str, str, _Row]]:
+    """``rows`` of an LLMBar-format file or folder."""
+    for set_name, file in _sets_of(path):
+        for i, row in enumerate(_decode(file)):
+            name = row.set or set_name
+            yield row.id or f"{name}-{i:04d}", name, row
+
+
+def _sets_of(path: Path) -> list[tuple[str, Path]]:
+    if path.is_dir() and (path / "dataset.json").is_file():
+        path = path / "dataset.json"
+    if path.is_file():
+        return [(path.parent.name if path.name == "dataset.json" else path.stem, path)]
+    return [(f.parent.name, f) for f in sorted(path.glob("*/dataset.json"))]
+
+
+def votes(spec) -> Iterator[tuple[str, str, _Row, dict[str, str]]]:
+    """(pair id, set, row, annotator → label) of every row: the source's label file where it
+    names the pair, else the row's own labels."""
+    external = read_label_file(Path(spec.labels), spec.label_map)[0] if spec.labels else {}
     for pair_id, name, row in rows(spec):
+        yield pair_id, name, row, external.get(pair_id) or row_votes(row, spec.label_map)
+
+
+def gold(spec) -> Iterator[tuple[str, str, _Row, str | None]]:
+    """(pair id, set, row, gold label or None where there is no majority) of every row."""
+    for pair_id, name, row, v in votes(spec):
+        yield pair_id, name, row, majority(list(v.values()))
+
+
+def no_majority(spec) -> list[str]:
+    """The ids of pairs left out for want of a majority label (``read_pairs`` skips them)."""
+    return [pair_id for pair_id, _, _, g in gold(spec) if g is None]
+
+
+def read_pairs(spec) -> Iterator[LabelledPair]:
+    for pair_id, name, row, label in gold(spec):
+        if label is None:
+            continue  # no majority: left out, and counted (no_majority)
         lang, mix = _where(row, spec)
         first = (row.output_1, row.model_1, row.family_1)
         second = (row.output_2, row.model_2, row.family_2)
-        better, worse = (first, second) if row.label == 1 else (second, first)
-        turns = tuple((t.input, t.output_1, t.output_2) if row.label == 1 else (t.input, t.output_2, t.output_1)
+        better, worse = (second, first) if label == "2" else (first, second)
+        turns = tuple((t.input, t.output_2, t.output_1) if label == "2" else (t.input, t.output_1, t.output_2)
                       for t in row.turns)
         yield LabelledPair(lang, pair_id, name, row.input, better[0], worse[0],
                            condition=mix, better_model=better[1], worse_model=worse[1],
-                           better_family=better[2], worse_family=worse[2], turns=turns)
+                           better_family=better[2], worse_family=worse[2], tie=label == "tie", turns=turns)
 
 
 def read(spec) -> Iterator:

@@ -36,7 +36,7 @@ from ..judges.batch_api import BatchApi, BatchResult, BatchStopped
 from ..judges.http import HttpJudge
 from ..plan import Plan
 from ..store.done import DoneSet
-from ..store.files import write_atomic
+from ..store.files import safe_dir, write_atomic
 from . import limits
 from . import records as build
 from .state import JudgeState
@@ -164,7 +164,7 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
         return
     with anyio.CancelScope(shield=True):  # a created batch is always written down
         intent = Pending(api.provider, "", [cid for cid, _ in todo], round(time.time(), 3), secrets.token_hex(8))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        safe_dir(path.parent.parent, path.parent.name)  # batches/: a link refused
         write_atomic(path, msgspec.json.encode(intent), fsync=True)  # before the create: see Pending
         tries = 0
 

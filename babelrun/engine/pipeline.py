@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
+import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
@@ -41,12 +42,16 @@ from ..judges import (
 from ..judges.protocol import max_tokens
 from ..judges.safe_regex import PatternTimeout
 from ..plan import Plan
+from ..spec import Price, StoppingSpec
+from ..store.cache import CachedReply, ResponseCache, request_key
 from ..store.done import DoneSet
 from ..store.log import LogWriter, Record
-from . import batches, limits
+from . import batches, limits, stopping
 from . import records as build
+from .ledger import Ledger
 from .progress import Progress
 from .state import EngineResult, JudgeState
+from .stopping import Stopper
 
 if TYPE_CHECKING:
     from ..judges.http import HttpJudge
@@ -100,6 +105,14 @@ class JudgeRunner:
     workers: int = 1  # worker tasks in ``run`` (``limits.CallLimits.workers``)
     draining: bool = False
     _waits: set[anyio.CancelScope] | None = None  # cancel scopes of the waits a drain ends
+    # Off by default, each a None check on the call path (issue 29):
+    stopper: Stopper | None = None  # early stopping per cell (engine/stopping.py)
+    cache: ResponseCache | None = None  # the response cache (store/cache.py)
+    budget_usd: float | None = None  # ``audit --budget``: stop issuing calls at this spend
+    _reserved: float = 0.0  # the expected cost of the calls in flight (``_reserve``), and how many
+    _reserving: int = 0
+    _released: anyio.Event | None = None  # set when one of them answers
+    _producer: anyio.CancelScope | None = None
     # A backend whose calls a drain abandons (``abandon_on_drain``: a Python judge's call may
     # never return): its in-flight calls end without a record, like a wait.
     abandon: bool = False
@@ -155,6 +168,80 @@ class JudgeRunner:
         self.gate.success()
         return reply, time.perf_counter() - started
 
+    def _cache_key(self, request: JudgeRequest) -> str:
+        spec = self.judge.spec
+        return request_key(self.judge.judge_id, request.messages, request.order,
+                           (spec.temperature, max_tokens(spec)))
+
+    def _from_cache(self, request: JudgeRequest) -> Record | None:
+        assert self.cache is not None
+        hit = self.cache.get(self.judge.judge_id, self._cache_key(request))
+        if hit is None:
+            return None
+        self.state.cached += 1
+        reply = JudgeReply(hit.raw, hit.served_model, hit.fingerprint, hit.tokens_in, hit.tokens_out,
+                           hit.probs, hit.slot, hit.score)
+        record = build.ok_record(self.judge, request, reply, 1, 0.0)
+        return msgspec.structs.replace(record, latency_ms=None, cached=True)
+
+    def _to_cache(self, request: JudgeRequest, reply: JudgeReply) -> None:
+        assert self.cache is not None
+        self.cache.put(self.judge.judge_id, self._cache_key(request), CachedReply(
+            reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out,
+            reply.probs, reply.slot, reply.score))
+
+    def _expected(self, request: JudgeRequest) -> float:
+        """What this call is expected to cost: the mean cost of this judge's calls so far;
+        before the first has answered, the request's own size at the price (its bytes / 3 as
+        input tokens, ``max_tokens`` as output: what the rate limiter reserves)."""
+        ledger = self.state.ledger
+        assert ledger is not None
+        priced = sum(n for k, n in ledger.calls.items() if k != "cached")
+        if priced:
+            return ledger.total / priced
+        from .ledger import cost
+
+        prompt = limits.estimate_tokens(request.messages, 0)
+        return cost(ledger.price, prompt, 0, max_tokens(self.judge.spec), ledger.batch)
+
+    async def _reserve(self, request: JudgeRequest) -> float | None:
+        """Reserve this call's expected cost against ``budget_usd`` while it is in flight, and
+        return it; None once the spend so far and this call would pass the budget with no
+        call in flight (the judge then stops issuing calls: the key stays undone). While calls
+        are in flight it waits for them to answer first, so the stop is decided on what was
+        spent, not on guesses: a judge stops within about one call's cost of its budget."""
+        ledger = self.state.ledger
+        assert ledger is not None and self.budget_usd is not None
+        while self.state.stopped is None:
+            expected = self._expected(request)
+            # the judge's first call is sent whatever its guessed cost (with none in flight):
+            # what calls cost is learnt from it, and it passes the budget by one call at most
+            first = not self._reserving and not any(k != "cached" for k in ledger.calls)
+            if first or ledger.total + self._reserved + expected <= self.budget_usd:
+                self._reserved += expected
+                self._reserving += 1
+                return expected
+            if not self._reserving:
+                self.state.stopped = (f"judge {self.state.name!r} stopped at its budget: {ledger.total:.4f} "
+                                      f"of {self.budget_usd:g} {ledger.price.currency} spent")
+                if self._producer is not None:
+                    self._producer.cancel()
+                break
+            if self._released is None:
+                self._released = anyio.Event()
+            await self._interruptible(self._released.wait)
+        return None
+
+    def _release(self, reserved: float | None) -> None:
+        """A reserved call answered (its cost is in the ledger now) or was never sent."""
+        if reserved is None:
+            return
+        self._reserved -= reserved
+        self._reserving -= 1
+        if self._released is not None:
+            self._released.set()
+            self._released = None
+
     async def call(self, request: JudgeRequest) -> Record:
         """One key, retried under the policy; returns its ``ok`` or ``error`` record.
 
@@ -162,10 +249,16 @@ class JudgeRunner:
         that drives the rest. Building one per call costs ~30 µs, a sixth of the engine's
         budget per call at 5,000 calls/s, and most calls succeed first time.
         """
+        if self.cache is not None:
+            hit = self._from_cache(request)
+            if hit is not None:
+                return hit
         estimate = (limits.estimate_tokens(request.messages, max_tokens(self.judge.spec))
                     if self.account.tpm is not None else 0)
         try:
             reply, latency = await self._attempt(request, estimate)
+            if self.cache is not None:
+                self._to_cache(request, reply)
             return build.ok_record(self.judge, request, reply, 1, latency)
         except RetryableError as first:
             failure: RetryableError | RejectedError = first
@@ -183,6 +276,8 @@ class JudgeRunner:
                         attempts += 1
                         self.state.retries += 1
                         reply, latency = await self._attempt(request, estimate)
+                        if self.cache is not None:
+                            self._to_cache(request, reply)
                         return build.ok_record(self.judge, request, reply, attempts, latency)
             except (RetryableError, RejectedError) as e:
                 failure = e
@@ -195,7 +290,9 @@ class JudgeRunner:
         """Count the record; stop the judge when its breaker trips."""
         s = self.state
         s.count(record)
-        if record.status != "ok" and s.consecutive_failures >= self.judge.spec.max_consecutive_failures:
+        # a replay judge's file without a verdict for the key (judges/replay.py) is no broken judge
+        if (record.status != "ok" and record.error_kind != "not_in_replay"
+                and s.consecutive_failures >= self.judge.spec.max_consecutive_failures):
             s.stopped = (f"judge {s.name!r} stopped after {s.consecutive_failures} failed calls "
                          f"in a row (last: {record.error})")
             raise _Stop
@@ -203,11 +300,26 @@ class JudgeRunner:
     async def work(self, calls: ObjectReceiveStream[JudgeRequest], records: ObjectSendStream[Record]) -> None:
         async with calls, records:
             async for request in _stream(calls):
+                if self.stopper is not None and not self.stopper.needed(request.item.item_id):
+                    self.stopper.skip(request.item.item_id)  # queued before its cell stopped
+                    continue
+                reserved = None
+                if self.budget_usd is not None:
+                    try:
+                        reserved = await self._reserve(request)
+                    except _Drained:
+                        continue
+                    if reserved is None:
+                        continue  # not sent: the key stays undone, for the next run
                 try:
                     record = await self.call(request)
                 except _Drained:
+                    if reserved is not None:
+                        self._release(reserved)
                     continue  # not sent, or between retries: no record, the key stays undone
                 except FatalJudgeError as e:
+                    if reserved is not None:
+                        self._release(reserved)
                     self.state.stopped = f"judge {self.state.name!r} stopped: {e}"
                     self.state.failed += 1
                     self.state.errors[e.kind] += 1
@@ -216,13 +328,22 @@ class JudgeRunner:
                     raise _Stop from None
                 await _put(records, record)
                 self.count(record)
+                if reserved is not None:
+                    self._release(reserved)  # after count: its cost is in the ledger
+                if self.stopper is not None:
+                    self.stopper.feed(record.item_id, record.order, record.status == "ok", record.verdict,
+                                      record.ref_len, record.pert_len)
 
     async def produce(self, plan: Plan, done: DoneSet, send: ObjectSendStream[JudgeRequest],
                       wanted: DoneSet | None = None) -> None:
         protocol = self.judge.protocol
         left = self.state.limit  # None: no limit
+        stopper = self.stopper
         async with send:
             for item, key in plan.pending(self.judge.judge_id, protocol.keys, done, wanted):
+                if stopper is not None and not stopper.needed(item.item_id):
+                    stopper.skip(item.item_id)  # its cell has stopped: not needed
+                    continue
                 if left is not None:
                     if left <= 0:
                         return
@@ -235,6 +356,7 @@ class JudgeRunner:
         send, recv = anyio.create_memory_object_stream[JudgeRequest](max_buffer_size=2 * workers)
         scope = anyio.CancelScope()
         producers.append(scope)
+        self._producer = scope
         try:
             async with records, anyio.create_task_group() as tg:
 
@@ -304,6 +426,13 @@ class RunOptions:
     wanted: DoneSet | None = None
     accounts: dict[str, limits.Budget] | None = None
     limit: int | None = None
+    # Issue 29, each off by default: early stopping, the response cache (with whether judges
+    # with temperature > 0 use it), each judge's price by name (the ledger), --budget in USD.
+    stopping: StoppingSpec | None = None
+    cache: ResponseCache | None = None
+    cache_sampled: bool = False
+    prices: dict[str, Price] | None = None
+    budget_usd: float | None = None
     # Set from another thread (``audit_async`` cancelled): drain as on a first Ctrl-C.
     stop: threading.Event | None = None
 
@@ -326,6 +455,30 @@ def _state(judge: Judge, plan: Plan, done: DoneSet, options: RunOptions) -> Judg
     return JudgeState(judge.spec.name, jid, len(keys), done.count_keys(jid, keys), limit=options.limit)
 
 
+def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: RunOptions) -> list[Stopper]:
+    """Attach what ``options`` turn on (stopping, cache, ledger, budget) to the runners;
+    returns the stoppers. Nothing is attached when they are off."""
+    for r in runs:
+        spec = r.judge.spec
+        price = (options.prices or {}).get(spec.name)
+        if price is not None:
+            r.state.ledger = Ledger(price, batch=spec.batch)
+        if options.cache is not None and not spec.batch and (spec.temperature == 0 or options.cache_sampled):
+            r.cache = options.cache
+        if options.budget_usd is not None and price is not None:
+            r.budget_usd = options.budget_usd
+    if options.stopping is None:
+        return []
+    how = options.stopping
+    cells = plan.stopping_cells(how.per_perturbation)
+    eligible = [r for r in runs if r.judge.protocol.kind == "pairwise" and not r.judge.spec.batch]
+    rows = stopping.log_rows(writer.run_dir, {r.judge.judge_id for r in eligible})
+    for r in eligible:
+        r.stopper = Stopper(how, cells, r.judge.spec.name, r.judge.judge_id)
+        r.stopper.feed_rows(rows.get(r.judge.judge_id, []))
+    return [r.stopper for r in eligible if r.stopper is not None]
+
+
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
               options: RunOptions = RunOptions()) -> EngineResult:
     """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
@@ -334,6 +487,9 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     wanted, progress = options.wanted, options.progress or Progress()
     runs = [runner(j, budgets[j.spec.name], _state(j, plan, done, options), limits.CallLimits.of(j.spec, plan.shard))
             for j in judges]
+    stoppers = _extras(runs, plan, writer, options)
+    if stoppers:
+        plan = plan.ordered()
     result = EngineResult([r.state for r in runs])
     producers: list[anyio.CancelScope] = []
     judges_scope = anyio.CancelScope()
@@ -372,6 +528,8 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
         helpers.cancel_scope.cancel()
 
     progress.finish(result.judges)
+    if stoppers and plan.shard is None and options.stopping is not None:
+        stopping.write_report(writer.run_dir, options.stopping, [s.report() for s in stoppers])
     result.written = writer.written
     result.elapsed_s = time.monotonic() - started
     return result

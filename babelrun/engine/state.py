@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core.records import Record
 from ..store.rundir import JudgeStats
+from .ledger import Ledger
 
 
 @dataclass
@@ -36,6 +37,8 @@ class JudgeState:
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     limit: int | None = None  # new presentations this process may judge (``audit --limit``)
+    ledger: Ledger | None = None  # the cost ledger, when the judge has a price
+    cached: int = 0  # records served by the response cache (no call)
 
     def count(self, record: Record) -> None:
         """Count one finished key: the one counter of calls and provider batches."""
@@ -46,6 +49,8 @@ class JudgeState:
                 self.latencies.append(record.latency_ms)
             self.tokens_in += record.tokens_in or 0
             self.tokens_out += record.tokens_out or 0
+            if self.ledger is not None:
+                self.ledger.add(record)
             return
         self.failed += 1
         self.errors[record.error_kind or "error"] += 1
@@ -78,6 +83,7 @@ class JudgeState:
             self.tokens_in, self.tokens_out,
             round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
             round(self.elapsed, 3), self.stopped,
+            spend=None if self.ledger is None else self.ledger.summary(), cached=self.cached,
         )
 
 

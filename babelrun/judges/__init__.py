@@ -42,7 +42,7 @@ from .presets import PRESETS
 COMMON_OPTIONS = frozenset({
     "name", "backend", "model", "prompt", "prompt_language", "temperature", "max_tokens", "soft",
     "concurrency", "adaptive_concurrency", "rate_limit", "timeout_s", "retries", "max_consecutive_failures",
-    "calls", "family", "price", "protocol", "verdict",
+    "calls", "family", "price", "protocol", "verdict", "price_file",
 })
 HTTP_OPTIONS = frozenset({"endpoint", "api_key_env"})
 BATCH_API_OPTIONS = frozenset({"batch", "batch_poll_s"})
@@ -105,7 +105,7 @@ register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_pro
          checks="llamacpp")
 register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS), checks="mlx")
 register("anthropic", "anthropic", "AnthropicJudge",
-         _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort"})))
+         _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort", "prompt_cache"})))
 register("gemini", "gemini", "GeminiJudge", _remote(soft=False, extra=frozenset({"reasoning", "reasoning_effort"})))
 # Judges that are code: the user's function, called in this process (python.py).
 register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})),
@@ -117,6 +117,9 @@ for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatibl
              checks="presets")
 # A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
 register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})), checks="rule")
+# Verdicts a judge already gave, read from a file: no call is made (replay.py).
+register("replay", "replay", "ReplayJudge", Capabilities(in_process=True, options=frozenset({"replay"})),
+         checks="replay")
 
 
 def _plugin(name: str) -> Backend | None:

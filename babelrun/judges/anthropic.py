@@ -55,8 +55,10 @@ class _Block(msgspec.Struct):
 
 
 class _Usage(msgspec.Struct):
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # the uncached input only
     output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
 
 
 class _Message(msgspec.Struct):
@@ -109,7 +111,9 @@ class AnthropicJudge(HttpJudge):
             body.update(max_tokens=budget + max_tokens(self.spec),
                         thinking={"type": "enabled", "budget_tokens": budget})
             del body["temperature"]
-        if system:
+        if system and self.spec.prompt_cache:  # the static prefix, cached by the provider
+            body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+        elif system:
             body["system"] = system
         body["messages"] = messages
         return msgspec.json.encode(body)
@@ -124,8 +128,11 @@ class AnthropicJudge(HttpJudge):
             raw="".join(b.text or "" for b in message.content if b.type == "text"),
             served_model=message.model,
             fingerprint=None,
-            tokens_in=usage.input_tokens,
+            # every input token (as the other providers count them): uncached + read + written
+            tokens_in=(None if usage.input_tokens is None else usage.input_tokens
+                       + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)),
             tokens_out=usage.output_tokens,
+            tokens_cached=usage.cache_read_input_tokens,
         )
 
     def provider_error(self, payload: bytes) -> ProviderError:

@@ -54,6 +54,7 @@ class JudgeReply(msgspec.Struct, frozen=True):
     # read instead of ``raw``.
     slot: str | None = None
     score: float | None = None
+    tokens_cached: int | None = None  # input tokens served from the provider's prompt cache
 
 
 class Judge(Protocol):

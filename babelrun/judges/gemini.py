@@ -63,6 +63,7 @@ class _Usage(msgspec.Struct, rename="camel"):
     prompt_token_count: int | None = None
     candidates_token_count: int | None = None
     thoughts_token_count: int | None = None
+    cached_content_token_count: int | None = None
 
 
 class _Response(msgspec.Struct, rename="camel"):
@@ -128,6 +129,7 @@ class GeminiJudge(HttpJudge):
             fingerprint=None,
             tokens_in=usage.prompt_token_count,
             tokens_out=tokens_out,
+            tokens_cached=usage.cached_content_token_count,
         )
 
     def provider_error(self, payload: bytes) -> ProviderError:

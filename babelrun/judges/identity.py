@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -45,7 +46,7 @@ _LATER_KNOBS: dict[str, Any] = {"noise": None, "accuracy_by_perturbation": {}, "
                                 "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
                                 "self_preference": 0.0, "probes": None}
 # Judge options added later that can change a verdict, in the identity only when set.
-_LATER_OPTIONS = ("reasoning", "reasoning_effort", "azure", "callable", "rule")
+_LATER_OPTIONS = ("reasoning", "reasoning_effort", "azure", "callable", "rule", "replay")
 
 
 def _later_options(spec: JudgeSpec) -> dict[str, Any]:
@@ -53,8 +54,28 @@ def _later_options(spec: JudgeSpec) -> dict[str, Any]:
     for name in _LATER_OPTIONS:
         value = getattr(spec, name)
         if value not in (None, False):
-            out[name] = msgspec.to_builtins(value)
+            out[name] = _replay_identity(value) if name == "replay" else msgspec.to_builtins(value)
     return out
+
+
+def _replay_identity(replay: Any) -> dict[str, Any]:
+    """A replay judge is its file's content (a hash, never its path) and the judge chosen."""
+    from pathlib import Path
+
+    try:
+        stat = Path(replay.path).stat()
+        digest = _file_digest(replay.path, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        digest = "unreadable"
+    return {"file": digest, "judge": replay.judge}
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """A file's content hash, read once per (path, size, mtime): judge ids are asked for often."""
+    from pathlib import Path
+
+    return hashlib.blake2b(Path(path).read_bytes(), digest_size=12).hexdigest()
 
 
 def _knobs(spec: JudgeSpec) -> dict[str, Any] | None:

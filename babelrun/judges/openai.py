@@ -64,9 +64,14 @@ class _Choice(msgspec.Struct):
     logprobs: _Logprobs | None = None
 
 
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None  # cached_tokens: the provider's prompt cache
 
 
 class _Completion(msgspec.Struct):
@@ -142,6 +147,7 @@ class OpenAIJudge(HttpJudge):
             fingerprint=completion.system_fingerprint,
             tokens_in=usage.prompt_tokens,
             tokens_out=usage.completion_tokens,
+            tokens_cached=usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None,
             probs=_soft(choice, soft_labels(self.spec)) if self.spec.soft else None,
         )
 

@@ -17,6 +17,7 @@ walks every item (perturbing is cheap) and skips the keys of the others.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterator
 
 from .. import agentic, corpus
@@ -66,6 +67,12 @@ def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
             for lang, n in sorted(counts.items())]
 
 
+def order_key(seed: int, item_id: str) -> int:
+    """An item's place in the seeded random order of ``Plan.ordered`` (the same in every
+    process): what makes a stopped cell's items a random sample (``engine.stopping``)."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{item_id}".encode(), digest_size=8).digest(), "big")
+
+
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
@@ -108,6 +115,7 @@ class Plan:
         self.audit: list[PerturbationAudit] = audit_counts(cells)
         self.segmentation: list[Segmentation] = segmentation(references)
         self.shard: Shard | None = None
+        self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
@@ -188,7 +196,7 @@ class Plan:
         judge's protocol's (both orders, or both answers)."""
         check = done is not None and len(done) > 0
         sharded = self.shard is not None
-        for item in self.items():
+        for item in (self._shuffled_items() if self.shuffled else self.items()):
             for key in keys:
                 if sharded and not self.wants(judge_id, item.item_id, key):
                     continue
@@ -197,6 +205,36 @@ class Plan:
                 if wanted is not None and not wanted.contains(judge_id, item.item_id, key):
                     continue
                 yield item, key
+
+    def ordered(self) -> Plan:
+        """This plan with its items in a seeded random order (``engine.stopping.order_key``):
+        each stopping cell's items then come as a random sample, the cells interleaved."""
+        narrowed = copy.copy(self)
+        narrowed.shuffled = True
+        return narrowed
+
+    # Items regenerated per window of the seeded order: memory bounded by the window.
+    ORDER_WINDOW = 50_000
+
+    def _shuffled_items(self) -> Iterator[Item]:
+        ranked = sorted(self.item_ids, key=lambda iid: order_key(self.seed, iid))
+        place = {iid: i for i, iid in enumerate(ranked)}
+        for start in range(0, len(ranked), self.ORDER_WINDOW):
+            end = start + self.ORDER_WINDOW
+            window = [item for item in self.items() if start <= place[item.item_id] < end]
+            window.sort(key=lambda item: place[item.item_id])
+            yield from window
+
+    def stopping_cells(self, per_perturbation: bool = False) -> dict[str, list[str]]:
+        """The stopping cells (plain degradation items, by language or language/perturbation),
+        each cell's item ids in the seeded order."""
+        cells: dict[str, list[str]] = {}
+        for item in self.items():
+            if item.kind != "text":
+                continue
+            name = f"{item.lang}/{item.perturbation}" if per_perturbation else item.lang
+            cells.setdefault(name, []).append(item.item_id)
+        return {c: sorted(ids, key=lambda iid: order_key(self.seed, iid)) for c, ids in cells.items()}
 
     def _keys(self, judge_id: str):
         keys = plan_keys(self.item_ids)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..store.files import write_atomic
+from ..store.files import check_not_link, write_atomic
 from ..store.rundir import REPORT_HTML, REPORT_MD
 from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
@@ -30,6 +30,7 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    check_not_link(out_dir / "plots")  # refused before anything is written (plots.render_apart)
     gathered = report_data.gather([Path(d) for d in run_dirs], cards)
     write_atomic(out_dir / REPORT_MD, markdown_report(gathered).encode())
     if html:

@@ -287,6 +287,9 @@ def _failures(run_dir: Path, records: pa.Table, n: int) -> list[tuple[str, list[
     import pyarrow.parquet as pq
 
     gold = pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"])))
+    # a tie on a tie-labelled pair (issue 27) is the right answer, no failure to show
+    gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(records["kind"].cast(pa.string()), "labelled_tie"),
+                                           pc.equal(records["verdict"].cast(pa.string()), "tie"))))
     narrow = pa.table({"judge_id": records["judge_id"].cast(pa.string()), "item_id": records["item_id"],
                        "item_key": records["item_key"], "verdict": records["verdict"].cast(pa.string())}).filter(gold)
     picked, used_all = [], set()

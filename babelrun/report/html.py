@@ -145,6 +145,10 @@ def _recommendations(data: ReportData, plots: list[Plot]) -> str:
 
 
 MATRIX_VIEW_ROWS = 50  # a re-sorted view shows this many worst languages; the default view all
+# Up to this many judges, each judge's sorted view shows every judge's column; beyond, only its
+# own: the matrix then grows with judges × languages, never judges² (100 judges × 200
+# languages: 35.8 MB of views before, tests/hostile/test_report_size.py).
+MATRIX_FULL_VIEWS = 12
 
 
 def _cell(cell) -> str:
@@ -160,10 +164,12 @@ def _cell(cell) -> str:
     return f'<td class={band(r.value)} title="{h(tip)}">{value}{mark}{flags}</td>'
 
 
-def _matrix_table(m: Matrix, rows: list[int]) -> str:
-    head = "".join(f'<th title="{h(j.judge)} ({h(j.judge_id)}, {h(j.run)})">{h(j.judge)}</th>' for j in m.judges)
+def _matrix_table(m: Matrix, rows: list[int], cols: list[int] | None = None) -> str:
+    cols = list(range(len(m.judges))) if cols is None else cols
+    head = "".join(f'<th title="{h(m.judges[j].judge)} ({h(m.judges[j].judge_id)}, {h(m.judges[j].run)})">'
+                   f"{h(m.judges[j].judge)}</th>" for j in cols)
     body = "".join(f'<tr><td class=l>{h(m.langs[i][0])} <small>{h(m.langs[i][1])}</small></td>'
-                   + "".join(_cell(c) for c in m.cells[i]) + "</tr>" for i in rows)
+                   + "".join(_cell(m.cells[i][j]) for j in cols) + "</tr>" for i in rows)
     return f'<table class=matrix><thead><tr><th>language</th>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -179,12 +185,15 @@ def _matrix(data: ReportData, plots: list[Plot]) -> str:
     views = [("worst", "worst language first (lowest R of any judge)", -1)]
     views += [(f"j{j}", f"{judge.judge}: worst first", j) for j, judge in enumerate(m.judges)]
     more = len(m.langs) > k
+    own_column = len(m.judges) > MATRIX_FULL_VIEWS  # many judges: a judge's view shows its column only
     html = []
     for anchor, title, by in views:
         rows = m.sorted_rows(by)[:k]
         cut = f" (the {k} worst of {len(m.langs)})" if more else ""
-        html.append(f'<div class=view id="m-{anchor}"><p class=note>Sorted by {h(title)}{cut}.</p>'
-                    f"{_matrix_table(m, rows)}</div>")
+        cols = [by] if own_column and by >= 0 else None
+        only = "; its column only" if cols else ""
+        html.append(f'<div class=view id="m-{anchor}"><p class=note>Sorted by {h(title)}{cut}{only}.</p>'
+                    f"{_matrix_table(m, rows, cols)}</div>")
     html.append(f'<div class=view id="m-lang"><p class=note>Sorted by language code.</p>'
                 f"{_matrix_table(m, m.sorted_rows(None))}</div>")
     links = " ".join(f'<a href="#m-{a}">{h(title)}</a>' for a, title, _ in [("lang", "language", None), *views])
@@ -410,6 +419,17 @@ def _stats(data: ReportData, plots: list[Plot]) -> str:
               "totals; latency percentiles are the busiest process's):</p>"
             + _table(["run", "judge", "calls", "retries", "429s", "failed by kind", "p50 ms", "p95 ms", "p99 ms",
                       "calls/s", "elapsed s", "stopped"], last, {2, 3, 4, 6, 7, 8, 9, 10}))
+
+
+@renders("html", "spend")
+def _spend(data: ReportData, plots: list[Plot]) -> str:
+    rows = summary.spend_rows(data)
+    if not rows:
+        return ""
+    return ("<h2>Spend</h2><p>The cost ledger: each judge's spend from the provider's reported usage and "
+            "its <code>price</code> (<code>stats.json</code>, every audit process summed), by language and "
+            "call kind; records served by the response cache cost nothing.</p>"
+            + _table(summary.SPEND_HEADER, [[h(c) for c in row] for row in rows], {3, 4, 5, 6, 7}))
 
 
 @renders("html", "identities")

@@ -465,6 +465,20 @@ def _stats(data) -> list[str]:
     return out + [""]
 
 
+@renders("markdown", "spend")
+def _spend(data) -> list[str]:
+    rows = summary.spend_rows(data)
+    if not rows:
+        return []
+    out = ["## Spend", "",
+           "The cost ledger: each judge's spend from the provider's reported usage and its `price` "
+           "(stats.json, every audit process summed), by language and call kind; records served by "
+           "the response cache cost nothing.", "",
+           "| " + " | ".join(summary.SPEND_HEADER) + " |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    out += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
 @renders("markdown", "identities")
 def _identities(data) -> list[str]:
     out = ["## Judge identities", "",

@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from ..score.cards import Card
+from ..store.files import UnsafePath, safe_dir, write_atomic
 from .data import ReportData
 from .recommend import THRESHOLDS
 from .safe import label
@@ -427,23 +428,24 @@ def render(data: ReportData, out_dir: Path) -> list[Plot]:
     """Draw every plot that has data; write plots/NAME.png and plots/NAME.svg under
     ``out_dir``; remove stale files of plots that no longer apply."""
     plt = _pyplot()
-    folder = Path(out_dir) / "plots"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = safe_dir(Path(out_dir), "plots")  # a link at plots/: refused, never written through
     out = []
     for name, title, draw in PLOTS:
         fig = draw(data)
         if fig is None:
             for ext in ("png", "svg"):
-                (folder / f"{name}.{ext}").unlink(missing_ok=True)
+                (folder / f"{name}.{ext}").unlink(missing_ok=True)  # a link is removed, never followed
             continue
         try:
-            fig.savefig(folder / f"{name}.png", format="png", dpi=110, metadata={"Software": None})
+            png = io.BytesIO()
+            fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
             buf = io.StringIO()
             fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
         finally:
             plt.close(fig)
         svg = clean_svg(buf.getvalue())
-        (folder / f"{name}.svg").write_text('<?xml version="1.0" encoding="utf-8"?>\n' + svg + "\n")
+        write_atomic(folder / f"{name}.png", png.getvalue())  # renamed over a link, never through it
+        write_atomic(folder / f"{name}.svg", ('<?xml version="1.0" encoding="utf-8"?>\n' + svg + "\n").encode())
         out.append(Plot(name, title, scoped(svg, name)))
     return out
 
@@ -455,11 +457,14 @@ def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
     import subprocess
     import sys
 
+    safe_dir(Path(out_dir), "plots")  # a link at plots/ refused here, in one line
     proc = subprocess.run([sys.executable, "-m", __name__, str(out_dir)], input=msgspec.msgpack.encode(data),
                           capture_output=True, check=False)
     if proc.returncode != 0:
         stderr = proc.stderr.decode(errors="replace").strip()
         system = re.match(r"\w*Error: \[Errno (\d+)\] (.*)$", stderr.splitlines()[-1] if stderr else "")
+        if proc.returncode == 2 and stderr.startswith("UnsafePath: "):
+            raise UnsafePath(stderr.removeprefix("UnsafePath: "))
         if system:  # a full disk, a read-only folder: the caller reports it as the OSError it is
             raise OSError(int(system.group(1)), system.group(2), str(out_dir / "plots"))
         raise RuntimeError(f"drawing the plots failed: {stderr}")
@@ -469,5 +474,9 @@ def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
 if __name__ == "__main__":  # the child of render_apart
     import sys
 
-    plots = render(msgspec.msgpack.decode(sys.stdin.buffer.read(), type=ReportData), Path(sys.argv[1]))
+    try:
+        plots = render(msgspec.msgpack.decode(sys.stdin.buffer.read(), type=ReportData), Path(sys.argv[1]))
+    except UnsafePath as e:
+        print(f"UnsafePath: {e}", file=sys.stderr)  # one line, re-raised as such by the parent
+        sys.exit(2)
     sys.stdout.buffer.write(msgspec.msgpack.encode(plots))

@@ -37,6 +37,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("audit", "Perturbation audit", "every run's perturbation audit, segmentation, filters"),
     Section("analyses", "Analyses", "the analyses' results (calibration, invariance, agreement) and staleness"),
     Section("stats", "Run statistics", "every run's log statistics and stats.json"),
+    Section("spend", "Spend", "every run's cost ledger (stats.json spend): judge, language, call kind"),
     Section("identities", "Judge identities", "every run's judge identities (run.yaml, records)"),
     Section("examples", "Example failures", "every run's example failures and their texts"),
 )

@@ -338,3 +338,33 @@ def self_preference_rows(sp) -> tuple[list[str], list[list[str]]]:
              "–" if p.paired_p is None else f"{p.paired_b} / {p.paired_c} ({p.paired_p:.3g})"]
             for c in sp.cards for label, p in (("all", c.all_pairs), ("length-neutral", c.length_neutral))]
     return head, rows
+
+
+SPEND_HEADER = ["run", "judge", "language", "fresh", "retried", "batch", "cached calls", "total"]
+_SPEND_KINDS = ("fresh", "retried", "batch")
+
+
+def spend_rows(data) -> list[list[str]]:
+    """The cost ledger (stats.json ``spend``, every audit process summed) per run, judge and
+    language, a judge's total first: amounts in the judge's currency; cached calls cost none
+    (issue 29). Empty when no judge has a price."""
+    rows = []
+    for run in data.runs:
+        for j in run.stats:
+            spend = j.spend
+            if not spend:
+                continue
+            cur = spend.get("currency", "USD")
+            calls = spend.get("calls_by_kind", {})
+
+            def money(v: float | None, cur: str = cur) -> str:
+                return "–" if v is None else f"{v:,.4f} {cur}"
+
+            by_kind = spend.get("by_kind", {})
+            rows.append([run.name, j.judge, "all", *(money(by_kind.get(k)) for k in _SPEND_KINDS),
+                         str(calls.get("cached", 0)), money(spend.get("total", 0.0))])
+            lang_calls = spend.get("calls_by_language", {})
+            for lang, row in spend.get("by_language", {}).items():
+                rows.append([run.name, j.judge, lang, *(money(row.get(k)) for k in _SPEND_KINDS),
+                             str(lang_calls.get(lang, {}).get("cached", 0)), money(sum(row.values()))])
+    return rows

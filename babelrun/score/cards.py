@@ -33,6 +33,12 @@ class Card(msgspec.Struct, frozen=True):
     # why neither (too few items, segmentation weak); and whether accuracy is below chance.
     verdict: str | None = None
     below_chance: bool = False
+    # Labelled sets: how many of the card's pairs are tie-labelled (gold: neither better; a
+    # ``tie`` verdict is correct). Absent from cards.json where there are none.
+    tie_labelled: int | msgspec.UnsetType = msgspec.UNSET
+    # Early stopping (engine/stopping.py): "stopped at n = … of …"; the reliability interval
+    # is then the anytime-valid confidence sequence's, not the bootstrap's (docs/stopping.md).
+    stopped: str | msgspec.UnsetType = msgspec.UNSET  # absent from cards.json where not stopped
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):

@@ -53,6 +53,9 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
         return Interval(value, rounded(lo), rounded(hi), int(n[name]))
 
     intervals: dict[str, Any] = {name: interval(name) for name in n}
+    tie_items = int(sums[metrics.STATS.index("tie_items")])
+    if tie_items:  # labelled sets with tie-labelled pairs only: other cards' bytes stay as they were
+        intervals["tie_labelled"] = tie_items
     return Card(items=items, presentations=int(sums[0]), **intervals)
 
 
@@ -213,9 +216,11 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     by = by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
+    tie_gold = (pc.equal(data["kind"].cast(pa.string()), "labelled_tie").to_numpy(zero_copy_only=False)
+                if "kind" in data.column_names else None)
     code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),
                                      lookup(data["verdict"], metrics.VERDICTS),
-                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy())
+                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy(), tie_gold)
     table = metrics.item_table(starts, code[by])
     cell = cell[starts]  # one per item, in order
     cumulative = _cumulative(table)

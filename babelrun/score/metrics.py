@@ -34,6 +34,9 @@ import numpy as np
 STATS = (
     "n", "correct", "slot_a", "slot_b", "tie", "invalid",
     "pairs", "consistent", "lw_n", "lw_long", "lb_n", "lb_long",
+    # Tie-labelled pairs (labelled sets whose gold is "neither better"): their presentations
+    # and items. Last, and 0 everywhere else, so other items' rows (and bootstraps) are as before.
+    "gold_tie", "tie_items",
 )
 _I = {name: i for i, name in enumerate(STATS)}
 LENGTH_GAP = 0.10  # relative length difference for a pair to count in v
@@ -60,12 +63,14 @@ class Metric(NamedTuple):
     compared: bool = False  # shown in a mitigation's change against its base judge (summary.COMPARED)
     flag: str | None = None  # a remark the reports append: "verdict", "below_chance", "consistently_wrong"
     kinds: tuple[str, ...] = ("degradation", "pairs")  # the card families the metric is on
+    less: tuple[str, ...] = ()  # STATS columns taken off the count (tie-labelled presentations)
 
 
 REGISTRY: tuple[Metric, ...] = (
     Metric("reliability", "R", (), compared=True, flag="verdict"),
     Metric("accuracy", "accuracy", ("n",), compared=True, flag="below_chance"),
-    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=True),
+    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=True,
+           less=("gold_tie",)),
     Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=True),
     Metric("order_consistency", "κ_ord", ("pairs",), compared=True, flag="consistently_wrong"),
     Metric("tie_rate", "ties", ("n",), wilson="tie", rate=True, higher_is_better=None),
@@ -76,7 +81,8 @@ BY_NAME = {m.name: m for m in REGISTRY}
 
 def interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
     """Each metric's count behind its interval, from a card's summed item table."""
-    return {m.name: int(sum(int(sums[_I[c]]) for c in m.n)) if m.n else items for m in REGISTRY}
+    return {m.name: int(sum(int(sums[_I[c]]) for c in m.n) - sum(int(sums[_I[c]]) for c in m.less))
+            if m.n else items for m in REGISTRY}
 
 
 VERDICTS = ("reference", "perturbed", "tie", "invalid")
@@ -84,15 +90,19 @@ ORDER_CODES = ("ref_first", "pert_first")
 
 
 def presentation_code(order: np.ndarray, verdict: np.ndarray, ref_len: np.ndarray,
-                      pert_len: np.ndarray) -> np.ndarray:
+                      pert_len: np.ndarray, tie_gold: np.ndarray | None = None) -> np.ndarray:
     """All a record contributes to its item, in one byte: verdict (bits 0–1), order (bit 2),
-    and the pair's length stratum (bits 3–4: 1 = the longer answer is the worse one,
-    2 = the longer is the better one, 0 = lengths within 10 %). One byte per record is
-    cheap to reorder; four int64 columns are not."""
+    the pair's length stratum (bits 3–4: 1 = the longer answer is the worse one,
+    2 = the longer is the better one, 0 = lengths within 10 %) and whether the item is a
+    tie-labelled pair (bit 5: its correct verdict is ``tie``; no length stratum, since neither
+    answer is the better one). One byte per record is cheap to reorder; four int64 columns
+    are not."""
     longer_is_ref = ref_len > pert_len
     differs = np.abs(ref_len - pert_len) >= LENGTH_GAP * np.maximum(np.maximum(ref_len, pert_len), 1)
     stratum = np.where(differs, np.where(longer_is_ref, 2, 1), 0)
-    code: np.ndarray = (verdict | (order << 2) | (stratum << 3)).astype(np.uint8)
+    tie = np.zeros(len(verdict), dtype=np.int64) if tie_gold is None else np.asarray(tie_gold).astype(np.int64)
+    stratum = np.where(tie == 1, 0, stratum)
+    code: np.ndarray = (verdict | (order << 2) | (stratum << 3) | (tie << 5)).astype(np.uint8)
     return code
 
 
@@ -103,12 +113,15 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     its two orders); ``starts`` holds each item's first record and ``code`` each record's
     ``presentation_code``.
     """
-    verdict, order, stratum = code & 3, (code >> 2) & 1, code >> 3
-    correct = verdict == 0
+    verdict, order, stratum, gold_tie = code & 3, (code >> 2) & 1, (code >> 3) & 3, (code >> 5) & 1 == 1
+    # A tie-labelled pair is right when the judge says tie; its decisive verdicts name a slot
+    # but say nothing of position bias or verbosity, which are measured on decisive-labelled pairs.
+    correct = np.where(gold_tie, verdict == 2, verdict == 0)
+    chose_ref = verdict == 0
     decisive = verdict <= 1
     # The judge named slot A when it chose the answer standing in A.
-    slot_a = decisive & (correct == (order == 0))
-    chose_longer = decisive & (correct == (stratum == 2))
+    slot_a = decisive & ~gold_tie & (chose_ref == (order == 0))
+    chose_longer = decisive & (chose_ref == (stratum == 2))
     lw = (stratum == 1) & decisive  # the longer answer is the perturbed (worse) one
     lb = (stratum == 2) & decisive
 
@@ -122,7 +135,8 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     second = np.where(both, starts + 1, starts)
     table = np.empty((len(starts), len(STATS)), dtype=np.int32, order="F")
     for name, values in (
-        ("correct", correct), ("slot_a", slot_a), ("slot_b", decisive & ~slot_a),
+        ("correct", correct), ("slot_a", slot_a), ("slot_b", decisive & ~gold_tie & ~slot_a),
+        ("gold_tie", gold_tie),
         ("tie", verdict == 2), ("invalid", verdict == 3),
         ("lw_n", lw), ("lw_long", lw & chose_longer), ("lb_n", lb), ("lb_long", lb & chose_longer),
     ):
@@ -132,7 +146,9 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     # Order consistency needs both orders of the item: its two adjacent verdicts.
     first_v, second_v = verdict[starts], verdict[second]
     table[:, _I["pairs"]] = both
-    table[:, _I["consistent"]] = both & (first_v == second_v) & (first_v <= 1)
+    # On a tie-labelled pair, tie in both orders is a consistent decision too.
+    table[:, _I["consistent"]] = both & (first_v == second_v) & ((first_v <= 1) | (gold_tie[starts] & (first_v == 2)))
+    table[:, _I["tie_items"]] = gold_tie[starts]
     return table
 
 
@@ -145,7 +161,7 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
     """Metrics from summed item tables; ``s`` has shape (..., len(STATS))."""
     g = {name: s[..., i] for name, i in _I.items()}
     acc = _ratio(g["correct"], g["n"])
-    delta = _ratio(g["slot_a"] - g["slot_b"], g["n"])
+    delta = _ratio(g["slot_a"] - g["slot_b"], g["n"] - g["gold_tie"])  # decisive-labelled presentations
     kappa = _ratio(g["consistent"], g["pairs"])
     v = 0.5 * (_ratio(g["lw_long"], g["lw_n"]) + _ratio(g["lb_long"], g["lb_n"]))
     length_factor = np.where(np.isnan(v), 1.0, 1.0 - 0.7 * np.maximum(0.0, 2.0 * v - 1.0))

@@ -126,6 +126,7 @@ class _Items(msgspec.Struct):
     pert: np.ndarray
     longer_is_ref: np.ndarray
     differs: np.ndarray
+    tie_gold: np.ndarray | None = None  # tie-labelled pairs (issue 27): equal scores are right
 
 
 def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
@@ -147,8 +148,10 @@ def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
     ref_len = data["ref_len"].to_numpy().astype(np.int64)[first]
     pert_len = data["pert_len"].to_numpy().astype(np.int64)[first]
     differs = np.abs(ref_len - pert_len) >= LENGTH_GAP * np.maximum(np.maximum(ref_len, pert_len), 1)
+    tie_gold = (pc.equal(data["kind"].cast(pa.string()), "labelled_tie").to_numpy(zero_copy_only=False)[first]
+                if "kind" in data.column_names else None)
     return _Items(ref, deg, ref_calls, deg_calls, cluster[first], lang[first], pert[first],
-                  ref_len > pert_len, differs), langs, perts
+                  ref_len > pert_len, differs, tie_gold), langs, perts
 
 
 def _sums(it: _Items, mask: np.ndarray, perts: list[str]) -> np.ndarray:
@@ -156,9 +159,10 @@ def _sums(it: _Items, mask: np.ndarray, perts: list[str]) -> np.ndarray:
     ref, deg = it.ref[mask], it.deg[mask]
     complete = (it.ref_calls[mask] + it.deg_calls[mask]) == 2
     valid = complete & ~np.isnan(ref) & ~np.isnan(deg)
-    correct = valid & (ref > deg)
     tie = valid & (ref == deg)
-    decisive = valid & ~tie
+    gold_tie = np.zeros(len(ref), dtype=bool) if it.tie_gold is None else it.tie_gold[mask]
+    correct = valid & np.where(gold_tie, tie, ref > deg)  # a tie-labelled pair: equal scores are right
+    decisive = valid & ~tie & ~gold_tie  # verbosity: on decisive-labelled pairs only
     chose_longer = decisive & ((ref > deg) == it.longer_is_ref[mask])
     lw = decisive & it.differs[mask] & ~it.longer_is_ref[mask]
     lb = decisive & it.differs[mask] & it.longer_is_ref[mask]

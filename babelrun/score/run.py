@@ -43,9 +43,46 @@ def cards_of_run(run_dir: Path) -> Cards:
     cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
                                     composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
                                     agentic=_label_stale(cards.agentic, info.judge_ids))
+    cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, run_dir))
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
     return cards
+
+
+def _stopped(judges: list[JudgeCards], run_dir: Path) -> list[JudgeCards]:
+    """Cards of stopped cells (``stopping.json``): R's interval is the confidence sequence's,
+    the verdict follows it, and the card says where it stopped."""
+    from ..engine.stopping import CellReport, read_report
+    from . import verdict as verdicts
+    from .cards import Card, LanguageCard, PerturbationCard
+    from .stats import Interval
+
+    report = read_report(run_dir)
+    if report is None:
+        return judges
+    cells = {(j.judge_id, c.cell): c for j in report.judges for c in j.cells if c.stopped_at is not None}
+    if not cells:
+        return judges
+
+    def stop(card: Card, cell: CellReport) -> Card:
+        r = card.reliability
+        interval = Interval(r.value, cell.lo, cell.hi, r.n)
+        weak = card.verdict == "segmentation weak"
+        return msgspec.structs.replace(card, reliability=interval, stopped=f"stopped at n = {cell.stopped_at} of "
+                                       f"{cell.items}", verdict=verdicts.verdict(interval, card.items, weak))
+
+    out = []
+    for jc in judges:
+        langs = []
+        for lc in jc.languages:
+            cell = cells.get((jc.judge_id, lc.lang))
+            card = stop(lc.card, cell) if cell is not None else lc.card
+            perts = [PerturbationCard(pc_.perturbation, stop(pc_.card, c))
+                     if (c := cells.get((jc.judge_id, f"{lc.lang}/{pc_.perturbation}"))) is not None else pc_
+                     for pc_ in lc.perturbations]
+            langs.append(LanguageCard(lc.lang, lc.language, card, perts))
+        out.append(msgspec.structs.replace(jc, languages=langs))
+    return out
 
 
 _Named = TypeVar("_Named", JudgeCards, AgenticJudgeCards)

@@ -260,3 +260,65 @@ def t_sf(t_: ArrayLike, df_: ArrayLike) -> np.ndarray:
                       sin * even_sum)
     out: np.ndarray = np.where(t >= 0, (1 - within) / 2, (1 + within) / 2)
     return out
+
+
+# --- class-conditional agreement (agree: ties, several annotators) ---------------------------
+
+def confusion(truth: ArrayLike, predicted: ArrayLike, classes: int) -> np.ndarray:
+    """The confusion matrix of two codings in ``0..classes-1`` (rows: the truth, columns: the
+    prediction). A prediction code ``>= classes`` (an invalid reply, a split) is kept in one
+    extra column, so every case is counted and none is silently dropped: shape
+    ``(classes, classes + 1)``."""
+    t, p = np.asarray(truth, dtype=np.int64), np.minimum(np.asarray(predicted, dtype=np.int64), classes)
+    out: np.ndarray = np.bincount(t * (classes + 1) + p, minlength=classes * (classes + 1)).reshape(
+        classes, classes + 1)
+    return out
+
+
+def precision_recall_f1(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per class precision, recall and F1 of a confusion matrix (``confusion``'s shape: the
+    extra column counts against recall only). Undefined ratios (no case predicted, or none
+    true) are 0, as scikit-learn's ``zero_division=0``; F1 is 0 where precision + recall is."""
+    k = table.shape[0]
+    tp = np.diag(table[:, :k]).astype(np.float64)
+    predicted, true = table[:, :k].sum(axis=0), table.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(predicted > 0, tp / np.maximum(predicted, 1), 0.0)
+        recall = np.where(true > 0, tp / np.maximum(true, 1), 0.0)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / np.where(
+            precision + recall > 0, precision + recall, 1), 0.0)
+    return precision, recall, f1
+
+
+def fleiss_kappa(counts: ArrayLike) -> float:
+    """Fleiss' κ of a subjects × categories table of rating counts (every subject rated by
+    the same number of raters, at least 2). NaN where the chance agreement is 1."""
+    c = np.asarray(counts, dtype=np.float64)
+    raters = c.sum(axis=1)
+    if c.ndim != 2 or c.shape[0] == 0 or not np.all(raters == raters[0]) or raters[0] < 2:
+        raise ValueError("a subjects × categories table with the same number (≥ 2) of raters per subject")
+    m = raters[0]
+    p_j = c.sum(axis=0) / c.sum()
+    p_i = ((c * c).sum(axis=1) - m) / (m * (m - 1))
+    p_bar, p_e = float(p_i.mean()), float((p_j * p_j).sum())
+    return math.nan if p_e == 1.0 else (p_bar - p_e) / (1 - p_e)
+
+
+def krippendorff_alpha_nominal(counts: ArrayLike) -> float:
+    """Krippendorff's α for nominal data from a units × categories table of value counts
+    (raters may differ per unit; a unit with fewer than two values is not pairable and is
+    left out). α = 1 − D_o / D_e over the coincidence matrix. NaN where D_e is 0."""
+    c = np.asarray(counts, dtype=np.float64)
+    m_u = c.sum(axis=1)
+    c = c[m_u >= 2]
+    m_u = m_u[m_u >= 2]
+    if c.shape[0] == 0:
+        return math.nan
+    # coincidences o_ck = Σ_u n_uc (n_uk − [c = k]) / (m_u − 1)
+    o = (c[:, :, None] * c[:, None, :]) / (m_u - 1)[:, None, None]
+    o = o.sum(axis=0) - np.diag((c / (m_u - 1)[:, None]).sum(axis=0))
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    d_o = (n - np.trace(o)) / n
+    d_e = (n * n - (n_c * n_c).sum()) / (n * (n - 1))
+    return math.nan if d_e == 0 else float(1 - d_o / d_e)

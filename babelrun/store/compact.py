@@ -24,7 +24,9 @@ import pyarrow.parquet as pq
 
 from ..core.keys import keys_by_judge, sorted_unique
 from . import log
+from .files import atomic_file
 from .log import Record
+from .rundir import stale_tmp_pid
 
 PARQUET = "judgements.parquet"
 _STAMP = b"babelrun.segments"
@@ -35,7 +37,7 @@ SCHEMA = log.RECORD_SCHEMA
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
 # (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
-_FORMAT = b"6"  # bump when the Parquet layout changes: older files are rebuilt
+_FORMAT = b"7"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
 DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "ref_id", "perturbation",
                       "verdict", "slot", "served_model", "fingerprint", "error_kind")
@@ -124,11 +126,12 @@ def bad_lines(run_dir: Path) -> list[log.BadLine]:
 
 def remove_stale_tmp(run_dir: Path) -> None:
     """Delete temporary files left by a process killed mid-write (``name.<pid>.tmp``) whose
-    writer is gone. Runs under the run lock."""
+    writer is gone: only those of files babelrun writes (``rundir.stale_tmp_pid``), never
+    another ``*.tmp`` a user keeps there. Runs under the run lock."""
     for tmp in run_dir.glob("*.tmp"):
-        pid = tmp.suffixes[-2][1:] if len(tmp.suffixes) >= 2 else ""
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            tmp.unlink(missing_ok=True)
+        pid = stale_tmp_pid(tmp.name)
+        if pid is not None and pid != os.getpid() and not _alive(pid):
+            tmp.unlink(missing_ok=True)  # a link is removed, never followed
 
 
 def _alive(pid: int) -> bool:
@@ -146,22 +149,16 @@ def write_parquet(run_dir: Path) -> Path:
     lines are skipped; the file's metadata names them (``bad_lines``)."""
     stamp = _segment_stamp(run_dir)  # before reading: a later append makes the file stale
     path = run_dir / PARQUET
-    tmp = path.with_name(f"{PARQUET}.{os.getpid()}.tmp")
     first_ok = FirstOk()
     bad: list[log.BadLine] = []
-    try:
-        with pq.ParquetWriter(tmp, PARQUET_SCHEMA) as writer:
-            for seg in log.segments(run_dir):
-                for batch in log.stream_segment(seg, SCHEMA, bad=bad):
-                    rows = first_ok(pa.Table.from_batches([batch]))
-                    if rows.num_rows:
-                        writer.write_table(rows)
-            writer.add_key_value_metadata({_STAMP: stamp, _FORMAT_KEY: _FORMAT,
-                                           _BAD_KEY: msgspec.json.encode(bad[:MAX_BAD_LINES])})
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk, an interrupt: leave no temporary file
-        raise
+    with atomic_file(path) as f, pq.ParquetWriter(f, PARQUET_SCHEMA) as writer:  # never through a link
+        for seg in log.segments(run_dir):
+            for batch in log.stream_segment(seg, SCHEMA, bad=bad):
+                rows = first_ok(pa.Table.from_batches([batch]))
+                if rows.num_rows:
+                    writer.write_table(rows)
+        writer.add_key_value_metadata({_STAMP: stamp, _FORMAT_KEY: _FORMAT,
+                                       _BAD_KEY: msgspec.json.encode(bad[:MAX_BAD_LINES])})
     return path
 
 

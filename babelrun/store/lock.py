@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..core.keys import Shard
 from ..errors import RunDirBusy
+from .files import open_nofollow, safe_dir
 
 
 class RunLock:
@@ -47,7 +48,7 @@ class RunLock:
         self._fds: list[tuple[int, int]] = []  # (descriptor, lock mode)
 
     def _take(self, path: Path, mode: int, busy: str) -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o644)  # a link at the name: refused, never followed
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,8 +76,7 @@ class RunLock:
         self._take(self.path, fcntl.LOCK_SH, f"{where} is in use by {{holder}} (a whole-run audit "
                    "or merge); wait for it to finish")
         if self.shard is not None:
-            (where / "locks").mkdir(exist_ok=True)
-            self._take(where / "locks" / self.shard.tag, fcntl.LOCK_EX,
+            self._take(safe_dir(where, "locks") / self.shard.tag, fcntl.LOCK_EX,
                        f"shard {self.shard.index}/{self.shard.count} of {where} is already running "
                        "in {holder}")
         self._name_holder()

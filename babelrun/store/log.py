@@ -41,6 +41,7 @@ import pyarrow.json as pajson
 from ..core import bounds
 from ..core.keys import Shard, keys_by_judge
 from ..core.records import ANSWERS, ORDERS, Record
+from .files import check_not_link, open_nofollow, safe_dir
 from .lock import RunLock
 
 __all__ = ["KEYS", "BadLine", "LogWriter", "Record", "RunLock", "Shard", "decode_line", "final_records",
@@ -61,14 +62,16 @@ def repair(run_dir: Path, shard: Shard | None = None) -> int:
     shard's): none of the segments it touches has a live writer."""
     removed = 0
     prefix = f"{shard.tag}-" if shard is not None else ""
+    check_not_link(run_dir / "log")
     for seg in segments(run_dir):
         if not seg.name.startswith(prefix):
             continue
-        size = seg.stat().st_size
-        if size == 0:
-            seg.unlink()  # a writer killed before its first record
-            continue
-        with seg.open("rb+") as f:
+        fd = open_nofollow(seg, os.O_RDWR)  # a link planted as a segment: refused, its target never cut
+        with os.fdopen(fd, "rb+") as f:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                seg.unlink()  # a writer killed before its first record
+                continue
             f.seek(-1, os.SEEK_END)
             if f.read(1) == b"\n":
                 continue
@@ -211,7 +214,7 @@ _TYPES = {
     "severity": pa.float64(), "ref_len": pa.int64(), "pert_len": pa.int64(),
     "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
     "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
-    "p_tie": pa.float64(), "score": pa.float64(),
+    "p_tie": pa.float64(), "score": pa.float64(), "cached": pa.bool_(), "tokens_cached": pa.int64(),
 }
 # Every field of a record, typed: the fast path parses all of them whatever the caller asked
 # for, so that a wrong-typed field anywhere refuses the line on both paths alike (the done-set
@@ -455,8 +458,7 @@ class LogWriter:
                  fsync_interval: float = 1.0, segment_bytes: int = 16 << 20,
                  shard: Shard | None = None):
         self.run_dir = run_dir
-        self._dir = run_dir / "log"
-        self._dir.mkdir(parents=True, exist_ok=True)
+        self._dir = safe_dir(run_dir, "log")
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         owner = f"{shard.tag}-" if shard is not None else ""  # a shard repairs only its own
         self._stem = f"{owner}{socket.gethostname()}-{os.getpid()}-{stamp}"
@@ -474,7 +476,7 @@ class LogWriter:
     def _open_next(self) -> None:
         self._sequence += 1
         path = self._dir / f"{self._stem}-{self._sequence:04d}.jsonl"
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = 0
         self.paths.append(path)
 

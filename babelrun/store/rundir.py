@@ -6,7 +6,8 @@
       run.yaml            RunInfo: the resolved manifest, judge ids, babelrun version
       plan.json           PlanSummary: items planned, the perturbation audit, filters
       log/*.jsonl         the verdict log, the source of truth (store/log.py)
-      lock, locks/        the run lock and per-shard locks (store/log.py)
+      lock, locks/        the run lock and per-shard locks (store/lock.py)
+      .babelrun-run       the marker: a folder babelrun made (MARKER)
       batches/            pending provider batches (engine/batches.py)
       judgements.parquet  the log compacted (store/compact.py), a cache
       stats.json          RunStats: every audit process's, and their totals (stats.<shard>.json per shard)
@@ -19,8 +20,9 @@ Every module names these files through the constants here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -44,6 +46,42 @@ AGREEMENT_JSON = "agreement.json"
 SELF_PREFERENCE_JSON = "self_preference.json"
 # The analyses that write these four are listed, with their files, in analyses/registry.py (a
 # layer above): the report's staleness check iterates that registry.
+LOCK_JSON = "judge.lock.json"  # `babelrun pin`'s default lock file
+PARQUET = "judgements.parquet"
+# The file babelrun writes into a run directory it makes: an ``output_dir`` that exists, is
+# not empty and has neither it nor a run's run.yaml + log/ (a run made before the marker) is
+# refused at validate, so an audit never writes into (or cleans) a folder of the user's files.
+MARKER = ".babelrun-run"
+# Every file babelrun writes atomically at a run directory's top: the only names whose
+# temporary files (``NAME.<pid>.tmp``) the stale-file cleanup may remove.
+WRITTEN = frozenset({RUN_YAML, PLAN_JSON, STATS_JSON, CARDS_JSON, REPORT_MD, REPORT_HTML, CALIBRATION_JSON,
+                     INVARIANCE_JSON, AGREEMENT_JSON, SELF_PREFERENCE_JSON, LOCK_JSON, PARQUET, MARKER})
+_STALE = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)\.(?P<pid>[0-9]{1,10})\.tmp")
+_SHARD_STATS = re.compile(r"stats\.s[0-9]+of[0-9]+\.json")
+
+
+def stale_tmp_pid(name: str) -> int | None:
+    """The writer's pid of ``name`` when it is the temporary file of a file babelrun writes
+    (``cards.json.4242.tmp``); None for any other name (the user's ``thesis.4242.tmp``)."""
+    m = _STALE.fullmatch(name)
+    if m is None or not (m["name"] in WRITTEN or _SHARD_STATS.fullmatch(m["name"])):
+        return None
+    return int(m["pid"])
+
+
+def is_run_dir(path: Path) -> bool:
+    """A folder babelrun made (its marker), or a run made before the marker (run.yaml + log/)."""
+    path = Path(path)
+    return (path / MARKER).is_file() or ((path / RUN_YAML).is_file() and (path / "log").is_dir())
+
+
+def mark(run_dir: Path) -> None:
+    """Write the marker (once) into a run directory babelrun made or writes."""
+    from .files import write_atomic
+
+    marker = Path(run_dir) / MARKER
+    if not marker.is_file():
+        write_atomic(marker, b"a babelrun run directory: babelrun writes here (see docs/trust.md)\n")
 
 
 class RunInfo(msgspec.Struct, frozen=True):
@@ -78,6 +116,9 @@ class JudgeStats(msgspec.Struct, frozen=True):
     calls_per_s: float
     elapsed_s: float
     stopped: str | None
+    # The cost ledger (engine/ledger.py): total, by kind and language; None without a price.
+    spend: dict[str, Any] | None = None
+    cached: int = 0  # records served by the response cache
 
 
 
@@ -121,7 +162,40 @@ def _total(entries: list[JudgeStats]) -> JudgeStats:
                       sum(e.calls for e in entries), sum(e.retries for e in entries),
                       sum(e.rate_limited for e in entries), dict(sorted(errors.items())), busiest.latency_ms,
                       sum(e.tokens_in for e in entries), sum(e.tokens_out for e in entries),
-                      round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped)
+                      round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped,
+                      spend=spend_total([e.spend for e in entries]), cached=sum(e.cached for e in entries))
+
+
+def spend_total(spends: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The cost ledgers of several processes (``JudgeStats.spend``) summed: the total, by
+    kind, calls by kind and by language and kind; None when none had a price."""
+    priced = [s for s in spends if s is not None]
+    if not priced:
+        return None
+    total = 0.0
+    by_kind: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    by_lang: dict[str, dict[str, float]] = {}
+    lang_calls: dict[str, dict[str, int]] = {}
+    for s in priced:
+        total += s["total"]
+        for k, v in s["by_kind"].items():
+            by_kind[k] = by_kind.get(k, 0.0) + v
+        for k, n in s["calls_by_kind"].items():
+            calls[k] = calls.get(k, 0) + n
+        for lang, row in s["by_language"].items():
+            into = by_lang.setdefault(lang, {})
+            for k, v in row.items():
+                into[k] = into.get(k, 0.0) + v
+        for lang, counts in s.get("calls_by_language", {}).items():
+            into_calls = lang_calls.setdefault(lang, {})
+            for k, n in counts.items():
+                into_calls[k] = into_calls.get(k, 0) + n
+    return {"currency": priced[-1]["currency"], "total": round(total, 6),
+            "by_kind": {k: round(v, 6) for k, v in by_kind.items()}, "calls_by_kind": dict(sorted(calls.items())),
+            "by_language": {lang: {k: round(v, 6) for k, v in sorted(row.items())}
+                            for lang, row in sorted(by_lang.items())},
+            "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(lang_calls.items())}}
 
 
 def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:

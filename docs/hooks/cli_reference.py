@@ -121,7 +121,23 @@ def _render(parser: argparse.ArgumentParser) -> str:
         out += _arguments(command)
         if command.epilog:
             out += ["```text", command.epilog.rstrip(), "```", ""]
+        out += _actions(name, command)
     return "\n".join(out)
+
+
+def _actions(name: str, command: argparse.ArgumentParser) -> list[str]:
+    """A command group's own subcommands (``cache stats``, ``cache prune``), each with its
+    usage and arguments."""
+    nested = next((a for a in command._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if nested is None:
+        return []
+    out: list[str] = []
+    for action, parser in nested.choices.items():
+        out += [f"### `babelrun {name} {action}` {{#{name}-{action}}}", "", *_usage(parser)]
+        if parser.description:
+            out += [_cell(parser.description), ""]
+        out += _arguments(parser)
+    return out
 
 
 def on_config(config, **kwargs):

@@ -78,6 +78,22 @@ def _mlx(tmp_path: Path) -> dict:
 
 rules.register("contract-boom", lambda prompt, answer: 1 / 0)
 
+
+def _replay(tmp_path: Path, empty: bool = False) -> dict:
+    """A replay file with a verdict for every bundled English reference and the suite's own
+    items (``r0``…), keyed by reference id and order; ``empty``: a file for another id only."""
+    from babelrun.corpus import read
+    from babelrun.spec import BundledSource
+
+    ids = [] if empty else [f"r{n}" for n in range(3)] + [r.ref_id for r in read([BundledSource()]) if r.lang == "en"]
+    rows = [{"id": "elsewhere", "order": "ref_first", "verdict": "A"}] + [
+        {"id": i, "order": order, "verdict": "A" if (len(i) + k) % 2 else "B", "raw": f"verdict for {i}, {order}"}
+        for i in ids for k, order in enumerate(("ref_first", "pert_first"))]
+    path = tmp_path / ("empty.jsonl" if empty else "verdicts.jsonl")
+    path.write_text("".join(msgspec.json.encode(r).decode() + "\n" for r in rows))
+    return {"name": "j", "backend": "replay", "replay": {"path": str(path)}}
+
+
 CASES: dict[str, Case] = {
     "simulated": Case(lambda _: {"name": "j", "backend": "simulated"}, None,
                       why_no_failure="its faults are off-format replies (invalid_rate), which the parser reads, "
@@ -92,6 +108,7 @@ CASES: dict[str, Case] = {
     "rule": Case(lambda _: {"name": "j", "backend": "rule", "rule": {"kind": "length"}},
                  lambda _: {"name": "j", "backend": "rule", "rule": {"kind": "python", "function": "contract-boom"}},
                  (RejectedError, "rule_error")),
+    "replay": Case(_replay, lambda p: _replay(p, empty=True), (RejectedError, "not_in_replay")),
 }
 # Registered backends this suite does not build, and why (none today).
 EXEMPT: dict[str, str] = {}

@@ -252,7 +252,7 @@ def _an_item(run: Run) -> str:
 def _check(run: Run, out: Path, companion: Path) -> int:
     lock = out / "judge.lock.json"
     code = main(["pin", str(run.run_dir), "--out", str(lock), "--canary", "4"])
-    return code if code != 0 else main(["check", str(lock)])
+    return code if code != 0 else main(["check", str(lock), "--manifest", str(run.manifest)])
 
 
 # How each command is called on a shape's run; a command missing here is called with the run

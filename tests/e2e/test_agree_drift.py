@@ -127,7 +127,7 @@ def test_agree_with_the_llmbar_labels_matches_a_hand_computation(pairs_run):
     assert pooled.n == len(records) == 2 * len(judged)
     out = agree.text(result)
     band = "(poor|slight|fair|moderate|substantial|almost perfect)"
-    assert re.search(rf"acc \d\.\d\d \[\d\.\d\d, \d\.\d\d\], κ -?\d\.\d\d \({band}\), "
+    assert re.search(rf"acc \d\.\d\d \[\d\.\d\d, \d\.\d\d\], κ -?\d\.\d\d \[[^\]]*\] \({band}\), "
                      rf"n {PAIRS_PER_SET}, both orders", out)
     assert f"labels with no records in the run: {result.no_records.count}" in out
 
@@ -155,7 +155,7 @@ def test_agree_with_a_csv_reports_unknown_and_unjudged_items(pairs_run, tmp_path
             _check(figures[key][view], cases)
     assert "unknown items (no labelled pair of the run): 1 (nope-0001)" in agree.text(result)
 
-    (tmp_path / "bad.csv").write_text("item,label\nLLMBar_Natural-0000,tie\n")
+    (tmp_path / "bad.csv").write_text("item,label\nLLMBar_Natural-0000,3\n")  # tie is a label (issue 27); 3 is none
     with pytest.raises(UserError, match="bad.csv:2"):
         agree.run(pairs_run, tmp_path / "bad.csv")
 

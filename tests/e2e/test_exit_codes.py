@@ -146,9 +146,11 @@ CASES = {
     ("pin", 0): lambda r, t: main(["pin", str(r["a"]), "--out", str(t / "lock.json")]),
     ("pin", 2): lambda r, t: main(["pin", str(r["not_run"])]),
     ("check", 0): lambda r, t: main(["pin", str(r["a"]), "--out", str(t / "lock.json")])
-    or main(["check", str(t / "lock.json")]),
+    or main(["check", str(t / "lock.json"), "--manifest", str(r["a_manifest"])]),
     ("check", 2): lambda r, t: main(["check", str(t / "no-such.lock.json")]),
     ("self-preference", 2): lambda r, t: main(["self-preference", str(r["a"])]),  # no judge declares a family
+    ("cache", 0): lambda r, t: main(["cache", "stats", str(t)]),
+    ("cache", 2): lambda r, t: main(["cache", "prune", str(t / "no-such-cache")]),
 }
 
 

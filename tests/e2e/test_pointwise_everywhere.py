@@ -94,9 +94,10 @@ def test_pin_keeps_pointwise_scores_and_check_sees_a_silent_change(only, tmp_pat
     locked = pin.read(lock).judges[0]
     assert locked.canary and all(set(c.scores) == {"reference", "degraded"} for c in locked.canary)
     assert all(isinstance(v, float) for c in locked.canary for v in c.scores.values())
-    assert main(["check", str(lock)]) == 0
+    manifest = only.parent / "manifest.yaml"
+    assert main(["check", str(lock), "--manifest", str(manifest)]) == 0
     monkeypatch.setitem(globals(), "SHIFT", 1.0)
-    assert main(["check", str(lock)]) == 1
+    assert main(["check", str(lock), "--manifest", str(manifest)]) == 1
     last = pin.read(lock).checks[-1]
     assert last.drift and last.verdict_flips == last.answered == last.asked
 

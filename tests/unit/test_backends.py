@@ -27,7 +27,7 @@ def test_every_preset_is_a_registered_openai_backend():
         assert (entry.module, entry.capabilities.soft, entry.capabilities.remote) == ("openai", preset.logprobs, True)
     assert {n for n, b in judges.BACKENDS.items() if b.capabilities.batch_api} == {"openai", "anthropic"}
     assert {n for n, b in judges.BACKENDS.items() if b.capabilities.in_process} == {
-        "simulated", "llamacpp", "mlx", "rule", "python"}
+        "simulated", "llamacpp", "mlx", "rule", "python", "replay"}
 
 
 @pytest.mark.parametrize(("judge", "field"), [

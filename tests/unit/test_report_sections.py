@@ -17,7 +17,7 @@ def test_every_section_has_a_renderer_in_each_format_in_one_order(fmt) -> None:
     got = [s.name for s, _ in sections.rendered(fmt)]
     assert got == ["matrix", "diagnosis", "leaderboard",
                    "recommendations", "cards", "pointwise", "mitigations", "agentic", "robustness",
-                   "plots", "audit", "analyses", "stats", "identities", "examples"]
+                   "plots", "audit", "analyses", "stats", "spend", "identities", "examples"]
 
 
 def test_a_section_without_a_renderer_fails_loudly(monkeypatch) -> None:

@@ -4,8 +4,9 @@ shows the traceback.
 One module per command group, each holding its commands' arguments and handlers side by side
 (``audit``: audit, validate, merge; ``outputs``: score, report, compact, show, export;
 ``judge``: languages, pin, check, bench-judge; ``analyses``: one command per entry of the
-analyses registry, and diff). ``COMMANDS`` is the table of them all, in ``--help`` order;
-``build_parser`` makes the parser from it and ``main`` runs one command."""
+analyses registry, and diff; ``cache``: cache stats and prune). ``COMMANDS`` is the table of
+them all, in ``--help`` order; ``build_parser`` makes the parser from it and ``main`` runs one
+command."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import argparse
 import sys
 
 from ...core.version import __version__
-from . import analyses, audit, judge, outputs
+from . import analyses, audit, cache, judge, outputs
 from .command import Command
 
 __all__ = ["COMMANDS", "EPILOG", "Command", "build_parser", "commands", "main"]
@@ -46,7 +47,7 @@ def commands() -> tuple[Command, ...]:
     """Every command, in ``--help`` order; the analyses' as the registry has them now."""
     return (audit.AUDIT, audit.VALIDATE, outputs.SCORE, outputs.REPORT, outputs.COMPACT, audit.MERGE,
             judge.LANGUAGES, *analyses.commands(), analyses.DIFF, outputs.SHOW, outputs.EXPORT, judge.PIN,
-            judge.CHECK, judge.BENCH_JUDGE)
+            judge.CHECK, judge.BENCH_JUDGE, cache.CACHE)
 
 
 COMMANDS: tuple[Command, ...] = commands()

@@ -27,6 +27,9 @@ def _audit_arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--limit", type=int, metavar="N",
                    help="judge at most N new presentations per judge in this process (a trial run; "
                    "the same command without --limit continues where it stopped)")
+    a.add_argument("--budget", type=float, metavar="USD",
+                   help="stop issuing a judge's calls once this run has spent USD on it (needs the "
+                   "judges' price:); the calls in flight finish, and the next run continues")
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -37,10 +40,10 @@ def _audit(args: argparse.Namespace) -> int:
     m = _executor(manifest.load(args.manifest), args)
     shard = _shard(args, m)
     result = run.audit(m, progress=Progress(interval=args.progress_every), shard=shard, judges=args.judge,
-                       limit=args.limit)
+                       limit=args.limit, budget=args.budget)
     what = f"shard {shard.index}/{shard.count}: " if shard is not None else ""
     print(f"{result.run_dir}: {what}{result.new_records} new records; "
-          f"{result.already_done} of {result.planned_calls} planned calls were already done")
+          f"{result.already_done} of {result.planned_calls} planned calls were already done{_spent(result.stats)}")
     for reason in result.stop_reasons:
         print(f"error: {reason}", file=sys.stderr)
     if result.interrupted:
@@ -62,6 +65,15 @@ def _audit(args: argparse.Namespace) -> int:
         _cards(result)
         return diagnose(Path(result.run_dir), result.exit_code)
     return result.exit_code
+
+
+def _spent(stats) -> str:
+    """The summary line's tail: what this process spent, per currency (the cost ledger)."""
+    by_currency: dict[str, float] = {}
+    for j in stats.judges:
+        if j.spend is not None:
+            by_currency[j.spend["currency"]] = by_currency.get(j.spend["currency"], 0.0) + j.spend["total"]
+    return "".join(f"; spent {usd:.4f} {cur}" for cur, usd in sorted(by_currency.items()))
 
 
 def _cards(result) -> None:
@@ -126,6 +138,12 @@ def stats_table(stats) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in cells]
+    for j in stats.judges:
+        if j.spend is not None:  # the cost ledger: this run's spend
+            kinds = ", ".join(f"{k} {v:.4f}" for k, v in j.spend["by_kind"].items())
+            lines.append(f"{j.judge}: spent {j.spend['total']:.4f} {j.spend['currency']} ({kinds})")
+        if j.cached:
+            lines.append(f"{j.judge}: {j.cached} record(s) from the response cache (no call)")
     for j in stats.judges:
         if j.errors:
             lines.append(f"{j.judge}: failed calls by kind: " + ", ".join(f"{k} {n}" for k, n in j.errors.items()))

@@ -13,7 +13,7 @@ def _pin_arguments(pn: argparse.ArgumentParser) -> None:
     pn.add_argument("run_dir", type=Path)
     pn.add_argument("--out", type=Path, metavar="LOCKFILE", help="where to write (default RUN_DIR/judge.lock.json)")
     pn.add_argument("--canary", type=int, default=24, metavar="N",
-                    help="canary items per judge, each asked in both orders (default 24)")
+                    help="canary items per judge, each asked in both orders (default 24, at most 500)")
     pn.add_argument("--alpha", type=float, default=0.05, help="check's significance level (default 0.05)")
     pn.add_argument("--labels", type=Path, help="human labels, as for `babelrun agree`, to record agreement")
     pn.add_argument("--tolerance", type=float, default=0.05,
@@ -21,44 +21,47 @@ def _pin_arguments(pn: argparse.ArgumentParser) -> None:
 
 
 def _pin(args: argparse.Namespace) -> int:
-    from ...errors import UsageError
     from .. import pin
 
-    if args.canary < 1 or not 0 < args.alpha < 1 or not 0 <= args.tolerance < 1:
-        raise UsageError("--canary must be at least 1, --alpha in (0, 1) and --tolerance in [0, 1)")
+    pin.check_numbers(args.canary, args.alpha, args.tolerance)
     lock = pin.pin(args.run_dir, args.canary, args.alpha, args.labels, args.tolerance)
     out = args.out or args.run_dir / pin.LOCK_NAME
-    pin.write(lock, out)
+    lock = pin.write_new(lock, out)  # over an existing lock file: its checks kept
     for j in lock.judges:
         print(f"{j.name}: judge_id {j.judge_id}, served {j.served_model or '-'} ({j.fingerprint or 'no fingerprint'}), "
               f"{len(j.canary)} canary items")
-    print(f"lock file: {out}  (re-ask with `babelrun check {out}`)")
+    kept = f"; {len(lock.checks)} earlier check(s) kept" if lock.checks else ""
+    print(f"lock file: {out}{kept}  (re-ask with `babelrun check {out} --manifest MANIFEST`)")
     return 0
 
 
 def _check_arguments(ck: argparse.ArgumentParser) -> None:
     ck.add_argument("lockfile", type=Path)
+    ck.add_argument("--manifest", type=Path, metavar="MANIFEST",
+                    help="the manifest whose judges are re-asked (required: a lock file never names "
+                    "an endpoint, key, backend or code to run; it is compared with them)")
     ck.add_argument("--judge", metavar="NAME", help="only this judge")
     ck.add_argument("--alpha", type=float, help="significance level (default: the lock file's)")
     ck.add_argument("--tolerance", type=float, help="tolerated verdict-flip rate (default: the lock file's)")
 
 
 def _check(args: argparse.Namespace) -> int:
+    from ... import manifest
     from ...errors import UsageError
     from .. import pin
 
-    if args.alpha is not None and not 0 < args.alpha < 1:
-        raise UsageError("--alpha must be in (0, 1)")
-    if args.tolerance is not None and not 0 <= args.tolerance < 1:
-        raise UsageError("--tolerance must be in [0, 1)")
+    pin.check_numbers(None, args.alpha, args.tolerance)
     lock = pin.read(args.lockfile)
+    if args.manifest is None:
+        raise UsageError("check needs --manifest MANIFEST: the judges are built from your manifest and "
+                         "compared with the lock file, never built from it (docs/trust.md)")
+    m = manifest.load(args.manifest)
     alpha = lock.alpha if args.alpha is None else args.alpha
-    results = pin.check(lock, args.judge, alpha, tolerance=args.tolerance)
-    lock.checks = [*lock.checks, *results]
-    pin.write(lock, args.lockfile)
+    results = pin.check(lock, m, args.judge, alpha, tolerance=args.tolerance)
+    lock = pin.append_checks(args.lockfile, results)  # re-read under a lock: a concurrent check kept
     print(pin.summary(results, alpha))
     bad = [r.judge for r in results if not r.ok]
-    print(f"{args.lockfile}: check {len(lock.checks) // max(len(results), 1)} appended; "
+    print(f"{args.lockfile}: check appended ({len(lock.checks)} results in all); "
           + ("drift or change in: " + ", ".join(bad) if bad else "no drift"))
     return 1 if bad else 0
 
@@ -136,13 +139,17 @@ PIN = Command(
     "Per judge of RUN_DIR: judge_id, model, endpoint, prompt template and "
     "its hash, the served model and fingerprint the records report, the date, accuracy "
     "on the run's labelled pairs (and agreement with human labels, with --labels), and a "
-    "fixed canary set of items with their recorded verdicts. `babelrun check` re-asks it.",
+    "fixed canary set of items with their recorded verdicts. `babelrun check` re-asks it. "
+    "Over an existing lock file, its checks are kept.",
     _pin_arguments, _pin)
 CHECK = Command(
     "check", "re-ask a lock file's canary set: has the judge drifted?",
-    "Ask each pinned judge its canary items again (both orders) and compare "
+    "Ask each pinned judge, built from --manifest (never from the lock file), its canary items "
+    "again (both orders) and compare "
     "with the recorded verdicts: verdict flips, exact McNemar on correctness, the served "
-    "model and fingerprint. Exit 1 when a judge drifted (p < alpha), its identity changed "
+    "model and fingerprint. A judge whose identity (judge_id, template, endpoint, key and "
+    "header variables, backend, callable) differs from the lock's is reported changed before "
+    "any call and not asked. Exit 1 when a judge drifted (p < alpha), its identity changed "
     "or canary calls failed; 0 otherwise. Each check is appended to the lock file.",
     _check_arguments, _check, (0, 1, 2))
 BENCH_JUDGE = Command(

@@ -1,0 +1,92 @@
+"""The cost ledger: what each judge's calls cost, from the provider's reported usage and the
+judge's ``price`` (or its ``price_file``), per language and call kind.
+
+Kinds: ``fresh`` (one attempt), ``retried`` (more than one: the failed attempts' usage is not
+reported, so only the one that answered is priced), ``batch`` (a provider batch, at its
+discount) and ``cached`` (served by the response cache: no call, no cost). A call's cost is
+``(uncached input × input + cached input × cached_input + output × output) / 10⁶``, cached
+input priced as input where ``cached_input_per_mtok`` is unset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..core.records import Record
+from ..errors import UserError
+from ..spec import JudgeSpec, Price
+
+KINDS = ("fresh", "retried", "batch", "cached")
+
+
+def price_of(spec: JudgeSpec, base: Path | None = None) -> Price | None:
+    """The judge's price: ``price``, else its model's entry in ``price_file`` (YAML or JSON,
+    ``{model: {input_per_mtok: …, …}}``), else None."""
+    if spec.price is not None or spec.price_file is None:
+        return spec.price
+    path = Path(spec.price_file).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    try:
+        import yaml
+
+        table = yaml.safe_load(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"judge {spec.name!r}: price_file {str(path)!r}: {e}") from None
+    entry = (table or {}).get(spec.model)
+    if entry is None:
+        raise UserError(f"judge {spec.name!r}: price_file {str(path)!r} has no entry for model {spec.model!r}")
+    return msgspec.convert(entry, Price)
+
+
+def cost(price: Price, tokens_in: int | None, tokens_cached: int | None, tokens_out: int | None,
+         batch: bool = False) -> float:
+    tin, cached, tout = tokens_in or 0, min(tokens_cached or 0, tokens_in or 0), tokens_out or 0
+    cached_rate = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
+    usd = ((tin - cached) * price.input_per_mtok + cached * cached_rate + tout * price.output_per_mtok) / 1e6
+    return usd * (1.0 - price.batch_discount) if batch else usd
+
+
+def kind_of(record: Record, batch: bool) -> str:
+    if record.cached:
+        return "cached"
+    if batch:
+        return "batch"
+    return "retried" if record.attempts > 1 else "fresh"
+
+
+class Ledger:
+    """One judge's spend in this process."""
+
+    __slots__ = ("batch", "by_lang", "calls", "lang_calls", "price", "total")
+
+    def __init__(self, price: Price, batch: bool = False):
+        self.price, self.batch = price, batch
+        self.total = 0.0
+        self.by_lang: dict[str, dict[str, float]] = {}
+        self.calls: dict[str, int] = {}
+        self.lang_calls: dict[str, dict[str, int]] = {}
+
+    def add(self, record: Record) -> float:
+        kind = kind_of(record, self.batch)
+        usd = 0.0 if kind == "cached" else cost(self.price, record.tokens_in, record.tokens_cached,
+                                                 record.tokens_out, self.batch)
+        self.total += usd
+        row = self.by_lang.setdefault(record.lang, {})
+        row[kind] = row.get(kind, 0.0) + usd
+        self.calls[kind] = self.calls.get(kind, 0) + 1
+        counts = self.lang_calls.setdefault(record.lang, {})
+        counts[kind] = counts.get(kind, 0) + 1
+        return usd
+
+    def summary(self) -> dict[str, Any]:
+        return {"currency": self.price.currency, "total": round(self.total, 6),
+                "by_kind": {k: round(sum(r.get(k, 0.0) for r in self.by_lang.values()), 6)
+                            for k in KINDS if k in self.calls},
+                "calls_by_kind": dict(sorted(self.calls.items())),
+                "by_language": {lang: {k: round(v, 6) for k, v in sorted(row.items())}
+                                for lang, row in sorted(self.by_lang.items())},
+                "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(self.lang_calls.items())}}

@@ -1,0 +1,57 @@
+"""``backend: replay`` (issue 27): how a replay file is read and checked."""
+
+from __future__ import annotations
+
+import json
+
+from babelrun.judges import judge_id, replay
+from babelrun.spec import JudgeSpec, ReplaySpec
+
+
+def _spec(path, **replay_fields) -> JudgeSpec:
+    return JudgeSpec(name="r", backend="replay", replay=ReplaySpec(path=str(path), **replay_fields))
+
+
+def test_rows_of_every_shape_become_keys():
+    found = replay.entries([
+        {"id": "p1", "order": "ref_first", "verdict": "A", "raw": "A."},
+        {"id": "p1", "order": "pert_first", "verdict": "reference"},  # reference shown second: slot B
+        {"output_1": "x", "output_2": "y", "swap": "true", "winner": 1},  # output 1 (x) shown in B
+        {"answer_a": "u", "answer_b": "v", "verdict": "tie"},
+        {"id": "p2", "order": "reference", "score": "7.5"},
+    ])
+    assert found[("id", "p1", "ref_first")] == replay.Verdict("A", None, "A.")
+    assert found[("id", "p1", "pert_first")].slot == "B"
+    assert found[("text", "y", "x")].slot == "B"
+    assert found[("text", "u", "v")].slot == "tie"
+    assert found[("id", "p2", "reference")].score == 7.5
+
+
+def test_an_id_naming_two_verdicts_is_no_key():
+    found = replay.entries([{"id": "r1", "order": "ref_first", "verdict": "A"},
+                            {"id": "r1", "order": "ref_first", "verdict": "B"},
+                            {"id": "r2", "order": "ref_first", "verdict": "B"}])
+    assert ("id", "r1", "ref_first") not in found and ("id", "r2", "ref_first") in found
+
+
+def test_check_refuses_what_it_cannot_read(tmp_path):
+    assert replay.check(JudgeSpec(name="r", backend="replay"), {})[0] == "replay"
+    assert replay.check(_spec(tmp_path / "none.jsonl"), {})[0] == "replay.path"
+    swap = tmp_path / "swap.jsonl"
+    swap.write_text(json.dumps({"id": "p", "swap": False, "winner": 1}) + "\n")
+    field, problem = replay.check(_spec(swap), {})
+    assert field == "replay.path" and "output_1" in problem
+    two = tmp_path / "two.csv"
+    two.write_text("judge,item_id,order,slot\na,i1,ref_first,A\nb,i1,ref_first,B\n")
+    assert "several judges" in replay.check(_spec(two), {})[1]
+    assert replay.check(_spec(two, judge="b"), {}) is None
+
+
+def test_the_judge_id_is_the_files_content_not_its_path(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    row = json.dumps({"id": "p", "order": "ref_first", "verdict": "A"}) + "\n"
+    a.write_text(row)
+    b.write_text(row)
+    assert judge_id(_spec(a)) == judge_id(_spec(b))
+    b.write_text(row.replace('"A"', '"B"'))
+    assert judge_id(_spec(a)) != judge_id(_spec(b))
