@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import types
 from pathlib import Path
 
 import msgspec
@@ -18,18 +19,20 @@ import msgspec
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
 from .core import bounds, languages
-from .corpus import available_languages, check_source, has_reference_answers
+from .corpus import available_languages, check_source, has_reference_answers, read_pairs
 from .errors import ManifestError
 from .judges import templates
-from .judges.protocol import Judging, TemplateError
+from .judges.protocol import MULTI_TURN, Judging, TemplateError
 from .perturb import TEXT_PERTURBATIONS, probes
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
 from .spec import (
     CalibratedSpec,
     CascadeSpec,
+    CorpusSpec,
     EnsembleSpec,
     FloresSource,
     JudgeSpec,
+    LabelledPairsSource,
     Manifest,
     PerturbationSpec,
     TrajectoriesSource,
@@ -45,15 +48,34 @@ _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 _NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
 
 
-def _field_names() -> list[str]:
-    """Every field name of every manifest type: the vocabulary of did-you-mean."""
-    import babelrun.spec as spec
+def fields_at(path: str) -> list[str]:
+    """The field names valid at ``path`` of the manifest (``judges[0].simulated``: the
+    simulated knobs; a union, such as a corpus source: every member's), the vocabulary of
+    did-you-mean there; empty where the path leaves the manifest's structs."""
+    import typing
 
-    names: set[str] = set()
-    for value in vars(spec).values():
-        if isinstance(value, type) and issubclass(value, msgspec.Struct):
-            names.update(value.__struct_fields__)
-    return sorted(names)
+    def members(tp: object) -> list[object]:
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            return [m for arg in typing.get_args(tp) for m in members(arg)]
+        if typing.get_origin(tp) is typing.Annotated:
+            return members(typing.get_args(tp)[0])
+        return [] if tp is type(None) else [tp]
+
+    current: list[object] = [Manifest]
+    for part in re.findall(r"\[[^\]]*\]|[^.\[\]]+", path):
+        step: list[object] = []
+        for tp in current:
+            if part.startswith("["):  # an element of a list, tuple or dict value
+                origin, args = typing.get_origin(tp), typing.get_args(tp)
+                if origin in (list, tuple, set, frozenset) and args:
+                    step.extend(members(args[0]))
+                elif origin is dict and len(args) == 2:
+                    step.extend(members(args[1]))
+            elif isinstance(tp, type) and issubclass(tp, msgspec.Struct) and part in tp.__struct_fields__:
+                step.extend(members(typing.get_type_hints(tp)[part]))
+        current = step
+    return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+                   for f in tp.__struct_fields__})
 
 
 def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
@@ -63,7 +85,7 @@ def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
     found = _UNKNOWN.match(msg)
     if found:
         field = found.group("field")
-        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, _field_names())
+        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, fields_at(path))
     found = _MISSING.match(msg)
     if found:
         field = found.group("field")
@@ -183,7 +205,7 @@ def _resolve_judges(manifest: Manifest, base: Path, environ) -> Manifest:
     judges_ = []
     for i, judge in enumerate(manifest.judges):
         try:
-            judge = msgspec.structs.replace(judge, prompt=templates.resolve(judge, base))
+            judge = templates.resolve_judge(judge, base)
         except TemplateError as e:
             raise ManifestError(f"judges[{i}].{e.field}", str(e)) from None
         judges_.append(_openai_defaults(judge, environ))
@@ -228,6 +250,7 @@ def check(manifest: Manifest, environ) -> None:
 
     _check_composites(manifest)
     _check_reference_guided(manifest, protocols)
+    _check_multi_turn(manifest, protocols)
 
     if not manifest.perturbations and manifest.agentic is None:
         raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
@@ -242,6 +265,7 @@ def check(manifest: Manifest, environ) -> None:
 
     for i, src in enumerate(manifest.corpus.sources):
         check_source(src, manifest, f"corpus.sources[{i}]")
+    _check_pairs_sampling(manifest)
     parallel = manifest.corpus.parallel
     if parallel is not None:
         pivot = languages.checked(parallel.pivot, "corpus.parallel.pivot")
@@ -257,6 +281,21 @@ def check(manifest: Manifest, environ) -> None:
             if tag not in offered:
                 have = ", ".join(sorted(offered))
                 raise ManifestError(where, f"{code!r} is not in the corpus (it offers: {have})")
+
+
+def _check_pairs_sampling(manifest: Manifest) -> None:
+    """``references_per_language`` samples references (and trajectories), never labelled
+    pairs: set on a corpus of labelled pairs alone it would be ignored, so it is refused and
+    the pairs' own sample named (``pairs_per_set`` on the source)."""
+    sources = manifest.corpus.sources
+    if (sources and all(isinstance(s, LabelledPairsSource) for s in sources)
+            and manifest.corpus.references_per_language != _CORPUS_DEFAULTS.references_per_language):
+        raise ManifestError("corpus.references_per_language",
+                            "samples references, and this corpus holds labelled pairs only: it would be ignored; "
+                            "sample the pairs with pairs_per_set: N on the labelled_pairs source")
+
+
+_CORPUS_DEFAULTS = CorpusSpec()
 
 
 def _check_parallel(manifest: Manifest, pivot: str) -> None:
@@ -376,6 +415,27 @@ def _check_reference_guided(manifest: Manifest, protocols: list[Judging]) -> Non
                                                            f"but corpus.sources[{k}] has no reference_answer column")
 
 
+def _check_multi_turn(manifest: Manifest, protocols: list[Judging]) -> None:
+    """A two-turn template (MT-Bench's {answer_a_1} … {answer_b_2}) needs every item's earlier
+    turn: references and their perturbations are one turn, labelled pairs give theirs in a
+    ``turns`` column."""
+    for i, (judge, protocol) in enumerate(zip(manifest.judges, protocols, strict=True)):
+        if not protocol.fields & MULTI_TURN:
+            continue
+        for k, source in enumerate(manifest.corpus.sources):
+            if not isinstance(source, LabelledPairsSource):
+                raise ManifestError(f"judges[{i}].prompt", f"judge {judge.name!r}: MT-Bench's multi-turn template "
+                                                           f"needs earlier turns, and corpus.sources[{k}] is one turn: "
+                                                           "use labelled pairs with a turns column, or "
+                                                           "the single-turn template (pair-v2)")
+        one_turn = next((p for p in read_pairs(manifest.corpus.sources) if len(p.turns) != 1), None)
+        if one_turn is not None:
+            raise ManifestError(f"judges[{i}].prompt", f"judge {judge.name!r}: MT-Bench's multi-turn template needs "
+                                                       f"one earlier turn per pair; pair {one_turn.pair_id!r} has "
+                                                       f"{len(one_turn.turns)}: give it in its turns column "
+                                                       "([{input, output_1, output_2}]), or use pair-v2")
+
+
 def _check_probes(perturbations: list[PerturbationSpec]) -> None:
     """The robustness probes' own fields (perturb/probes.py): ``base`` on a cue probe only,
     naming a text degradation; ``cue_language`` and ``cues`` on probes only; a cue file that
@@ -480,9 +540,10 @@ def _check_protocol(judge: JudgeSpec, where: str) -> None:
     if judge.protocol == "pointwise" and judge.soft:
         raise ManifestError(f"{where}.soft", f"judge {judge.name!r}: soft verdicts are slot probabilities: "
                                              "pairwise only")
-    if judge.verdict is not None and judge.soft:
+    if judge.verdict is not None and judge.soft and (judge.verdict.pattern or judge.verdict.scores is not None):
         raise ManifestError(f"{where}.verdict", f"judge {judge.name!r}: a soft judge reads probabilities, "
-                                                "not a verdict pattern")
+                                                "not a verdict pattern (its own label tokens: "
+                                                "verdict: {labels: {m: A, M: B}}, no pattern)")
     if judge.callable is not None and not re.fullmatch(r"[\w.]+:[\w.]+", judge.callable):
         raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: expected 'package.module:function'")
 

@@ -291,6 +291,9 @@ class PromptSpec(_Spec, frozen=True):
     file: str | None = None
     name: str | None = None
     source: str | None = None
+    # Constant text for a source tool's own fields (promptfoo's {{ rubric }}, JudgeLM's
+    # {prompt} block): substituted by the loader, and may itself use the fields above.
+    vars: dict[str, str] = {}
 
 
 class VerdictSpec(_Spec, frozen=True):
@@ -301,14 +304,19 @@ class VerdictSpec(_Spec, frozen=True):
     ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an
     unmapped label or an out-of-scale number: invalid.
     ``reply``: how the simulated judge writes a verdict (``Rating: [[{label}]]``); derived
-    from a simple ``pattern`` when unset."""
+    from a simple ``pattern`` when unset.
+    ``scores`` (pairwise, in place of ``pattern``): a regex whose first two groups are the
+    scores of answer A and answer B (JudgeLM's ``8 6``, ``[[8, 6]]``); the higher wins, equal
+    scores are a tie. A soft judge (``soft: true``) takes ``labels`` alone: the label tokens
+    whose probabilities it reads (AlpacaEval's ``{m: A, M: B}``)."""
 
-    pattern: str
+    pattern: str = ""
     match: Literal["first", "last"] = "last"
     labels: dict[str, Literal["A", "B", "tie"]] = {}
     scale: tuple[float, float] | None = None
     values: dict[str, float] = {}  # pointwise labels and their scores ({C: 1, P: 0.5, I: 0})
     reply: str | None = None
+    scores: str | None = None  # pairwise two-score replies: groups 1 and 2 are A's and B's scores
 
 
 class AzureSpec(_Spec, frozen=True):

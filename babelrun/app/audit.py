@@ -14,6 +14,7 @@ unifies them. ``executor: ray`` hands the shards to Ray workers (``cluster.py``)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,12 +53,14 @@ __all__ = ["AuditResult", "MergeResult", "audit", "audit_async", "compact_run", 
 def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
           handle_signals: bool = True, shard: log.Shard | None = None,
           judges: Sequence[str] | None = None, limit: int | None = None,
-          budget: float | None = None) -> AuditResult:
+          budget: float | None = None, stop: threading.Event | None = None) -> AuditResult:
     """Run (or resume) the audit; with ``shard``, only that shard's keys, and no cards (the
     last shard to finish does not know it is the last: ``merge`` scores the union).
     ``manifest``: a Manifest or the path of its YAML file. ``judges``: call only the judges of
     these names (the others keep their records); ``limit``: judge at most this many new
-    presentations per judge (a trial run; the next run continues).
+    presentations per judge (a trial run; the next run continues). ``stop``: an event another
+    thread may set to drain the run as a first Ctrl-C does (the calls in flight finish and are
+    written, no new one starts; the result says ``interrupted``; a rerun resumes).
 
     Blocking: it runs its own event loop. Inside a running loop (Jupyter, an async app) it
     raises and names ``await babelrun.audit_async(...)``, which runs it in a worker thread."""
@@ -85,7 +88,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
-                            only=only, limit=limit, budget_usd=budget)
+                            only=only, limit=limit, budget_usd=budget, stop=stop)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:
@@ -107,14 +110,30 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
 async def audit_async(manifest: Manifest | str | Path, *, progress: Progress | None = None,
                       judges: Sequence[str] | None = None, limit: int | None = None) -> AuditResult:
     """``audit`` for code that already runs an event loop (Jupyter, an async app): the audit
-    runs in a worker thread with its own loop, and this awaits it. Ctrl-C handling is left
-    to the host (no signal handlers outside the main thread); cancelling the await leaves
-    the thread to finish its in-flight calls, and the log resumable."""
+    runs in a worker thread with its own loop, and this awaits it.
+
+    Cancellable: cancelling the await (``task.cancel()``, a timeout, Ctrl-C under
+    ``asyncio.run``) drains the audit as a first Ctrl-C does — the calls in flight finish and
+    are written, no new call starts — waits for the thread to end and its run lock to be
+    released, then re-raises the cancellation. A rerun, in the same process too, resumes."""
+    import anyio
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(
-        lambda: audit(manifest, progress=progress, handle_signals=False, judges=judges, limit=limit),
-        abandon_on_cancel=True)
+    stop, finished = threading.Event(), threading.Event()
+
+    def work() -> AuditResult:
+        try:
+            return audit(manifest, progress=progress, handle_signals=False, judges=judges, limit=limit, stop=stop)
+        finally:
+            finished.set()
+
+    try:
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        stop.set()
+        with anyio.CancelScope(shield=True):  # the drain: the thread's calls end, its lock is released
+            await anyio.to_thread.run_sync(finished.wait)
+        raise
 
 
 def _no_running_loop() -> None:

@@ -13,7 +13,11 @@ What binds, in the order it is checked:
 
 - **the rate limit**: a level that drew 429s from the provider, or whose throughput reaches
   90 % of the manifest's ``rate_limit.rpm``: more concurrency only brings more refusals, so
-  climbing stops there and the limit observed (calls/min at that level) is reported;
+  climbing stops there. A provider's limit is reported as what it let through: the most
+  successful calls that finished inside any sliding ``WINDOW_S`` (60 s) of the bench — never a
+  short burst scaled up to a minute. A bench shorter than the window says so: its count is
+  what one window let through, a floor of the limit; ``--seconds 60`` measures a whole one.
+  The manifest's own pacing is known: its rate is the one measured at the limiting level;
 - **the top level**: the best throughput was at the highest level tried and the last
   doubling still gained ``gain`` (10 %) or more — throughput is still growing;
 - **concurrency**: throughput levels off; the advice is the smallest level that reaches 90 %
@@ -42,6 +46,7 @@ from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 
 NEAR_BEST = 0.9  # a level within 10 % of the best throughput is as good as the best
+WINDOW_S = 60.0  # a provider's requests-per-minute window
 Binding = Literal["concurrency", "rate_limit", "top_level"]
 
 
@@ -67,6 +72,7 @@ class JudgeBench(msgspec.Struct, frozen=True):
     binding: Binding
     observed_rpm: float | None  # the calls/min at which the rate limit held, when it binds
     advice: str
+    measured_s: float | None = None  # seconds from the first to the last successful call of the bench
 
 
 def levels(cap: int) -> list[int]:
@@ -115,11 +121,24 @@ class _Budget(msgspec.Struct):
         return True
 
 
+def window_count(stamps: list[float], window: float = WINDOW_S) -> int:
+    """The most of ``stamps`` (seconds, any order) inside any half-open span of ``window``
+    seconds: the calls a sliding-window rate limit let through at its busiest."""
+    times = sorted(stamps)
+    best = start = 0
+    for end, t in enumerate(times):
+        while times[start] <= t - window:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
 def _percentile(latencies: list[float], q: float) -> float | None:
     return round(float(np.percentile(latencies, q)), 2) if latencies else None
 
 
-async def _level(run: JudgeRunner, requests: list[JudgeRequest], concurrency: int, budget: _Budget) -> Level:
+async def _level(run: JudgeRunner, requests: list[JudgeRequest], concurrency: int, budget: _Budget,
+                 stamps: list[float] | None = None) -> Level:
     state = run.state
     before = (state.rate_limited, state.retries)
     latencies: list[float] = []
@@ -132,15 +151,30 @@ async def _level(run: JudgeRunner, requests: list[JudgeRequest], concurrency: in
             record = await run.call(next(cycle))
             budget.finished += 1
             if record.status == "ok":
+                if stamps is not None:
+                    stamps.append(time.perf_counter())
                 latencies.append(record.latency_ms or 0.0)
                 tokens += (record.tokens_in or 0) + (record.tokens_out or 0)
             else:
                 failed += 1
 
+    async def watch(scope: anyio.CancelScope) -> None:
+        # Refused by the provider and past the level's time: the calls left are waiting out a
+        # Retry-After (a minute, for a per-minute limit) and would measure nothing more.
+        while True:
+            await anyio.sleep(0.05)
+            if state.rate_limited > before[0] and time.perf_counter() - budget.started >= budget.seconds:
+                scope.cancel()
+                return
+
     budget.started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for _ in range(concurrency):
-            tg.start_soon(worker)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, scope)
+            async with anyio.create_task_group() as workers:
+                for _ in range(concurrency):
+                    workers.start_soon(worker)
+            tg.cancel_scope.cancel()  # every worker done: stop watching
     elapsed = time.perf_counter() - budget.started
     return Level(concurrency, budget.finished, failed, state.rate_limited - before[0], state.retries - before[1],
                  round(elapsed, 3), round(len(latencies) / elapsed, 2), round(tokens / elapsed, 1),
@@ -152,18 +186,30 @@ def _limited(level: Level, rpm: float | None) -> bool:
     return level.rate_limited > 0 or (rpm is not None and level.calls_per_s * 60 >= NEAR_BEST * rpm)
 
 
-def verdict(name: str, results: list[Level], rpm: float | None) -> tuple[int, Binding, float | None, str]:
-    """(recommended concurrency, what binds, observed rpm, one line of advice)."""
+def verdict(name: str, results: list[Level], rpm: float | None,
+            stamps: list[float] | None = None) -> tuple[int, Binding, float | None, str]:
+    """(recommended concurrency, what binds, observed rpm, one line of advice). ``stamps``:
+    when each successful call of the bench finished (seconds), for a provider's limit."""
     if _limited(results[-1], rpm):
         top = results[-1]
-        observed = round(max(lv.calls_per_s for lv in results) * 60, 1)
         level = knee(results)
-        why = (f"{top.rate_limited} replies were 429 (rate limited)" if top.rate_limited
-               else f"the manifest's rate_limit.rpm ({rpm:g}) paces it")
+        if top.rate_limited:  # the provider's limit: count what its window let through
+            times = stamps or []
+            observed = float(window_count(times))
+            span = max(times) - min(times) if times else 0.0
+            how = (f"at most {observed:g} calls finished in any {WINDOW_S:g} s window of {span:.0f} s measured"
+                   if span >= WINDOW_S else
+                   f"{observed:g} calls got through in {span:.1f} s, shorter than a {WINDOW_S:g} s window: what one "
+                   f"window let through, a floor of the limit (--seconds {WINDOW_S:g} measures a whole window)")
+            return level, "rate_limit", observed, (
+                f"the rate limit binds, not concurrency: {top.rate_limited} replies were 429 (rate limited) at "
+                f"concurrency {top.concurrency}; {how}; set `concurrency: {level}` and "
+                f"`rate_limit.rpm: {int(observed)}` for judge {name!r}")
+        observed = round(max(lv.calls_per_s for lv in results) * 60, 1)
         return level, "rate_limit", observed, (
-            f"the rate limit binds, not concurrency: {why} at concurrency {top.concurrency}, "
-            f"about {observed:g} calls/min get through; set `concurrency: {level}` and "
-            f"`rate_limit.rpm: {int(observed)}` for judge {name!r}")
+            f"the rate limit binds, not concurrency: the manifest's rate_limit.rpm ({rpm:g}) paces it at "
+            f"concurrency {top.concurrency}, about {observed:g} calls/min get through; set `concurrency: {level}` "
+            f"and `rate_limit.rpm: {int(observed)}` for judge {name!r}")
     level = knee(results)
     if level == results[-1].concurrency and still_growing(results):
         return level, "top_level", None, (
@@ -181,16 +227,18 @@ async def bench_judge(spec: JudgeSpec, account: limits.Account, requests: list[J
     # One connection per call in flight at the largest level: the pool never caps a level.
     run = runner(judge, account, state, CallLimits(tried[-1], tried[-1], False))
     results: list[Level] = []
+    stamps: list[float] = []
     try:
         for c in tried:
             budget = _Budget(seconds, max(min_calls, 2 * c), max(min_calls, 2 * c) * 1000)
-            results.append(await _level(run, requests, c, budget))
+            results.append(await _level(run, requests, c, budget, stamps))
             if _limited(results[-1], account.rpm):
                 break  # past the rate limit, more concurrency only brings more refusals
     finally:
         await judge.aclose()
-    recommended, binding, observed, advice = verdict(spec.name, results, account.rpm)
-    return JudgeBench(spec.name, judge.judge_id, results, recommended, binding, observed, advice)
+    recommended, binding, observed, advice = verdict(spec.name, results, account.rpm, stamps)
+    measured = round(max(stamps) - min(stamps), 3) if stamps else None
+    return JudgeBench(spec.name, judge.judge_id, results, recommended, binding, observed, advice, measured)
 
 
 def run(manifest: Manifest, *, sample: int = 64, cap: int = 64, only: str | None = None,

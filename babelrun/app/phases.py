@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -113,7 +114,7 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
               build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
               phases: tuple[str, ...] = PHASES, wanted: DoneSet | None = None,
               only: frozenset[str] | None = None, limit: int | None = None,
-              budget_usd: float | None = None) -> engine.EngineResult:
+              budget_usd: float | None = None, stop: threading.Event | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
     matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
@@ -131,7 +132,7 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
     options = extras(manifest, budget_usd)
     try:
         return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
-                      handle_signals=handle_signals, accounts=accounts, limit=limit, **options)
+                      handle_signals=handle_signals, accounts=accounts, limit=limit, stop=stop, **options)
     finally:
         writer.close()
         cache = options.get("cache")

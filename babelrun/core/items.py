@@ -73,6 +73,9 @@ class LabelledPair(msgspec.Struct, frozen=True):
     # The data labels the pair a tie (neither output better): ``better`` is then the data's
     # output_1 and ``worse`` its output_2, and its items are of kind ``labelled_tie``.
     tie: bool = False
+    # Earlier turns of a multi-turn conversation, oldest first: (question, the better
+    # output's answer, the worse output's answer); ``prompt``/``better``/``worse`` are the last.
+    turns: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def perturbation(self) -> str:
@@ -108,6 +111,9 @@ class Item(msgspec.Struct, frozen=True):
     # A robustness probe's cue: which probe, cue language, text and placement
     # (``authority|en|1|between:2``; perturb/probes.py). Empty for every other item.
     cue: str = ""
+    # Earlier turns (labelled multi-turn pairs), oldest first: (question, the reference's
+    # answer, the perturbed answer's), for multi-turn templates (MT-Bench's {answer_a_1}).
+    turns: tuple[tuple[str, str, str], ...] = ()
 
 
 class PerturbationAudit(msgspec.Struct, frozen=True):
@@ -235,11 +241,12 @@ def pair_item(pair: LabelledPair, seed: int) -> Item:
     fields: tuple[str, ...] = ("labelled", pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse, str(seed))
     fields += (pair.condition,) if pair.condition else ()
     fields += ("tie",) if pair.tie else ()
+    fields += tuple(text for turn in pair.turns for text in ("turn", *turn))  # none: the ids as before
     iid = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=10).hexdigest()
     kind: ItemKind = "labelled_tie" if pair.tie else "labelled"
     return Item(iid, kind, pair.lang, pair.pair_id, pair.prompt, pair.better, pair.worse,
                 pair.perturbation, 0.0, len(pair.better), len(pair.worse),
-                pair.better_family, pair.worse_family)
+                pair.better_family, pair.worse_family, turns=pair.turns)
 
 
 def build(references: Iterable[Reference], perturbations: Iterable[tuple[str, list[float]]],

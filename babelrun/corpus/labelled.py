@@ -17,7 +17,10 @@ Optional columns, for the Judge-LS protocol and self-preference (any row may car
   (``zh-en-switched``: its items are Chinese, and its cards say ``pairs:<set>@zh-en-switched``
   so a mix never shares a card cell with its plain language); ``language`` overrides;
 - ``model_1``, ``model_2``, ``family_1``, ``family_2``: which model (and model family) wrote
-  each output, for the self-preference analysis.
+  each output, for the self-preference analysis;
+- ``turns``: the earlier turns of a multi-turn conversation, oldest first, each
+  ``{input, output_1, output_2}`` (the same two models' earlier answers); ``input`` and the
+  outputs above are the last turn. What MT-Bench's multi-turn templates judge.
 
 **Labels.** ``label`` is ``1``, ``2`` or ``"tie"`` (neither output better); a source's
 ``label_map`` maps a data set's own coding (``{0: tie, 1: 1, 2: 2}``). A row may carry
@@ -46,6 +49,12 @@ from ..core.items import LabelledPair
 from ..errors import ManifestError
 
 
+class _Turn(msgspec.Struct):
+    input: str
+    output_1: str
+    output_2: str
+
+
 class _Row(msgspec.Struct):
     input: str
     output_1: str
@@ -59,6 +68,7 @@ class _Row(msgspec.Struct):
     model_2: str = ""
     family_1: str = ""
     family_2: str = ""
+    turns: list[_Turn] = []  # earlier turns, oldest first (multi-turn pairs: MT-Bench)
     labels: list[int | str] | dict[str, int | str] | None = None  # one per annotator
 
 
@@ -278,9 +288,11 @@ def read_pairs(spec) -> Iterator[LabelledPair]:
         first = (row.output_1, row.model_1, row.family_1)
         second = (row.output_2, row.model_2, row.family_2)
         better, worse = (second, first) if label == "2" else (first, second)
+        turns = tuple((t.input, t.output_2, t.output_1) if label == "2" else (t.input, t.output_1, t.output_2)
+                      for t in row.turns)
         yield LabelledPair(lang, pair_id, name, row.input, better[0], worse[0],
                            condition=mix, better_model=better[1], worse_model=worse[1],
-                           better_family=better[2], worse_family=worse[2], tie=label == "tie")
+                           better_family=better[2], worse_family=worse[2], tie=label == "tie", turns=turns)
 
 
 def read(spec) -> Iterator:

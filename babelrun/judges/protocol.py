@@ -42,8 +42,11 @@ from . import safe_regex
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
 
+# MT-Bench's two-turn pairwise fields: the earlier turn (``_1``, from the item's ``turns``) and
+# the last (``_2``: the item's own question and answers).
+MULTI_TURN = frozenset({"question_1", "answer_a_1", "answer_b_1", "question_2", "answer_a_2", "answer_b_2"})
 FIELDS = {
-    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"}),
+    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"} | MULTI_TURN),
     "pointwise": frozenset({"question", "answer", "reference", "language"}),
 }
 REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
@@ -51,7 +54,24 @@ REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
 # (ref_answer_1), alpaca_eval (instruction, output_1, output_2), inspect_ai's
 # model_graded_qa (criterion), and the built-in templates' own {prompt}.
 ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "question", "output_1": "answer_a",
-           "output_2": "answer_b", "output": "answer", "criterion": "reference"}
+           "output_2": "answer_b", "output": "answer", "criterion": "reference",
+           # LLMBar ({input}, {output_1}, {output_2}); JudgeLM ({answer_1}, {answer_2}; its {prompt} is
+           # its instructions block, filled by the loader from the prompt file's defaults)
+           "input": "question", "answer_1": "answer_a", "answer_2": "answer_b"}
+# Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing:
+# refused at validate with the tool's name and the fix.
+_MULTI_TURN = ("MT-Bench's multi-turn pointwise and reference-guided templates ({answer_1} of a turn, "
+               "{ref_answer_2}) are not read: use pair-v2-multi-turn (pairwise, labelled pairs with turns) or "
+               "a single-turn template (single-v1)")
+SOURCE_FIELDS = {
+    **{name: _MULTI_TURN for name in ("ref_answer_2",)},
+    "answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun compares two "
+                    "answers; use a JudgeLM template without it"),
+    "rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
+               "prompt: {file: …, vars: {rubric: \"…\"}} (it may use {question})"),
+    "instructions": ("inspect_ai's {instructions} is its grading instructions: give them in the manifest, "
+                     "prompt: {file: …, vars: {instructions: \"…\"}}"),
+}
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
 REASONING_TOKENS = 1024
@@ -109,6 +129,9 @@ def fields_of(text: str) -> list[str]:
 
 def check_template(template: Template, protocol: str) -> set[str]:
     """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
+    check_source_fields(template)
+    if protocol == "pointwise" and multi_turn(template):
+        raise TemplateError("prompt", _MULTI_TURN)
     used: set[str] = set()
     for part in (template.system, template.user):
         try:
@@ -125,9 +148,49 @@ def check_template(template: Template, protocol: str) -> set[str]:
         raise TemplateError("prompt", f"unknown field {{{unknown[0]}}} in a {protocol} template "
                                       f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))})")
     for field in REQUIRED[protocol]:
-        if field not in used:
+        if field not in used and f"{field}_2" not in used:  # a two-turn template judges {answer_a_2} …
             raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
     return used
+
+
+def plain_format(text: str) -> bool:
+    """Whether ``text`` is a ``str.format`` template of plain ``{name}`` fields (a literal
+    brace doubled), as babelrun's own templates are."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    return all(name is None or (name.isidentifier() and not spec and conversion is None)
+               for _, name, spec, conversion in parsed)
+
+
+def multi_turn(template: Template) -> bool:
+    """Whether a template uses MT-Bench's two-turn fields ({question_1} … {answer_b_2})."""
+    names: set[str] = set()
+    for part in (template.system, template.user):
+        try:
+            names.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
+        except ValueError:
+            return False
+    return bool(names & MULTI_TURN)
+
+
+def check_source_fields(template: Template) -> None:
+    """Refuse another tool's field that babelrun cannot bind, or would bind wrongly, naming
+    the tool and the fix (``SOURCE_FIELDS``; JudgeLM's ``{prompt}`` beside ``{question}``)."""
+    raw: set[str] = set()
+    for part in (template.system, template.user):
+        try:
+            raw.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
+        except ValueError:
+            return  # check_template says what is malformed
+    for name in sorted(raw):
+        if name in SOURCE_FIELDS:
+            raise TemplateError("prompt", f"field {{{name}}}: {SOURCE_FIELDS[name]}")
+    if "prompt" in raw and "question" in raw:  # JudgeLM's shape: {question} … [System] {prompt}
+        raise TemplateError("prompt", "field {prompt} beside the question: JudgeLM's {prompt} is its instructions "
+                                      "block, not the question; read its prompt file with its defaults "
+                                      "(prompt: {file: …}) or give the text, prompt: {…, vars: {prompt: \"…\"}}")
 
 
 # ---- verdicts ------------------------------------------------------------------------------
@@ -141,6 +204,8 @@ def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
 
 
 def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
+    if verdict.scores is not None or not verdict.pattern:  # two scores, or a soft judge's label tokens
+        return check_other_verdict(verdict, protocol)
     try:
         pattern = safe_regex.compile(verdict.pattern)
     except safe_regex.error as e:
@@ -179,6 +244,67 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
 
 
+def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
+    """The verdicts without a label ``pattern``: ``scores`` (a pairwise reply giving each
+    answer a score: JudgeLM's ``8 6``, FastChat's ``[[8, 6]]``), or ``labels`` alone (the label
+    tokens a soft judge reads the probabilities of: AlpacaEval 2.0's ``{m: A, M: B}``; whether
+    the judge is soft is the manifest's check). Returns the pattern the reply is read with."""
+    if verdict.scores is None:
+        if not verdict.labels:
+            raise TemplateError("verdict.pattern", "needs a pattern (a regex whose first group is the label), "
+                                                   "scores (two groups: A's and B's scores), or, for a soft "
+                                                   "judge, labels alone")
+        if protocol != "pairwise" or verdict.scale is not None or verdict.values:
+            raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
+        if not {"A", "B"} <= set(verdict.labels.values()):
+            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        return safe_regex.compile("")
+    if protocol != "pairwise":
+        raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
+                                              "number: pattern and scale")
+    for name, set_ in (("pattern", bool(verdict.pattern)), ("labels", bool(verdict.labels)),
+                       ("scale", verdict.scale is not None), ("values", bool(verdict.values))):
+        if set_:
+            raise TemplateError(f"verdict.{name}", "scores reads two numbers and compares them: "
+                                                   f"{name} does not apply (drop it)")
+    try:
+        pattern = safe_regex.compile(verdict.scores)
+    except safe_regex.error as e:
+        raise TemplateError("verdict.scores", f"not a valid regular expression: {e}") from None
+    if pattern.groups < 2:
+        raise TemplateError("verdict.scores", "needs two groups: (A's score) … (B's score)")
+    return pattern
+
+
+def two_score_reader(verdict: VerdictSpec) -> Callable[[str], str]:
+    """reply -> A, B or tie by comparing the two captured scores (exactly equal: tie), or
+    invalid where the pattern does not match or a group is not a plain decimal. Symmetric by
+    construction: swapping the two scores swaps A and B, never favours a slot."""
+    assert verdict.scores is not None
+    pattern, match = safe_regex.compile(verdict.scores), verdict.match
+
+    def read(raw: str) -> str:
+        found = safe_regex.search(pattern, raw, "first" if match == "first" else "last")
+        if found is None:
+            return "invalid"
+        a, b = found.group(1), found.group(2)
+        if not (isinstance(a, str) and isinstance(b, str) and _NUMBER.fullmatch(a.strip())
+                and _NUMBER.fullmatch(b.strip())):
+            return "invalid"
+        x, y = float(a), float(b)
+        return "tie" if x == y else "A" if x > y else "B"
+
+    return read
+
+
+def soft_labels(spec: JudgeSpec) -> dict[str, str] | None:
+    """The label tokens a soft judge reads (``verdict: {labels: …}``), or None: the built-in
+    A / B / tie tokens. What a backend passes to ``prompt.slot_probabilities``."""
+    if spec.soft and spec.verdict is not None and spec.verdict.labels and not spec.verdict.pattern:
+        return dict(spec.verdict.labels)
+    return None
+
+
 def _captured(pattern: safe_regex.Pattern[str], match: str, raw: str) -> str | None:
     """The first group of the first or last match; ``safe_regex.PatternTimeout`` when the
     search runs past its time (the engine records the reply invalid, ``pattern_timeout``)."""
@@ -191,6 +317,8 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
     """reply -> A, B, tie or invalid."""
     if verdict is None:
         return parse
+    if verdict.scores is not None:
+        return two_score_reader(verdict)
     pattern, labels, match = safe_regex.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
@@ -273,6 +401,9 @@ class Judging:
         self.verdict = verdict_of(spec)
         if self.verdict is not None:
             check_verdict(self.verdict, spec.protocol)
+            if not spec.soft and not self.verdict.pattern and self.verdict.scores is None:
+                raise TemplateError("verdict.pattern", "labels alone name a soft judge's tokens (soft: true); "
+                                                       "a generated reply needs a pattern to find its label")
         self.read_slot = slot_reader(self.verdict) if spec.protocol == "pairwise" else None
         self.read_score: Callable[[str], float | None] | None = None
         if spec.protocol == "pointwise":
@@ -316,6 +447,8 @@ class Judging:
             values["answer_a"], values["answer_b"] = item.perturbed, item.reference
         if item.cue:  # a robustness probe: an injection names the cued answer's slot in this judge's syntax
             self._write_injection(values, key)
+        if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
+            values.update(earlier_turn(item, key, values))
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -385,6 +518,18 @@ class Judging:
             return reply.slot, None
         assert self.read_slot is not None  # a pairwise judge always has a slot reader
         return self.read_slot(reply.raw), None
+
+
+def earlier_turn(item: Item, key: str, values: dict[str, str]) -> dict[str, str]:
+    """MT-Bench's two-turn fields of an item: turn 1 from ``item.turns`` (its answers in the
+    same slot order as the last turn's), turn 2 the item's own question and answers."""
+    if len(item.turns) != 1:
+        raise TemplateError("prompt", f"MT-Bench's multi-turn template needs one earlier turn; item {item.item_id} "
+                                      f"has {len(item.turns)} (labelled pairs give them in a turns column)")
+    question, ref, pert = item.turns[0]
+    first, second = (ref, pert) if key == "ref_first" else (pert, ref)
+    return {"question_1": question, "answer_a_1": first, "answer_b_1": second, "question_2": values["question"],
+            "answer_a_2": values["answer_a"], "answer_b_2": values["answer_b"]}
 
 
 # A text's placeholders as (name in the text, the field it reads); None: fill every field.

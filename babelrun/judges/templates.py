@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
+import string
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
 from ..core import bounds
-from ..spec import JudgeSpec, PromptSpec
+from ..spec import JudgeSpec, PromptSpec, VerdictSpec
 from .prompt import TEMPLATES
-from .protocol import TemplateError
+from .protocol import TemplateError, plain_format
 
 
 def _did_you_mean(word: str, known: list[str]) -> str:
@@ -32,31 +35,96 @@ def resolve(judge: JudgeSpec, base: Path) -> str | PromptSpec:
     """The judge's ``prompt`` with its text read in: a built-in name as it is, a text file's
     text as the user message, a collection entry's system and user text, inline text as it is.
     ``TemplateError`` names the judge's field at fault. Paths are relative to ``base``."""
+    prompt, _ = _resolve(judge, base)
+    return prompt
+
+
+def resolve_judge(judge: JudgeSpec, base: Path) -> JudgeSpec:
+    """The judge with its prompt resolved (``resolve``) and, where the prompt is another
+    tool's evaluator config that names its reply parser (alpaca_eval's ``configs.yaml``), the
+    verdict that parser implies, unless the manifest declares one (the manifest wins)."""
+    prompt, verdict = _resolve(judge, base)
+    changes: dict[str, object] = {"prompt": prompt}
+    if verdict is not None and judge.verdict is None:
+        changes["verdict"] = verdict
+    return msgspec.structs.replace(judge, **changes)
+
+
+def inline(text: str) -> bool:
+    """Whether a plain-string ``prompt:`` is inline text (a newline, or a ``{field}``) rather
+    than a built-in name or a file path."""
+    return "\n" in text or _NAMED.search(text) is not None
+
+
+def _resolve(judge: JudgeSpec, base: Path) -> tuple[str | PromptSpec, VerdictSpec | None]:
+    used: set[str] = set()
+    resolved = _resolve_into(judge, base, used)
+    given = judge.prompt.vars if isinstance(judge.prompt, PromptSpec) else {}
+    unused = sorted(set(given) - used)
+    if unused:
+        raise TemplateError(f"prompt.vars.{unused[0]}", f"judge {judge.name!r}: {{{unused[0]}}} is not a field of "
+                                                        "the template: a var fills a field the template has")
+    return resolved
+
+
+def _resolve_into(judge: JudgeSpec, base: Path, used: set[str]) -> tuple[str | PromptSpec, VerdictSpec | None]:
     prompt = judge.prompt
     if isinstance(prompt, str):
         if prompt in TEMPLATES:
-            return prompt
+            return prompt, None
+        if inline(prompt):
+            system, user = read_text(prompt)
+            return PromptSpec(system=to_format(system), user=to_format(user)), None
         path = _path(prompt, base)
         if not path.is_file() and not path.exists():
             raise TemplateError("prompt", f"judge {judge.name!r}: {prompt!r} is neither a built-in template "
-                                          f"({', '.join(TEMPLATES)}) nor a file")
-        return PromptSpec(user=_text(path, "prompt"), source=path.name)
+                                          f"({', '.join(TEMPLATES)}) nor a file (inline text has a newline "
+                                          "or a {field})")
+        return _from_file(judge, path, None, {}, used)
     if prompt.file is None:
         if prompt.name is not None:
             raise TemplateError("prompt.name", "name picks a template of a file: set file too")
         if prompt.user is None:
             raise TemplateError("prompt.user", f"judge {judge.name!r}: the template's user text is missing")
-        return prompt
+        system, user = read_text(prompt.user) if not prompt.system else ("", prompt.user)
+        system = substitute(to_format(prompt.system or system), prompt.vars, used)
+        user = substitute(to_format(user), prompt.vars, used)
+        if (system, user) == (prompt.system, prompt.user) and not prompt.vars:
+            return prompt, None  # unchanged (the ids of existing inline templates stay the same)
+        return msgspec.structs.replace(prompt, system=system, user=user, vars={}), None
     if prompt.user is not None or prompt.system:
         raise TemplateError("prompt.file", "either file (+ name) or system/user text, not both")
     path = _path(prompt.file, base)
     if not path.is_file():
         raise TemplateError("prompt.file", f"file not found: {path}")
-    system, user, kind = _from_collection(path, prompt.name, "prompt")
+    return _from_file(judge, path, prompt.name, prompt.vars, used)
+
+
+def _from_file(judge: JudgeSpec, path: Path, name: str | None,
+               vars_: dict[str, str], used: set[str]) -> tuple[PromptSpec, VerdictSpec | None]:
+    source = f"{path.name}#{name}" if name else path.name
+    if path.suffix == ".json":
+        messages = _message_array(path)
+        if messages is not None:  # promptfoo: a JSON array of chat messages, nunjucks fields
+            if name is not None:
+                raise TemplateError("prompt.name", f"{path.name} is one prompt (a message array): it has no names")
+            system, user = _two_messages([(m["role"], m["content"]) for m in messages], "promptfoo message array")
+            return PromptSpec(system=substitute(to_format(system, nunjucks=True), vars_, used),
+                              user=substitute(to_format(user, nunjucks=True), vars_, used),
+                              source=source), None
+    if path.suffix in (".yaml", ".yml"):
+        config = _alpaca_eval_config(path, name)
+        if config is not None:
+            return _from_alpaca_eval(judge, path, config, vars_, source, used)
+    system, user, kind, defaults = _from_collection(path, name, "prompt")
     if kind is not None and kind != judge.protocol:
-        raise TemplateError("protocol", f"judge {judge.name!r}: template {prompt.name!r} is {kind}; "
+        raise TemplateError("protocol", f"judge {judge.name!r}: template {name!r} is {kind}; "
                                         f"set protocol: {kind}")
-    return PromptSpec(system=system, user=user, source=f"{path.name}#{prompt.name}" if prompt.name else path.name)
+    if not system and path.suffix not in (".jsonl", ".yaml", ".yml", ".json"):
+        system, user = read_text(user)
+    values = {**defaults, **vars_}  # JudgeLM's defaults (its {prompt} block); the manifest's vars win
+    return PromptSpec(system=substitute(to_format(system), values, used),
+                      user=substitute(to_format(user), values, used), source=source), None
 
 
 def _path(text: str, base: Path) -> Path:
@@ -99,7 +167,7 @@ def _text(path: Path, field: str) -> str:
 _KINDS = {"pairwise": "pairwise", "pair": "pairwise", "single": "pointwise", "pointwise": "pointwise"}
 
 
-def _from_collection(path: Path, name: str | None, field: str) -> tuple[str, str, str | None]:
+def _from_collection(path: Path, name: str | None, field: str) -> tuple[str, str, str | None, dict[str, str]]:
     """(system, user, protocol) of template ``name`` in a JSONL or YAML collection (MT-Bench's
     fields ``system_prompt``/``prompt_template``/``type``, or ``system``/``user``), or of a
     plain text file (the user message)."""
@@ -107,7 +175,7 @@ def _from_collection(path: Path, name: str | None, field: str) -> tuple[str, str
     if path.suffix not in (".jsonl", ".yaml", ".yml", ".json"):
         if name is not None:
             raise TemplateError(f"{field}.name", f"{path.name} is a plain text template: it has no names")
-        return "", text, None
+        return "", text, None, {}
     try:
         if path.suffix == ".jsonl":
             entries = [bounds.decode_json(msgspec.json.decode, line) for line in text.splitlines() if line.strip()]
@@ -138,4 +206,185 @@ def _from_collection(path: Path, name: str | None, field: str) -> tuple[str, str
     if not isinstance(user, str) or not isinstance(system, str):
         raise TemplateError(f"{field}.name", f"template {name!r} has no text prompt_template/user")
     kind = entry.get("type")
-    return system, user, _KINDS.get(kind) if isinstance(kind, str) else None
+    defaults = entry.get("defaults")  # JudgeLM: the text of its {prompt} block
+    defaults = {str(k): v for k, v in defaults.items() if isinstance(v, str)} if isinstance(defaults, dict) else {}
+    return system, user, _KINDS.get(kind) if isinstance(kind, str) else None, defaults
+
+
+# ---- other tools' prompt files, read unchanged ------------------------------------------------
+
+_NAMED = re.compile(r"\{([A-Za-z_]\w*)\}")
+_NUNJUCKS = re.compile(r"\{\{-?\s*([A-Za-z_]\w*)\s*-?\}\}")
+_NUNJUCKS_OTHER = re.compile(r"\{%|\{#|\{\{[^}]*[|.(\[]")
+_FIELD_LIKE = re.compile(r"\{[A-Za-z_]\w*[.\[!:][^{}\n]*\}")
+_CHAT_START, _CHAT_END = "<|im_start|>", "<|im_end|>"
+
+
+def read_text(text: str) -> tuple[str, str]:
+    """(system, user) of a prompt's text: ChatML markup (``<|im_start|>system … <|im_end|>``,
+    alpaca_eval's and LLMBar's prompt files) split into its messages, each trimmed as
+    alpaca_eval's ``prompt_to_chatml`` trims it; any other text is the user message."""
+    stripped = text.strip()
+    if not stripped.startswith(_CHAT_START):
+        return "", text
+    messages = []
+    for part in stripped.split(_CHAT_START)[1:]:
+        head, _, body = part.partition("\n")
+        messages.append((head.strip(), body.split(_CHAT_END, 1)[0].strip()))
+    return _two_messages(messages, "chat markup (<|im_start|>role … <|im_end|>)")
+
+
+def _two_messages(messages: list[tuple[str, str]], what: str) -> tuple[str, str]:
+    roles = [role for role, _ in messages]
+    if roles == ["system", "user"]:
+        return messages[0][1], messages[1][1]
+    if roles == ["user"]:
+        return "", messages[0][1]
+    raise TemplateError("prompt", f"{what} with the messages {roles}: a judge's prompt is one system and one "
+                                  "user message (or one user message); merge the others into them")
+
+
+def to_format(text: str, *, nunjucks: bool = False) -> str:
+    """A prompt's text as babelrun's ``str.format`` template, the file left as it is.
+
+    Text that already is one (plain ``{name}`` fields, ``{{``/``}}`` for a literal brace) is
+    returned unchanged. Otherwise, the way alpaca_eval reads its prompt files, only a
+    ``{name}`` is a field and every other brace is literal (a JSON example in a prompt):
+    those are escaped. ``nunjucks`` (promptfoo): the fields are ``{{ name }}`` and every
+    single brace is literal; tags (``{% … %}``), comments and filters are refused."""
+    if nunjucks:
+        found = _NUNJUCKS_OTHER.search(text)
+        if found is not None:
+            raise TemplateError("prompt", f"promptfoo (nunjucks): {found.group()!r}…: tags, comments, filters "
+                                          "and attributes are not read; plain {{ name }} fields only")
+        pattern = _NUNJUCKS
+    else:
+        if plain_format(text) or _format_attempt(text):
+            return text  # a template (the checks refuse its specs, conversions and attributes)
+        attempt = _FIELD_LIKE.search(text)
+        if attempt is not None:  # a field with an attribute, index, conversion or format spec
+            raise TemplateError("prompt", f"not a valid template: field {attempt.group()} must be a plain name "
+                                          "({name}); a literal brace is written {{ or }}")
+        pattern = _NAMED
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        out.append(_escape(text[last:m.start()]))
+        out.append("{" + m.group(1) + "}")
+        last = m.end()
+    out.append(_escape(text[last:]))
+    return "".join(out)
+
+
+_ATTEMPT = re.compile(r"[A-Za-z_]\w*(?:[.\[].*)?", re.S)
+
+
+def _format_attempt(text: str) -> bool:
+    """Whether ``text`` parses as ``str.format`` with every field a name (perhaps with an
+    attribute, index, conversion or spec): meant as a template, not literal braces."""
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError:
+        return False
+    return all(_ATTEMPT.fullmatch(name) for name in names)
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def substitute(text: str, values: dict[str, str], used: set[str] | None = None) -> str:
+    """A ``str.format`` template with the fields named in ``values`` (``prompt: {vars: …}``,
+    JudgeLM's defaults) replaced by their text, itself read as a template (it may use
+    babelrun's fields); every other field and literal kept as it was."""
+    if not values:
+        return text
+    out = []
+    for literal, field, spec, conversion in string.Formatter().parse(text):
+        out.append(_escape(literal))
+        if field is None:
+            continue
+        if field in values:
+            out.append(to_format(values[field]))
+            if used is not None:
+                used.add(field)
+        else:
+            out.append("{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}")
+    return "".join(out)
+
+
+def _message_array(path: Path) -> list[dict[str, str]] | None:
+    try:
+        loaded = bounds.decode_json(msgspec.json.decode, _text(path, "prompt.file"))
+    except msgspec.DecodeError:
+        return None
+    except bounds.BoundError as e:
+        raise TemplateError("prompt.file", f"{path.name}: {e}") from None
+    if (isinstance(loaded, list) and loaded
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                    for m in loaded)):
+        return loaded
+    return None
+
+
+# alpaca_eval's completion parsers -> a verdict (a generated ranking; a soft judge's tokens).
+_RANKING = VerdictSpec(pattern=r"""['"]model['"]\s*:\s*['"]model_1['"]\s*,\s*['"]rank['"]\s*:\s*(\d+)""",
+                       match="first", labels={"1": "A", "2": "B"})
+
+
+def _alpaca_eval_config(path: Path, name: str | None) -> dict[str, Any] | None:
+    """The annotator entry of an alpaca_eval ``configs.yaml`` (its ``prompt_template`` names a
+    file, its ``fn_completion_parser`` how replies are read), or None: another YAML file."""
+    text = _text(path, "prompt.file")
+    try:
+        bounds.check_yaml(text)  # aliases and depth, before the decoder expands them
+        loaded = bounds.decode_json(msgspec.yaml.decode, text)
+    except msgspec.DecodeError:
+        return None
+    except bounds.BoundError as e:
+        raise TemplateError("prompt.file", f"{path.name}: {e}") from None
+    if not isinstance(loaded, dict):
+        return None
+    entries = {k: v for k, v in loaded.items() if isinstance(v, dict) and isinstance(v.get("prompt_template"), str)
+               and ("fn_completions" in v or "fn_completion_parser" in v)}
+    if not entries:
+        return None
+    if name is None:
+        if len(entries) != 1:
+            raise TemplateError("prompt.name", f"{path.name} holds {len(entries)} annotators: name one "
+                                               f"({', '.join(list(entries)[:8])})")
+        return next(iter(entries.values()))
+    if name not in entries:
+        raise TemplateError("prompt.name", f"no annotator {name!r} in {path.name}{_did_you_mean(name, list(entries))}")
+    return entries[name]
+
+
+def _from_alpaca_eval(judge: JudgeSpec, path: Path, config: dict[str, Any], vars_: dict[str, str],
+                      source: str, used: set[str]) -> tuple[PromptSpec, VerdictSpec | None]:
+    template = config["prompt_template"]
+    # alpaca_eval names the prompt file relative to evaluators_configs/ (the config's parent's parent)
+    candidates = [path.parent.parent / template, path.parent / template, path.parent / Path(template).name]
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise TemplateError("prompt.file", f"alpaca_eval config {path.name}: its prompt_template {template!r} "
+                                           f"is not next to it ({candidates[0]})")
+    system, user = read_text(_text(found, "prompt.file"))
+    prompt = PromptSpec(system=substitute(to_format(system), vars_, used),
+                        user=substitute(to_format(user), vars_, used), source=f"{source}:{Path(template).name}")
+    parser = config.get("fn_completion_parser", "regex_parser")
+    kwargs = config.get("completion_parser_kwargs") or {}
+    if parser == "ranking_parser":
+        return prompt, _RANKING
+    if parser == "logprob_parser":
+        numerator = kwargs.get("numerator_token")
+        others = [t for t in kwargs.get("denominator_tokens", []) if t != numerator]
+        if not isinstance(numerator, str) or len(others) != 1 or not isinstance(others[0], str):
+            raise TemplateError("verdict", f"alpaca_eval's logprob_parser in {path.name}: expected one numerator "
+                                           "token and one other denominator token")
+        if not judge.soft:
+            raise TemplateError("soft", f"judge {judge.name!r}: alpaca_eval's logprob_parser reads the "
+                                        f"probabilities of {numerator!r}/{others[0]!r}: set soft: true")
+        return prompt, VerdictSpec(labels={numerator: "A", others[0]: "B"})
+    if judge.verdict is None:
+        raise TemplateError("verdict", f"judge {judge.name!r}: alpaca_eval's {parser} is not read for you: declare "
+                                       "verdict: {pattern: …, labels: …} (docs/judges.md, from other tools)")
+    return prompt, None

@@ -3,7 +3,7 @@ pipeline, and what binds — concurrency, the rate limit, or nothing yet."""
 
 import msgspec
 
-from babelrun.app.benchjudge import Level, knee, levels, still_growing, verdict
+from babelrun.app.benchjudge import Level, knee, levels, still_growing, verdict, window_count
 from babelrun.app.cli import main
 from babelrun.testing import FakeJudgeServer
 from helpers import write_manifest
@@ -29,8 +29,20 @@ def test_verdicts_name_what_binds():
     flat = [_level(1, 10), _level(2, 20), _level(4, 21), _level(8, 21)]
     assert verdict("j", flat, None)[:2] == (2, "concurrency")  # 20 is within 10 % of 21
     limited = [_level(1, 10), _level(2, 19, rate_limited=5)]
-    level, binding, observed, advice = verdict("j", limited, None)
-    assert (binding, observed) == ("rate_limit", 1140.0) and "5 replies were 429" in advice
+    burst = [i * 0.05 for i in range(200)]  # 200 calls in 10 s, then 429s: never "1200/min"
+    level, binding, observed, advice = verdict("j", limited, None, burst)
+    assert (binding, observed) == ("rate_limit", 200.0) and "5 replies were 429" in advice
+    assert "shorter than a 60 s window" in advice
+    steady = [i * 0.5 for i in range(600)]  # 300 s at 120/min
+    assert verdict("j", limited, None, steady)[2] == 120.0
+    assert "in any 60 s window of 300 s" in verdict("j", limited, None, steady)[3]
+
+
+def test_window_count_is_the_busiest_sliding_window():
+    assert window_count([]) == 0
+    assert window_count([0, 59.9, 60, 61, 119.95]) == 3  # (1, 61] holds 59.9, 60, 61
+    assert window_count([5, 1, 3], window=2) == 1  # a window is half-open: 1 and 3 are 2 s apart
+    assert window_count([5, 1, 3], window=2.5) == 2
 
 
 def _bench(tmp_path, capsys, judges, *extra):
@@ -73,6 +85,19 @@ def test_server_rate_limit_reported_with_its_429s(tmp_path, capsys):
     assert result["binding"] == "rate_limit"
     assert last["rate_limited"] > 0 and last["concurrency"] < 64  # stopped climbing at the limit
     assert "429" in result["advice"] and result["observed_rpm"] is not None
+
+
+def test_a_server_allowing_200_a_minute_is_reported_at_most_200(tmp_path, capsys):
+    """The issue's case: 200 requests/min on a sliding 60 s window; a short bench used to
+    scale its burst up to a minute (``rpm: 1242``, ``--seconds 2``: 2724)."""
+    with FakeJudgeServer(rpm_limit=200) as server:
+        judge = {"name": "remote", "backend": "openai", "model": "m", "endpoint": server.url, "retries": 1}
+        (result,) = _bench(tmp_path, capsys, [judge], "--seconds", "2", "--max-concurrency", "64")
+        admitted = server.snapshot()
+    assert result["binding"] == "rate_limit"
+    assert result["observed_rpm"] <= 200
+    assert "shorter than a 60 s window" in result["advice"] and "rate_limit.rpm: " in result["advice"]
+    assert result["observed_rpm"] == admitted["served_ok"] <= 200  # every call the server let through, no more
 
 
 def test_identical_judges_get_identical_advice(tmp_path, capsys):

@@ -83,3 +83,41 @@ def test_defaults_and_path_resolution(tmp_path):
     from babelrun import corpus
     refs = corpus.select(m).references
     assert [(r.lang, r.prompt) for r in refs] == [("sw", "Q?")]
+
+
+@pytest.mark.parametrize(("text", "path", "suggestion"), [
+    (BASE.replace("backend: simulated", "backend: simulated, base: x"), "judges[0].base", None),  # a composite's
+    (BASE.replace("backend: simulated", "backend: simulated, cache: x"), "judges[0].cache", "batch"),  # never 'scale'
+    (BASE + "scoring: {bootstrapp: 10}\n", "scoring.bootstrapp", "bootstrap"),
+    (BASE + "corpus: {sources: [{kind: bundled, paht: x}]}\n", "corpus.sources[0].paht", "path"),
+    (BASE.replace("backend: simulated", "backend: simulated, simulated: {acuracy: 0.9}"),
+     "judges[0].simulated.acuracy", "accuracy"),
+    (BASE.replace("backend: simulated", "backend: simulated, verdict: {patern: x}"), "judges[0].verdict.patern",
+     "pattern"),
+])
+def test_did_you_mean_draws_only_from_the_fields_valid_there(tmp_path, text, path, suggestion):
+    error = _error_for(tmp_path, text)
+    assert error.path == path and error.problem.startswith("unknown field")
+    if suggestion is None:
+        assert "did you mean" not in error.problem
+    else:
+        assert error.problem.endswith(f"did you mean {suggestion!r}?")
+
+
+def test_fields_at_follows_lists_unions_and_optionals():
+    assert "bootstrap" in manifest.fields_at("scoring") and "model" not in manifest.fields_at("scoring")
+    assert {"pairs_per_set", "path", "format"} <= set(manifest.fields_at("corpus.sources[3]"))  # every source kind
+    assert "position_bias" in manifest.fields_at("judges[2].simulated")
+    assert manifest.fields_at("judges[0].verdict.labels") == []
+
+
+def test_references_per_language_is_refused_on_a_corpus_of_labelled_pairs_only(tmp_path):
+    body = BASE + "corpus: {sources: [{kind: labelled_pairs}], references_per_language: 3}\n"
+    error = _error_for(tmp_path, body)
+    assert error.path == "corpus.references_per_language" and "pairs_per_set" in error.problem
+    ok = BASE + "corpus: {sources: [{kind: labelled_pairs, pairs_per_set: 3}]}\n"
+    (tmp_path / "ok.yaml").write_text(ok)
+    assert manifest.load(tmp_path / "ok.yaml", environ={}).corpus.sources[0].pairs_per_set == 3
+    mixed = BASE + "corpus: {sources: [{kind: bundled}, {kind: labelled_pairs}], references_per_language: 3}\n"
+    (tmp_path / "mixed.yaml").write_text(mixed)
+    assert manifest.load(tmp_path / "mixed.yaml", environ={}).corpus.references_per_language == 3  # for the references
