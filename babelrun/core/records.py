@@ -62,6 +62,7 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     cue: str | None = None
     cached: bool = False  # served from the response cache (``cache:``): no call was made
     tokens_cached: int | None = None  # input tokens the provider served from its prompt cache
+    truncated: bool = False  # the reply stopped at max_tokens, as the provider said (omitted when not)
 
     @property
     def key(self) -> tuple[str, str, str]:

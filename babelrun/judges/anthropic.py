@@ -65,6 +65,7 @@ class _Message(msgspec.Struct):
     content: list[_Block]
     model: str | None = None
     usage: _Usage | None = None
+    stop_reason: str | None = None  # "max_tokens": cut at the budget
 
 
 class _ErrorDetail(msgspec.Struct):
@@ -133,6 +134,7 @@ class AnthropicJudge(HttpJudge):
                        + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)),
             tokens_out=usage.output_tokens,
             tokens_cached=usage.cache_read_input_tokens,
+            truncated=message.stop_reason == "max_tokens",
         )
 
     def provider_error(self, payload: bytes) -> ProviderError:

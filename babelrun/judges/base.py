@@ -55,6 +55,7 @@ class JudgeReply(msgspec.Struct, frozen=True):
     slot: str | None = None
     score: float | None = None
     tokens_cached: int | None = None  # input tokens served from the provider's prompt cache
+    truncated: bool = False  # the provider says the reply stopped at max_tokens (its finish reason)
 
 
 class Judge(Protocol):

@@ -130,6 +130,7 @@ class GeminiJudge(HttpJudge):
             tokens_in=usage.prompt_token_count,
             tokens_out=tokens_out,
             tokens_cached=usage.cached_content_token_count,
+            truncated=any(c.finish_reason == "MAX_TOKENS" for c in response.candidates[:1]),
         )
 
     def provider_error(self, payload: bytes) -> ProviderError:

@@ -62,6 +62,7 @@ class _Logprobs(msgspec.Struct):
 class _Choice(msgspec.Struct):
     message: _Message
     logprobs: _Logprobs | None = None
+    finish_reason: str | None = None  # "length": cut at max_tokens
 
 
 class _PromptDetails(msgspec.Struct):
@@ -149,6 +150,7 @@ class OpenAIJudge(HttpJudge):
             tokens_out=usage.completion_tokens,
             tokens_cached=usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None,
             probs=_soft(choice, soft_labels(self.spec)) if self.spec.soft else None,
+            truncated=choice.finish_reason == "length" and not self.spec.soft,  # a soft judge asks one token
         )
 
 

@@ -9,9 +9,11 @@ is misconfigured, not biased (DESIGN.md, *Verdicts*).
   masked, cut, made terminal-safe) and the pattern.
 - **refused**: more than the same share of a judge's calls in the log ended in a rejected
   error (the provider refused the request: 400, 413, 422, a blocked candidate) after retries.
-- **truncated by max_tokens**: not diagnosed. No backend records a finish reason in the log
-  today (Gemini reads one only to explain an empty reply), so a reply cut by ``max_tokens``
-  shows as an unmatched one, with its text among the examples.
+- **truncated**: a judge over the threshold whose unmatched replies were mostly cut at
+  ``max_tokens`` — the provider's finish reason, kept in the record (``truncated``: OpenAI's
+  ``finish_reason: length``, Anthropic's ``stop_reason: max_tokens``, Gemini's
+  ``finishReason: MAX_TOKENS``) — is told apart: raise ``max_tokens``. Judges that are code and
+  local models report no finish reason; their cut replies show as unmatched.
 
 ``audit`` and ``score`` print each diagnosis's ``line()`` and exit ``EXIT_MISCONFIGURED`` (3)
 when there is one and nothing else failed; the report shows them first after the matrix.
@@ -30,13 +32,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.text import neutralise
+from ..judges.protocol import max_tokens
 from ..spec import JudgeSpec
 from .verdict import MISCONFIGURED
 
 EXIT_MISCONFIGURED = 3  # a judge's replies were unreadable, or it refused (docs/operations.md)
 EXAMPLES = 3
 EXAMPLE_CHARS = 120
-COLUMNS = ["judge_id", "judge", "lang", "verdict", "raw"]
+COLUMNS = ["judge_id", "judge", "lang", "verdict", "raw", "truncated"]
 _LOG_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
                          ("error_kind", pa.string()), ("error", pa.string())])
 
@@ -44,7 +47,7 @@ _LOG_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("st
 class Diagnosis(msgspec.Struct, frozen=True):
     judge: str
     judge_id: str
-    kind: str  # unmatched | refused
+    kind: str  # unmatched | truncated | refused
     share: float
     count: int
     total: int
@@ -56,6 +59,9 @@ class Diagnosis(msgspec.Struct, frozen=True):
         where = "" if self.lang == "all" else f" in {self.lang}"
         if self.kind == "refused":
             head = f"{self.share:.0%} of calls were refused by the provider{where} ({self.count} of {self.total})"
+        elif self.kind == "truncated":
+            head = (f"{self.share:.0%} of replies did not match the verdict pattern{where} ({self.count} of "
+                    f"{self.total}), most of them cut at max_tokens ({self.pattern}): raise max_tokens")
         else:
             head = (f"{self.share:.0%} of replies did not match the verdict pattern{where} "
                     f"({self.count} of {self.total}); pattern: {self.pattern}")
@@ -104,24 +110,30 @@ def unmatched(data: pa.Table, specs: Mapping[str, JudgeSpec]) -> list[Diagnosis]
             zero_copy_only=False)
         lang = np.array(mine["lang"].cast(pa.string()).to_pylist(), dtype=object)
         raw = mine["raw"].to_pylist() if "raw" in mine.column_names else [None] * mine.num_rows
+        cut = (pc.fill_null(mine["truncated"], False).to_numpy(zero_copy_only=False).astype(bool)
+               if "truncated" in mine.column_names else np.zeros(mine.num_rows, dtype=bool))
         name = mine["judge"].cast(pa.string())[0].as_py()
-        pattern = pattern_of(specs.get(jid))
+        spec = specs.get(jid)
+        pattern = pattern_of(spec)
+        budget = f"max_tokens {max_tokens(spec)}" if spec is not None else "max_tokens"
         everywhere = np.ones(len(invalid), dtype=bool)
-        overall = _one(name, jid, pattern, invalid, raw, secrets, everywhere, "all")
+        overall = _one(name, jid, pattern, invalid, raw, secrets, everywhere, "all", cut, budget)
         if overall is not None:
             out.append(overall)
             continue
         out += [d for code in sorted(set(lang.tolist()))
-                if (d := _one(name, jid, pattern, invalid, raw, secrets, lang == code, code)) is not None]
+                if (d := _one(name, jid, pattern, invalid, raw, secrets, lang == code, code, cut, budget)) is not None]
     return out
 
 
 def _one(name: str, jid: str, pattern: str, invalid: np.ndarray, raw: list[str | None], secrets: list[str],
-         where: np.ndarray, code: str) -> Diagnosis | None:
+         where: np.ndarray, code: str, cut: np.ndarray, budget: str) -> Diagnosis | None:
     n, k = int(where.sum()), int((invalid & where).sum())
     if not n or k / n <= MISCONFIGURED:
         return None
     first = [_example(raw[i], secrets) for i in np.flatnonzero(invalid & where)[:EXAMPLES]]
+    if 2 * int((invalid & where & cut).sum()) > k:  # most unmatched replies were cut at the budget
+        return Diagnosis(name, jid, "truncated", round(k / n, 4), k, n, code, budget, first)
     return Diagnosis(name, jid, "unmatched", round(k / n, 4), k, n, code, pattern, first)
 
 

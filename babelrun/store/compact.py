@@ -37,7 +37,7 @@ SCHEMA = log.RECORD_SCHEMA
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
 # (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
-_FORMAT = b"7"  # bump when the Parquet layout changes: older files are rebuilt
+_FORMAT = b"8"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
 DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "ref_id", "perturbation",
                       "verdict", "slot", "served_model", "fingerprint", "error_kind")

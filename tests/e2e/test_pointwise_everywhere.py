@@ -9,11 +9,12 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
+import babelrun
 from babelrun.app import pin
 from babelrun.app.cli import main
 from babelrun.score import decode
 from babelrun.score.diagnose import EXIT_MISCONFIGURED
-from helpers import simulated, write_manifest
+from helpers import LoopbackServer, simulated, write_manifest
 
 SHIFT = 0.0  # a silent change of the user's judge: its code, not its identity
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "es", "sw"], "references_per_language": 6}
@@ -122,3 +123,31 @@ def test_a_judge_whose_replies_all_miss_the_pattern_is_diagnosed_not_judged(tmp_
     cards = decode((run / "cards.json").read_bytes())
     card = next(j for j in cards.judges if j.judge == "broken").overall
     assert card.verdict == "unreadable replies" and not card.below_chance
+
+
+class _CutServer(LoopbackServer):
+    """An OpenAI-compatible judge that reasons at length and is cut off before its verdict:
+    every reply ends with ``finish_reason: length``."""
+
+    def add_routes(self, app) -> None:
+        from aiohttp import web
+
+        async def chat(request):
+            body = await request.json()
+            return web.json_response({"model": body["model"], "choices": [{
+                "message": {"role": "assistant", "content": "Let me weigh both answers carefully. First,"},
+                "finish_reason": "length"}], "usage": {"prompt_tokens": 10, "completion_tokens": 8}})
+
+        app.router.add_post("/v1/chat/completions", chat)
+
+
+def test_a_judge_cut_at_max_tokens_is_told_apart(tmp_path, capsys):
+    with _CutServer() as server:
+        cut = {"name": "cut", "backend": "openai", "model": "m", "endpoint": f"{server.url}/v1", "max_tokens": 8,
+               "verdict": {"pattern": r"\[\[([AB])\]\]"}, "retries": 0}
+        code, run = _audit(tmp_path, [cut])
+    assert code == EXIT_MISCONFIGURED
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("misconfigured: cut"))
+    assert "cut at max_tokens (max_tokens 8): raise max_tokens" in line
+    records = babelrun.load_run(run, ["truncated"]).to_pylist()
+    assert records and all(r["truncated"] for r in records)
