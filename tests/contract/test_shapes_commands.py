@@ -272,6 +272,7 @@ ARGS: dict[str, Callable[[Run, Path, Path], list[str] | int]] = {
     "check": lambda r, t, c: _check(r, t, c),
     "bench-judge": lambda r, t, c: ["bench-judge", str(r.manifest), "--sample", "2", "--seconds", "0.01",
                                     "--min-calls", "2", "--max-concurrency", "2", "--json"],
+    "cache": lambda r, t, c: ["cache", "stats", str(t)],  # the response cache is the judge's, not the run's
 }
 
 CELLS = [(s, c.name) for s in SHAPES for c in COMMANDS]
