@@ -89,7 +89,7 @@ class Decoder:
     ``Llama``), with one unified KV cache for up to ``n_seq`` sequences of ``n_ctx`` cells in
     all. Runs in the model thread only."""
 
-    def __init__(self, llm: Any, n_seq: int, n_ctx: int, flash: bool = True):  # llm: llama_cpp.Llama
+    def __init__(self, llm: Any, n_seq: int, n_ctx: int, flash: bool = False):  # llm: llama_cpp.Llama
         import llama_cpp
 
         self._lib = llama_cpp
@@ -101,7 +101,10 @@ class Decoder:
         params.swa_full = True  # Gemma's sliding-window layers: keep the shared prefix's cells
         # Every token attends over the whole unified cache, masked to its own sequence. Plain
         # attention multiplies by the masked cells too (at batch 8, ~1,500 cells for a prompt
-        # that sees ~300); llama.cpp's CPU flash attention skips them.
+        # that sees ~300); llama.cpp's CPU flash attention skips them — but it is off by
+        # default: with the generic (GGML_NATIVE=OFF) kernels its numerics flipped one of six
+        # greedy verdicts against the one-at-a-time path (the agreement test), and a verdict
+        # must not depend on batching. ``flash=True`` is for benchmarks that check agreement.
         params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash
                                   else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         self.n_ctx, self.n_seq, self.n_vocab = n_ctx, n_seq, llm.n_vocab()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from babelrun.app.cli import main
+from babelrun.score.diagnose import EXIT_MISCONFIGURED
 from helpers import ROOT, LoopbackServer, quiet_audit, write_manifest
 
 KEY_ENV = "BABELRUN_INPUTS_KEY"
@@ -88,7 +89,10 @@ def test_a_redos_verdict_pattern_finishes_with_the_replies_invalid(pattern, time
         manifest = write_manifest(tmp_path, [_openai(server, verdict={"pattern": pattern}, concurrency=2)],
                                   corpus=CORPUS, perturbations=ONE)
         done = _audit(manifest)
-    assert done.returncode == 0, done.stderr
+    # The audit ends; every reply invalid makes the judge misconfigured (issue 24: exit 3, a
+    # diagnosis line naming the pattern), not a hang and not a crash.
+    assert done.returncode == EXIT_MISCONFIGURED, done.stderr
+    assert "did not match the verdict pattern" in done.stderr and pattern in done.stderr
     records = _records(tmp_path / "run")
     assert records and all(r["status"] == "ok" and r["slot"] == "invalid" for r in records)
     kinds = {r.get("error_kind") for r in records}
@@ -106,7 +110,7 @@ def test_a_redos_rule_finishes_with_the_pairs_invalid(tmp_path):
     manifest = write_manifest(tmp_path, [judge], corpus={"sources": [{"kind": "jsonl", "path": str(corpus)}],
                                                           "languages": ["en"]}, perturbations=ONE)
     done = _audit(manifest)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == EXIT_MISCONFIGURED, done.stderr  # ends; every pair unreadable: misconfigured
     records = _records(tmp_path / "run")
     assert records and all(r["status"] == "ok" and r["slot"] == "invalid" and r["error_kind"] == "pattern_timeout"
                            for r in records)
