@@ -60,6 +60,9 @@ class Case:
     failing: Callable[[Path], dict] | None  # None: the backend has no way to fail a call
     error: tuple[type[Exception], str] | None = None  # the class and kind ``failing`` raises
     why_no_failure: str = ""
+    # Why a batch's replies may differ from one-at-a-time replies in their text ("" : they may
+    # not); routing (each request gets its own reply) is then held where the numerics are exact.
+    batched_numerics: str = ""
 
 
 def _llamacpp(tmp_path: Path) -> dict:
@@ -99,7 +102,11 @@ CASES: dict[str, Case] = {
                       why_no_failure="its faults are off-format replies (invalid_rate), which the parser reads, "
                                      "not failed calls"),
     "llamacpp": Case(_llamacpp, lambda p: {"name": "j", "backend": "llamacpp", "model": str(p / "missing.gguf")},
-                     (FatalJudgeError, "not_found")),
+                     (FatalJudgeError, "not_found"),
+                     batched_numerics="llama.cpp's numerics depend on the batch (a shared unified KV cache "
+                     "and its kernels): a near-tie greedy token can differ from one-at-a-time; routing is "
+                     "held by tests/unit/test_local_batcher.py and the multi-sequence verdicts by "
+                     "tests/e2e/test_llamacpp.py's agreement test, in one fixed batch"),
     "mlx": Case(_mlx, lambda p: {"name": "j", "backend": "mlx", "model": str(p / "missing")},
                 (FatalJudgeError, "not_found")),
     "python": Case(lambda _: {"name": "j", "backend": "python", "callable": f"{__name__}:reply_by_length"},
@@ -185,6 +192,8 @@ def test_a_request_gets_a_reply_with_its_raw_text(backend, tmp_path):
 
 
 def test_concurrent_requests_each_get_their_own_reply(backend, tmp_path):
+    if CASES[backend].batched_numerics:
+        pytest.skip(f"{backend}: {CASES[backend].batched_numerics}")
     spec = _spec(CASES[backend].working(tmp_path))
     requests = [_request(_item(n), order) for n in range(3) for order in ("ref_first", "pert_first")]
     together = _run(build(spec, 0), *requests)
