@@ -28,7 +28,7 @@ def test_report_fits_1280_pixels_and_draws_every_figure(page):
 def test_matrix_sort_links_show_one_view_without_script(tmp_path):
     """The sort links work by CSS :target alone (the page has no script): the default view
     by language until a link is followed, then only the chosen one."""
-    from test_report_scale import synthetic
+    from unit.test_report_scale import synthetic  # a helper of the scale test (tests/ is on the path)
 
     from babelrun.report import html
 
