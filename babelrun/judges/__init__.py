@@ -1,4 +1,4 @@
-"""Judge backends behind one protocol (``base.Judge``), each registered once with what it can do.
+"""Judge backends behind one protocol (``protocol.Judge``), each registered once with what it can do.
 
 A backend is one class in one module, and one ``register`` line here: its name, where its
 class lives (imported when a judge first needs it, so ``import babelrun.judges`` loads no HTTP
@@ -28,7 +28,6 @@ from ..spec import JudgeSpec
 from .base import (
     ORDERS,
     FatalJudgeError,
-    Judge,
     JudgeReply,
     JudgeRequest,
     Order,
@@ -37,6 +36,7 @@ from .base import (
 )
 from .identity import judge_id
 from .presets import PRESETS
+from .protocol import Judge
 
 # The JudgeSpec fields every backend takes; a backend's ``Capabilities.options`` adds its own.
 COMMON_OPTIONS = frozenset({

@@ -1,4 +1,5 @@
-"""The judge protocol, the typed request/reply, and the errors the engine retries or stops on.
+"""The typed request/reply, and the errors the engine retries or stops on (the judge interface
+itself, ``Judge``, is in ``protocol.py`` beside the protocol every judge carries).
 
 A backend turns one ``JudgeRequest`` into one ``JudgeReply`` (the raw text and what the
 provider says it served). It never parses verdicts and never retries: the engine does both,
@@ -8,19 +9,13 @@ requests behind this same per-request call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
 import msgspec
 
 from ..core.items import Item
 from ..core.records import ORDERS, Answer, Order
 from ..errors import FatalJudgeError, RejectedError, RetryableError
-from ..spec import JudgeSpec
 
-if TYPE_CHECKING:
-    from .protocol import Judging
-
-__all__ = ["ORDERS", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "Order", "RejectedError",
+__all__ = ["ORDERS", "FatalJudgeError", "JudgeReply", "JudgeRequest", "Order", "RejectedError",
            "RetryableError"]
 
 
@@ -56,13 +51,3 @@ class JudgeReply(msgspec.Struct, frozen=True):
     score: float | None = None
     tokens_cached: int | None = None  # input tokens served from the provider's prompt cache
     truncated: bool = False  # the provider says the reply stopped at max_tokens (its finish reason)
-
-
-class Judge(Protocol):
-    spec: JudgeSpec
-    judge_id: str
-    protocol: Judging  # attached by ``judges.build``: keys, requests, the reading of replies
-
-    async def judge(self, request: JudgeRequest) -> JudgeReply: ...
-
-    async def aclose(self) -> None: ...

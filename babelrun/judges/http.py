@@ -42,7 +42,6 @@ from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 
 if TYPE_CHECKING:
-    from .batch_api import BatchApi
     from .protocol import Judging
 
 MAX_REPLY_BYTES = 1 << 20  # 1 MiB: a verdict is a few bytes; a batch result file is read apart
@@ -162,10 +161,11 @@ class HttpJudge:
     fatal: Mapping[int, str] = FATAL
     retryable: Mapping[int, str] = RETRYABLE
     # Declared, not set here: ``judges.build`` attaches the protocol to every judge it builds
-    # (``base.Judge``), and the backends whose capabilities say ``batch_api`` (openai,
+    # (``protocol.Judge``), and the backends whose capabilities say ``batch_api`` (openai,
     # anthropic) set their adapter class; the engine asks for it only of those.
     protocol: Judging
-    batch_api: ClassVar[type[BatchApi]]
+    # a ``judges.batch_api.BatchApi`` subclass (not named here: that module builds on this one)
+    batch_api: ClassVar[type[Any]]
 
     def __init__(self, spec: JudgeSpec, judge_id: str, url: str, headers: dict[str, str],
                  secrets: Iterable[str | None] = ()):

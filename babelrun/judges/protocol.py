@@ -31,7 +31,7 @@ import math
 import re
 import string
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -569,5 +569,19 @@ def max_tokens(spec: JudgeSpec) -> int:
     return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
 
 
-__all__ = ["Judging", "TemplateError", "check_template", "check_verdict", "identity", "max_tokens", "reply_format",
-           "template_of"]
+class Judge(Protocol):
+    """A judge under audit: a backend (``judge``, ``aclose``) and the protocol it carries,
+    attached by ``judges.build`` (keys, requests, the reading of replies). A backend turns one
+    request into one reply; it never parses verdicts and never retries."""
+
+    spec: JudgeSpec
+    judge_id: str
+    protocol: Judging
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+__all__ = ["Judge", "Judging", "TemplateError", "check_template", "check_verdict", "identity", "max_tokens",
+           "reply_format", "template_of"]
