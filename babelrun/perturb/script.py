@@ -399,6 +399,14 @@ def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]
 
 def entity_spans(text: str, lang: str) -> list[tuple[int, int]]:
     """Non-overlapping (start, end) spans of entity-like tokens, in text order."""
+    return list(_entity_spans(text, lang))
+
+
+# A plan drops entities from each reference at every severity, in its survey pass and again as
+# the engine's producer replays it: the spans of the last references are kept (they depend on
+# the text and the language alone).
+@functools.lru_cache(maxsize=256)
+def _entity_spans(text: str, lang: str) -> tuple[tuple[int, int], ...]:
     spaced = " " in text.strip()
     base = _base(lang)
     if base in rules.NOUNS_CAPITALISED:
@@ -408,7 +416,7 @@ def entity_spans(text: str, lang: str) -> list[tuple[int, int]]:
     spans = cased + _gazetteer_spans(text, lang, spaced)
     if lang.startswith("ja"):
         spans += [m.span() for m in _KATAKANA.finditer(text)]
-    return _merge(spans)
+    return tuple(_merge(spans))
 
 
 # ---- languages that capitalise every noun (German, Luxembourgish) ---------------------------
