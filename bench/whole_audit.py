@@ -4,14 +4,23 @@ judge (its own process, no latency), concurrency 16, ÷ a bare aiohttp loop post
 request bodies to the same server. Rounds alternate; prints medians and ranges
 (target: >= 0.5).
 
-    python bench/whole_audit.py [--refs 10] [--rounds 3]
+    python bench/whole_audit.py [--refs 10] [--rounds 3] [--base TREE]
 
-The corpus is full_plan.py's: the bundled references cycled over 65 languages.
+``--base TREE`` also times, in the same alternating rounds, the audit of another checkout
+(``git worktree add TREE <commit>``; its ``babelrun`` first on PYTHONPATH): before and
+after in one process, on the same server and bodies.
+
+The corpus is full_plan.py's: the bundled references cycled over 65 languages. The audits
+run with Python's bytecode cache on (compiled before the rounds, under the temporary
+folder), as an installed package runs, whatever PYTHONDONTWRITEBYTECODE says here: without it
+every audit compiles babelrun's ~100 modules from source (~0.2 s) and the bare loop does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,35 +60,75 @@ def bodies(path: Path) -> list[bytes]:
             for item, key in plan.pending(judge.judge_id, judge.protocol.keys)]
 
 
-def audit(path: Path) -> float:
+def environment(folder: Path, tree: str | None) -> dict[str, str]:
+    """The audit's environment: ``tree`` first on PYTHONPATH, bytecode cached under ``folder``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    if tree is not None:
+        env["PYTHONPATH"] = tree
+    return env
+
+
+def compile_tree(folder: Path, tree: str | None) -> None:
+    import babelrun
+
+    package = Path(tree) / "babelrun" if tree else Path(babelrun.__file__).parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True,
+                   env=environment(folder, tree), capture_output=True)
+
+
+CPU: dict[str | None, list[float]] = {}  # CPU seconds of each audit (its children included), by tree
+
+
+def audit(path: Path, tree: str | None = None) -> float:
+    env = environment(path.parent, tree)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "babelrun", "audit", str(path), "--progress-every", "3600"],
-                          capture_output=True, text=True, cwd=path.parent)
+                          capture_output=True, text=True, cwd=path.parent, env=env)
     if proc.returncode != 0:
         raise SystemExit(proc.stderr)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(tree, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return wall
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--refs", type=int, default=10, help="references per language (65 languages)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--base", help="a checkout whose audit is timed too, in the same rounds")
     args = p.parse_args()
+    base: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, fake_judge() as server:
         folder = Path(tmp)
         write_corpus(folder / "refs.jsonl", args.refs)
         sent = bodies(manifest(folder, server.url, args.refs, "probe"))
         anyio.run(bare_loop, server.url, sent[:500], 16)  # warm-up
+        compile_tree(folder, None)
+        if args.base:
+            compile_tree(folder, args.base)
         bare, whole = [], []
         for i in range(args.rounds):
             bare.append(anyio.run(bare_loop, server.url, sent, 16))
             whole.append(audit(manifest(folder, server.url, args.refs, f"run{i}")))
+            if args.base:
+                base.append(audit(manifest(folder, server.url, args.refs, f"base{i}"), args.base))
     b, w = statistics.median(bare), statistics.median(whole)
     print(f"calls={len(sent)} rounds={args.rounds} bare={b:.2f}s ({min(bare):.2f}-{max(bare):.2f}) "
           f"audit={w:.2f}s ({min(whole):.2f}-{max(whole):.2f}) (medians; ranges)")
     print(f"whole_audit_ratio={b / w:.3f}  (bare loop time ÷ the whole audit's wall time on the same calls; "
           f"per round {min(x / y for x, y in zip(bare, whole, strict=True)):.3f}-"
           f"{max(x / y for x, y in zip(bare, whole, strict=True)):.3f}; target >= 0.5)")
+    print("audit CPU seconds (the process and its plot children; firmer than wall time on a shared machine): "
+          + "; ".join(f"{'base' if t else 'this tree'} {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})"
+                      for t, c in CPU.items()))
+    if base:
+        print(f"base: audit={statistics.median(base):.2f}s ({min(base):.2f}-{max(base):.2f}) "
+              f"whole_audit_ratio={b / statistics.median(base):.3f} (per round "
+              f"{min(x / y for x, y in zip(bare, base, strict=True)):.3f}-"
+              f"{max(x / y for x, y in zip(bare, base, strict=True)):.3f})")
 
 
 if __name__ == "__main__":

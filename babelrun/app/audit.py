@@ -26,6 +26,7 @@ from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
 from ..plan import Plan
+from ..report import plots
 from ..score import Cards
 from ..spec import Manifest
 from ..store import compact, log
@@ -78,6 +79,19 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
             raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
                             "(or --executor ray)")
     run_dir = manifest.run_dir
+    # The report's plot-drawing children import matplotlib while this process plans and judges.
+    painter = plots.Painter(run_dir) if shard is None else None
+    try:
+        return _audit(manifest, run_dir, painter, progress=progress, handle_signals=handle_signals,
+                      shard=shard, only=only, limit=limit, budget=budget, stop=stop)
+    finally:
+        if painter is not None:
+            painter.close()
+
+
+def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, progress: Progress | None,
+           handle_signals: bool, shard: log.Shard | None, only, limit: int | None, budget: float | None,
+           stop: threading.Event | None) -> AuditResult:
     plan = Plan.from_manifest(manifest).sharded(shard)
     check_plan(plan)
     prepare_dir(run_dir)
@@ -103,7 +117,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
             # The full report (report.md with the leaderboard, report.html, plots/) from the
             # log and the cards just scored.
             return_freed_memory()
-            report.write([run_dir], run_dir, cards={run_dir: result.cards})
+            report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
     return result
 
 

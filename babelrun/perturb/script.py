@@ -337,20 +337,48 @@ def _adjacent(text: str, a: re.Match, b: re.Match) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _place_and_language_names(lang: str) -> tuple[str, ...]:
-    """Country and language names in ``lang`` itself (CLDR via language-data)."""
+    """Country and language names in ``lang`` itself (CLDR via language-data): the names
+    langcodes' ``territory_name(lang)`` and ``language_name(lang)`` give (``_cldr_name``)."""
     import langcodes
     from langcodes.data_dicts import TERRITORY_REPLACEMENTS
     from language_data.language_lists import CLDR_LANGUAGES
 
-    names: set[str] = set()
+    target = langcodes.Language.get(lang)
+    names: set[str | None] = set()
     territories = {t for t in TERRITORY_REPLACEMENTS.values() if len(t) == 2 and t.isalpha()}
     for code in territories:
-        names.add(langcodes.Language.make(territory=code).territory_name(lang))
+        names.add(_cldr_name(code, target))
     for code in CLDR_LANGUAGES:
-        names.add(langcodes.Language.get(code).language_name(lang))
-    # Codes without a name in ``lang`` come back as "Unknown language [xx]": drop those.
-    real = {n for n in names if len(n) >= 2 and "[" not in n}
+        names.add(_cldr_name(langcodes.Language.get(code).language or "und", target))
+    # Codes without a name in ``lang`` (langcodes' "Unknown language [xx]"): dropped.
+    real = {n for n in names if n is not None and len(n) >= 2 and "[" not in n}
     return tuple(sorted(real, key=len, reverse=True))
+
+
+def _cldr_name(code: str, target) -> str | None:
+    """The name of a language or territory ``code`` in the language ``target``, as langcodes'
+    ``Language._best_name`` picks it (the closest of the languages the name is known in, else
+    English), None where it has none: the same choice, with the closest match worked out once
+    per set of candidate languages, not once per name (a plan builds this for every language
+    of its corpus; tests/unit/test_hot_path.py compares it with langcodes)."""
+    from language_data.names import code_to_names
+
+    names = code_to_names(code)
+    matchable = _broader(target)
+    chosen = _closest(str(target), tuple(sorted(k for k in matchable if k in names)))
+    return names[chosen] if chosen in names else names.get("en")
+
+
+@functools.lru_cache(maxsize=256)
+def _broader(target) -> frozenset[str]:
+    return frozenset(target.broader_tags())
+
+
+@functools.lru_cache(maxsize=4096)
+def _closest(target: str, candidates: tuple[str, ...]) -> str:
+    import langcodes
+
+    return langcodes.closest_match(target, candidates, 25)[0]
 
 
 def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]]:
@@ -371,6 +399,14 @@ def _gazetteer_spans(text: str, lang: str, spaced: bool) -> list[tuple[int, int]
 
 def entity_spans(text: str, lang: str) -> list[tuple[int, int]]:
     """Non-overlapping (start, end) spans of entity-like tokens, in text order."""
+    return list(_entity_spans(text, lang))
+
+
+# A plan drops entities from each reference at every severity, in its survey pass and again as
+# the engine's producer replays it: the spans of the last references are kept (they depend on
+# the text and the language alone).
+@functools.lru_cache(maxsize=256)
+def _entity_spans(text: str, lang: str) -> tuple[tuple[int, int], ...]:
     spaced = " " in text.strip()
     base = _base(lang)
     if base in rules.NOUNS_CAPITALISED:
@@ -380,7 +416,7 @@ def entity_spans(text: str, lang: str) -> list[tuple[int, int]]:
     spans = cased + _gazetteer_spans(text, lang, spaced)
     if lang.startswith("ja"):
         spans += [m.span() for m in _KATAKANA.finditer(text)]
-    return _merge(spans)
+    return tuple(_merge(spans))
 
 
 # ---- languages that capitalise every noun (German, Luxembourgish) ---------------------------

@@ -6,7 +6,7 @@ page and plots (PNG and SVG).
 ``score``, ``merge`` and ``report`` all call it), so report.md is the same whichever ran last.
 Both formats show the sections of ``sections.SECTIONS``, in its order. ``markdown`` renders
 cards alone, for a caller holding only Cards. matplotlib is imported only where plots are drawn: in a child
-process (``plots.render_apart``), so it never adds to an audit's memory.
+processes (``plots.Painter``), so it never adds to an audit's memory.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from .markdown import render_report as markdown_report
 __all__ = ["markdown", "markdown_leaderboard", "markdown_report", "write"]
 
 
-def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None):
+def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None,
+          painter=None):
     """Write the report of ``run_dirs`` into ``out_dir``; returns the ReportData. ``cards``
-    (run dir -> Cards) skips re-scoring runs just scored; the others are rebuilt from their logs."""
+    (run dir -> Cards) skips re-scoring runs just scored; the others are rebuilt from their logs.
+    ``painter``: a ``plots.Painter`` for ``out_dir`` started earlier (its children have
+    imported matplotlib already); the caller closes it."""
     from . import data as report_data
 
     out_dir = Path(out_dir)
@@ -37,6 +40,6 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
         from . import html as report_html
         from . import plots
 
-        drawn = plots.render_apart(gathered, out_dir)
+        drawn = plots.render_apart(gathered, out_dir) if painter is None else painter.draw(gathered)
         write_atomic(out_dir / REPORT_HTML, report_html.render(gathered, drawn).encode())
     return gathered

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -424,13 +424,15 @@ def scoped(svg: str, name: str) -> str:
     return _SVG_IDS.sub(lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
 
 
-def render(data: ReportData, out_dir: Path) -> list[Plot]:
-    """Draw every plot that has data; write plots/NAME.png and plots/NAME.svg under
-    ``out_dir``; remove stale files of plots that no longer apply."""
+def render(data: ReportData, out_dir: Path, names: Sequence[str] | None = None) -> list[Plot]:
+    """Draw every plot that has data (of ``names``, when given); write plots/NAME.png and
+    plots/NAME.svg under ``out_dir``; remove stale files of plots that no longer apply."""
     plt = _pyplot()
     folder = safe_dir(Path(out_dir), "plots")  # a link at plots/: refused, never written through
     out = []
     for name, title, draw in PLOTS:
+        if names is not None and name not in names:
+            continue
         fig = draw(data)
         if fig is None:
             for ext in ("png", "svg"):
@@ -450,32 +452,116 @@ def render(data: ReportData, out_dir: Path) -> list[Plot]:
     return out
 
 
-def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
-    """``render`` in a child process: matplotlib (about 40 MB once imported) and its figures
-    never enter the caller's memory, so an audit's peak stays that of judging and scoring
-    (bench/full_plan.py). The report data goes in and the plots come back as msgpack."""
-    import subprocess
-    import sys
+# The plots as the children of a Painter share them: the metric heatmap (text in every cell)
+# takes about as long as the others together.
+GROUPS: tuple[tuple[str, ...], ...] = (
+    ("metrics_heatmap", "language_switch"),
+    tuple(name for name, _, _ in PLOTS if name not in ("metrics_heatmap", "language_switch")),
+)
 
-    safe_dir(Path(out_dir), "plots")  # a link at plots/ refused here, in one line
-    proc = subprocess.run([sys.executable, "-m", __name__, str(out_dir)], input=msgspec.msgpack.encode(data),
-                          capture_output=True, check=False)
-    if proc.returncode != 0:
-        stderr = proc.stderr.decode(errors="replace").strip()
+
+class Painter:
+    """``render`` in child processes: matplotlib (about 40 MB once imported) and its figures
+    never enter the caller's memory, so an audit's peak stays that of judging and scoring
+    (bench/full_plan.py). The report data goes in and the plots come back as msgpack.
+
+    The children start when the Painter is made and import matplotlib (and load its font)
+    while the caller works: ``audit`` makes one before it plans and judges, so the report
+    does not wait for those imports. With two or more CPUs the plots are shared between two
+    children (``GROUPS``), drawn side by side. ``draw`` once, then ``close`` (always: a
+    Painter never drawn ends its children)."""
+
+    def __init__(self, out_dir: Path, *, parts: int | None = None):
+        import subprocess
+        import sys
+
+        self.out_dir = Path(out_dir)
+        if parts is None:
+            parts = 2 if _cpus() >= 2 else 1
+        groups = GROUPS if parts >= 2 else (tuple(name for name, _, _ in PLOTS),)
+        self._procs = [subprocess.Popen([sys.executable, "-m", __name__, str(self.out_dir), *group],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        start_new_session=True)  # a Ctrl-C drains the audit, not them
+                       for group in groups]
+
+    def draw(self, data: ReportData) -> list[Plot]:
+        safe_dir(self.out_dir, "plots")  # a link at plots/ refused here, in one line
+        payload = msgspec.msgpack.encode(data)
+        for proc in self._procs:  # every child reads all its input before it draws
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(payload)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it failed early: its stderr says why
+            proc.stdin = None
+        drawn: dict[str, Plot] = {}
+        for proc in self._procs:
+            stdout, stderr = proc.communicate()
+            if proc.returncode != 0:
+                self._failed(proc.returncode, stderr)
+            drawn.update((p.name, p) for p in msgspec.msgpack.decode(stdout, type=list[Plot]))
+        return [drawn[name] for name, _, _ in PLOTS if name in drawn]  # report order
+
+    def _failed(self, returncode: int, err: bytes):
+        stderr = err.decode(errors="replace").strip()
         system = re.match(r"\w*Error: \[Errno (\d+)\] (.*)$", stderr.splitlines()[-1] if stderr else "")
-        if proc.returncode == 2 and stderr.startswith("UnsafePath: "):
+        if returncode == 2 and stderr.startswith("UnsafePath: "):
             raise UnsafePath(stderr.removeprefix("UnsafePath: "))
         if system:  # a full disk, a read-only folder: the caller reports it as the OSError it is
-            raise OSError(int(system.group(1)), system.group(2), str(out_dir / "plots"))
+            raise OSError(int(system.group(1)), system.group(2), str(self.out_dir / "plots"))
         raise RuntimeError(f"drawing the plots failed: {stderr}")
-    return msgspec.msgpack.decode(proc.stdout, type=list[Plot])
+
+    def close(self) -> None:
+        """End the children that are still running (a Painter never drawn, or a failed draw)."""
+        for proc in self._procs:
+            if proc.returncode is None:
+                proc.kill()
+                proc.communicate()
+
+    def __enter__(self) -> Painter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-if __name__ == "__main__":  # the child of render_apart
-    import sys
+def _cpus() -> int:
+    import os
 
     try:
-        plots = render(msgspec.msgpack.decode(sys.stdin.buffer.read(), type=ReportData), Path(sys.argv[1]))
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
+    """``render`` in child processes, started now (``Painter``)."""
+    with Painter(out_dir) as painter:
+        return painter.draw(data)
+
+
+def _warm() -> None:
+    """Load what the first figure would: the font and the Agg and SVG writers."""
+    plt = _pyplot()
+    fig = plt.figure(figsize=(1, 1))
+    try:
+        fig.text(0.5, 0.5, "babelrun 0.5")
+        fig.savefig(io.BytesIO(), format="png", dpi=20)
+        fig.savefig(io.StringIO(), format="svg")
+    finally:
+        plt.close(fig)
+
+
+if __name__ == "__main__":  # a child of a Painter
+    import sys
+
+    _warm()
+    given = sys.stdin.buffer.read()
+    if not given:  # the Painter was closed without drawing
+        sys.exit(0)
+    try:
+        plots = render(msgspec.msgpack.decode(given, type=ReportData), Path(sys.argv[1]), sys.argv[2:] or None)
     except UnsafePath as e:
         print(f"UnsafePath: {e}", file=sys.stderr)  # one line, re-raised as such by the parent
         sys.exit(2)

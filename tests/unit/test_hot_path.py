@@ -165,3 +165,28 @@ def test_a_drain_ends_an_admission_waiting_on_the_request_bucket():
         assert outcome == ["drained"] and not sent
 
     anyio.run(check)
+
+
+def test_gazetteer_names_are_langcodes_names():
+    """``script._place_and_language_names`` picks each territory's and language's name in the
+    target language as langcodes' ``territory_name`` / ``language_name`` do (the closest match
+    worked out once per candidate set): the same names for languages, regions, scripts and
+    codes without data."""
+    import langcodes
+    from langcodes.data_dicts import TERRITORY_REPLACEMENTS
+    from language_data.language_lists import CLDR_LANGUAGES
+
+    from babelrun.perturb import script
+
+    def langcodes_names(lang: str) -> set[str]:
+        names = set()
+        for code in {t for t in TERRITORY_REPLACEMENTS.values() if len(t) == 2 and t.isalpha()}:
+            names.add(langcodes.Language.make(territory=code).territory_name(lang))
+        for code in CLDR_LANGUAGES:
+            names.add(langcodes.Language.get(code).language_name(lang))
+        return {n for n in names if len(n) >= 2 and "[" not in n}
+
+    for lang in ("en", "de", "fr", "sw", "yo", "bn", "ja", "zh-Hant", "sr-Latn", "pt-BR", "iw", "tlh", "xx"):
+        fast = script._place_and_language_names(lang)
+        assert set(fast) == langcodes_names(lang), lang
+        assert len(fast) == len(set(fast)) and [len(n) for n in fast] == sorted(map(len, fast), reverse=True)

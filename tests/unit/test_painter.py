@@ -1,0 +1,53 @@
+"""The report's plot-drawing children (``plots.Painter``): started ahead of the report, the
+plots shared between two children come out byte for byte as one child (and as ``render`` in
+this process) draws them, in report order; a Painter closed without drawing ends its children
+and writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from unit.test_report_scale import synthetic  # a helper of the scale test (tests/ is on the path)
+
+from babelrun.report import plots
+from babelrun.store.files import UnsafePath
+
+
+def _files(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((folder / "plots").iterdir())}
+
+
+def test_two_children_draw_what_one_draws(tmp_path):
+    data = synthetic(judges=3, langs=12)
+    here = plots.render(data, tmp_path / "here")
+    drawn = {}
+    for parts in (1, 2):
+        with plots.Painter(tmp_path / str(parts), parts=parts) as painter:
+            drawn[parts] = painter.draw(data)
+    assert [p.name for p in drawn[2]] == [p.name for p in here] == [n for n, _, _ in plots.PLOTS if n in
+                                                                      {p.name for p in here}]
+    assert drawn[1] == drawn[2] == here
+    assert _files(tmp_path / "1") == _files(tmp_path / "2") == _files(tmp_path / "here")
+    assert {p.name for p in here} >= {"metrics_heatmap", "radar"}  # both groups drew something
+
+
+def test_every_plot_is_in_one_group():
+    names = [n for group in plots.GROUPS for n in group]
+    assert sorted(names) == sorted(n for n, _, _ in plots.PLOTS)
+
+
+def test_a_painter_closed_without_drawing_ends_its_children(tmp_path):
+    painter = plots.Painter(tmp_path, parts=2)
+    painter.close()
+    assert all(proc.returncode is not None for proc in painter._procs)
+    assert not (tmp_path / "plots").exists()
+
+
+def test_a_link_at_plots_is_refused_by_the_painter(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "plots").symlink_to(tmp_path / "elsewhere")
+    with plots.Painter(tmp_path / "out") as painter, pytest.raises(UnsafePath):
+        painter.draw(synthetic(judges=1, langs=3))
+    assert list((tmp_path / "elsewhere").iterdir()) == []
