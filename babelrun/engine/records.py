@@ -62,7 +62,8 @@ def _told(reply: JudgeReply) -> dict[str, Any]:
     """What a reply says of itself, bounded: counts whole and clamped, names as text."""
     return {"tokens_in": bounds.count(reply.tokens_in), "tokens_out": bounds.count(reply.tokens_out),
             "served_model": _text(reply.served_model), "fingerprint": _text(reply.fingerprint),
-            "tokens_cached": bounds.count(reply.tokens_cached), "truncated": reply.truncated is True}
+            "tokens_cached": bounds.count(reply.tokens_cached), "truncated": reply.truncated is True,
+            "tokens_cache_write": bounds.count(reply.tokens_cache_write)}
 
 
 def _text(value: object) -> str | None:
