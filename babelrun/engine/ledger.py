@@ -16,13 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from ..core.records import Record
 from ..spec import JudgeSpec, Price
 
 KINDS = ("fresh", "retried", "batch", "cached")
-CACHE_WRITE_FACTOR = 1.25  # a prompt-cache write, × input, where cache_write_per_mtok is unset (Anthropic's 5-minute rate)
+CACHE_WRITE_FACTOR = 1.25  # a prompt-cache write × input, cache_write_per_mtok unset (Anthropic: 5-minute writes)
 
 
 def price_of(spec: JudgeSpec) -> Price | None:
