@@ -79,6 +79,20 @@ class Ledger:
         counts[kind] = counts.get(kind, 0) + 1
         return usd
 
+    def merge(self, other: Ledger) -> None:
+        """Add another process's ledger of the same judge (the Ray executor's shards)."""
+        self.total += other.total
+        for lang, row in other.by_lang.items():
+            mine = self.by_lang.setdefault(lang, {})
+            for kind, usd in row.items():
+                mine[kind] = mine.get(kind, 0.0) + usd
+        for kind, n in other.calls.items():
+            self.calls[kind] = self.calls.get(kind, 0) + n
+        for lang, counts in other.lang_calls.items():
+            mine_n = self.lang_calls.setdefault(lang, {})
+            for kind, n in counts.items():
+                mine_n[kind] = mine_n.get(kind, 0) + n
+
     def summary(self) -> dict[str, Any]:
         return {"currency": self.price.currency, "total": round(self.total, 6),
                 "by_kind": {k: round(sum(r.get(k, 0.0) for r in self.by_lang.values()), 6)

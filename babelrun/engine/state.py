@@ -85,6 +85,7 @@ class JudgeState:
             round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
             round(self.elapsed, 3), self.stopped,
             spend=None if self.ledger is None else self.ledger.summary(), cached=self.cached,
+            not_needed=self.not_needed,
         )
 
 
