@@ -22,7 +22,10 @@ in the first, every item in no cell); its records are fed to the judge's ``Stopp
 cell decided after round k gets no lines in round k + 1. The keys of stopped cells are
 counted as not needed, as on the call path. With the response cache (``cache:``) a key
 whose request is cached makes no batch line: its record is the cached reply
-(``cached: true``), and each batch result is cached as a call's would be.
+(``cached: true``), and each batch result is cached as a call's would be. With
+``audit --budget`` a batch takes only the keys whose expected cost fits in what the judge's
+budget has left (``_within_budget``); the rest wait for a later batch, priced on the
+results of this one, and the judge stops when not one more fits.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..core.records import Record
 from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
 from ..judges.batch_api import BatchApi, BatchResult, BatchStopped
 from ..judges.http import HttpJudge
+from ..judges.protocol import max_tokens
 from ..plan import Plan
 from ..store.cache import ResponseCache
 from ..store.done import DoneSet
@@ -181,6 +185,27 @@ async def _submit(api: BatchApi, judge: HttpJudge, state: JudgeState, path: Path
     return created
 
 
+def _within_budget(judge: HttpJudge, state: JudgeState, todo: list[tuple[str, JudgeRequest]],
+                   budget_usd: float) -> tuple[list[tuple[str, JudgeRequest]], list[tuple[str, JudgeRequest]]]:
+    """``--budget`` for a batch: the first keys of ``todo`` whose expected cost (``Ledger.expected``:
+    the mean so far, or before any reply the request's size at the price with ``max_tokens``
+    out) fits in what is left, and the rest. The keys left over go in a later batch, once the
+    costs of this one are known; none fits: the judge stops (its first key always goes, as the
+    first call does: what calls cost is learnt from it)."""
+    ledger = state.ledger
+    assert ledger is not None
+    left = budget_usd - ledger.total
+    out = max_tokens(judge.spec)
+    n = 0
+    for _, request in todo:
+        expected = ledger.expected(request.messages, out)
+        if expected > left and (n or ledger.priced):
+            break
+        left -= expected
+        n += 1
+    return todo[:n], todo[n:]
+
+
 def _round(requests: dict[str, JudgeRequest], submitted: set[str], stopper: Stopper | None,
            size: int) -> list[tuple[str, JudgeRequest]]:
     """The keys of the next batch: every one left, or with stopping the round's (``batch_round``)."""
@@ -193,7 +218,7 @@ def _round(requests: dict[str, JudgeRequest], submitted: set[str], stopper: Stop
 
 async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet,
                records: ObjectSendStream[Record], run_dir: Path, stopper: Stopper | None = None,
-               cache: ResponseCache | None = None, round_items: int = 0) -> None:
+               cache: ResponseCache | None = None, round_items: int = 0, budget_usd: float | None = None) -> None:
     path = state_path(run_dir, judge.judge_id)
     requests = _requests(judge, plan, done)
     submitted: set[str] = set()
@@ -226,6 +251,15 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
                 state.count(hit)
                 _feed(stopper, hit)
             todo = misses
+        if todo and budget_usd is not None:
+            todo, over = _within_budget(judge, state, todo, budget_usd)
+            submitted.difference_update(cid for cid, _ in over)  # for a later round, if the budget allows
+            if not todo:
+                ledger = state.ledger
+                assert ledger is not None
+                state.stopped = (f"judge {state.name!r} stopped at its budget: {ledger.total:.4f} "
+                                 f"of {budget_usd:g} {ledger.price.currency} spent")
+                break
         if todo:
             created = await _submit(api, judge, state, path, todo)
             await _collect(api, judge, state, created, requests, records, path, stopper, cache)
@@ -237,17 +271,19 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
 
 async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
                     run_dir: Path, producers: list[anyio.CancelScope], stopper: Stopper | None = None,
-                    cache: ResponseCache | None = None, round_items: int = 0) -> None:
+                    cache: ResponseCache | None = None, round_items: int = 0,
+                    budget_usd: float | None = None) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
     Ctrl-C stops the polling (the batch stays pending; the next audit resumes it). With a
-    ``stopper``, batches of ``round_items`` items per undecided cell, one after another."""
+    ``stopper``, batches of ``round_items`` items per undecided cell, one after another;
+    with ``budget_usd`` (and a price), batches cut to what the budget has left."""
     api = judge.batch_api(judge, on_request=state.add_call)  # the backend's declared adapter
     scope = anyio.CancelScope()
     producers.append(scope)
     try:
         async with records:
             with scope:
-                await _run(api, judge, state, plan, done, records, run_dir, stopper, cache, round_items)
+                await _run(api, judge, state, plan, done, records, run_dir, stopper, cache, round_items, budget_usd)
     except (FatalJudgeError, RejectedError, RetryableError, BatchStopped) as e:
         state.stopped = f"judge {state.name!r} stopped: {e}"
         state.errors[getattr(e, "kind", "batch")] += 1

@@ -79,6 +79,21 @@ class Ledger:
         counts[kind] = counts.get(kind, 0) + 1
         return usd
 
+    @property
+    def priced(self) -> int:
+        """Calls priced so far (the cache's hits cost nothing and are left out)."""
+        return sum(n for k, n in self.calls.items() if k != "cached")
+
+    def expected(self, messages: Any, max_out: int) -> float:
+        """What the judge's next call is expected to cost (``--budget``): the mean cost of its
+        calls so far; before the first has answered, the request's own size at the price (its
+        bytes / 3 as input tokens, ``max_out`` as output: what the rate limiter reserves)."""
+        if self.priced:
+            return self.total / self.priced
+        from .limits import estimate_tokens
+
+        return cost(self.price, estimate_tokens(messages, 0), 0, max_out, self.batch)
+
     def merge(self, other: Ledger) -> None:
         """Add another process's ledger of the same judge (the Ray executor's shards)."""
         self.total += other.total

@@ -184,13 +184,7 @@ class JudgeRunner:
         input tokens, ``max_tokens`` as output: what the rate limiter reserves)."""
         ledger = self.state.ledger
         assert ledger is not None
-        priced = sum(n for k, n in ledger.calls.items() if k != "cached")
-        if priced:
-            return ledger.total / priced
-        from .ledger import cost
-
-        prompt = limits.estimate_tokens(request.messages, 0)
-        return cost(ledger.price, prompt, 0, max_tokens(self.judge.spec), ledger.batch)
+        return ledger.expected(request.messages, max_tokens(self.judge.spec))
 
     async def _reserve(self, request: JudgeRequest) -> float | None:
         """Reserve this call's expected cost against ``budget_usd`` while it is in flight, and
@@ -511,7 +505,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
                         if r.judge.spec.batch:  # one provider batch instead of calls (an HTTP backend's)
                             tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, plan, done,
                                           send.clone(), writer.run_dir, producers, r.stopper, r.cache,
-                                          options.stopping.min_items if options.stopping else 0)
+                                          options.stopping.min_items if options.stopping else 0, r.budget_usd)
                         else:
                             tg.start_soon(r.run, plan, done, send.clone(), producers, wanted)
         helpers.cancel_scope.cancel()
