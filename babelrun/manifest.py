@@ -35,6 +35,7 @@ from .spec import (
     LabelledPairsSource,
     Manifest,
     PerturbationSpec,
+    Price,
     TrajectoriesSource,
     inner_judges,
 )
@@ -245,6 +246,9 @@ def check(manifest: Manifest, environ) -> None:
             raise ManifestError(f"{where}.name", f"duplicate judge name {judge.name!r}")
         seen.add(judge.name)
         protocols.append(_check_judge(judge, where, environ))
+    for i, judge in enumerate(manifest.judges):
+        if judge.price is None and judge.price_file is not None:  # a manifest's own price wins over the file
+            price_from_file(judge, f"judges[{i}].price_file")
     _check_identities(manifest)
     _check_output_dir(Path(manifest.output_dir))
 
@@ -584,3 +588,41 @@ def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilitie
     for name, var in judge.headers_env.items():
         if var not in environ:
             raise ManifestError(f"{where}.headers_env.{name}", f"environment variable {var} is not set")
+
+
+MAX_PRICE_FILE_BYTES = 1 << 20  # a price table: 1 MiB
+
+
+def price_from_file(judge: JudgeSpec, where: str = "price_file") -> Price:
+    """The judge's entry in its ``price_file``: YAML (or JSON, a subset) mapping model names to
+    prices, ``{model: {input_per_mtok: …, output_per_mtok: …, …}}`` (``Price``'s fields). Each
+    problem is one ``ManifestError`` naming ``where`` (and the entry's field)."""
+    import yaml
+
+    assert judge.price_file is not None
+    path = Path(judge.price_file).expanduser()
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_PRICE_FILE_BYTES + 1)
+    except OSError as e:
+        raise ManifestError(where, f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    if len(raw) > MAX_PRICE_FILE_BYTES:
+        raise ManifestError(where, f"{str(path)!r} is larger than {MAX_PRICE_FILE_BYTES >> 20} MiB")
+    try:
+        table = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ManifestError(where, f"{str(path)!r} is not YAML or JSON{at}") from None
+    if not isinstance(table, dict):
+        raise ManifestError(where, f"{str(path)!r} must map model names to prices "
+                                   "({model: {input_per_mtok: ..., output_per_mtok: ...}})")
+    if judge.model not in table:
+        raise ManifestError(where, f"{str(path)!r} has no entry for model {judge.model!r} "
+                                   f"(judge {judge.name!r}; give the judge price: or add the model)")
+    try:
+        return msgspec.convert(table[judge.model], Price)
+    except msgspec.ValidationError as e:
+        m = _AT.match(str(e))
+        msg, field = (m.group("msg"), m.group("path") or "") if m else (str(e), "")
+        raise ManifestError(f"{where}[{judge.model!r}]{field}", f"{str(path)!r}: {msg[:1].lower()}{msg[1:]}") from None

@@ -219,6 +219,9 @@ class Price(_Spec, frozen=True):
     # Input tokens the provider served from its prompt cache (unset: billed as input).
     cached_input_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
     batch_discount: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0  # a provider batch's share off (0.5: half price)
+    # Input tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens);
+    # unset: 1.25 × input_per_mtok, Anthropic's price for a 5-minute cache write.
+    cache_write_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
 class SimulatedKnobs(_Spec, frozen=True):

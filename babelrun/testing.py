@@ -158,9 +158,10 @@ class WireFormat:
         return chat.messages[-1].content, chat.logprobs
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0) -> dict:
+                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
         """A verdict reply; ``cached``: how many of the prompt's tokens the usage reports as
-        read from the provider's prompt cache (in this provider's field; none when 0)."""
+        read from the provider's prompt cache (in this provider's field; none when 0);
+        ``written``: how many it reports as written to that cache (Anthropic only)."""
         raise NotImplementedError
 
     def error(self, status: int, message: str) -> dict:
@@ -176,7 +177,7 @@ class OpenAIWire(WireFormat):
     name, key_header, key_prefix, body_key = "openai", "Authorization", "Bearer ", "choices"
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0) -> dict:
+                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
         choice: dict = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
         if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
             choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
@@ -197,11 +198,11 @@ class AnthropicWire(WireFormat):
     name, key_header, key_prefix, body_key = "anthropic", "x-api-key", "", "content"
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0) -> dict:
+                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
         # Anthropic: input_tokens counts only the uncached input; the cache reads come apart.
-        usage: dict = {"input_tokens": len(prompt) // 4 - cached, "output_tokens": tokens_out}
-        if cached:
-            usage.update(cache_read_input_tokens=cached, cache_creation_input_tokens=0)
+        usage: dict = {"input_tokens": len(prompt) // 4 - cached - written, "output_tokens": tokens_out}
+        if cached or written:
+            usage.update(cache_read_input_tokens=cached, cache_creation_input_tokens=written)
         return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
                 "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn", "usage": usage}
 
@@ -218,7 +219,7 @@ class GeminiWire(WireFormat):
         return _decode_gemini(body).contents[-1].parts[0].text, False
 
     def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0) -> dict:
+                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
         usage: dict = {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out}
         if cached:  # Gemini: part of promptTokenCount
             usage["cachedContentTokenCount"] = cached
@@ -303,6 +304,9 @@ class FakeJudgeServer:
       usage reports as served from the provider's prompt cache, in each wire format's own
       field (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic
       ``cache_read_input_tokens``, Gemini ``cachedContentTokenCount``); 0 reports none.
+    * ``cache_write_share`` (0): the share of each prompt's input tokens an Anthropic usage
+      reports as written to the prompt cache (``cache_creation_input_tokens``); the other
+      wire formats report no writes.
 
     The order of decisions for a request: 401 for a wrong key, 400 for a body that is not a
     chat request, the scripted ``faults``, the ``rpm_limit``, the random faults, the verdict.
@@ -325,9 +329,11 @@ class FakeJudgeServer:
                  seed: int | None = 0, port: int = 0, flip_rate: float = 0.0,
                  fingerprint: str = "fp_fake", reply=None, hostile: str | None = None,
                  hostile_status: int | None = None, redirect_to: str | None = None, gather: int = 0,
-                 gather_timeout_s: float = 30.0, cached_share: float = 0.0):
+                 gather_timeout_s: float = 30.0, cached_share: float = 0.0,
+                 cache_write_share: float = 0.0):
         self.reply = reply
         self.cached_share = cached_share
+        self.cache_write_share = cache_write_share
         self.gather = gather
         self.gather_timeout_s = gather_timeout_s
         self.latency_s = latency_s
@@ -404,6 +410,8 @@ class FakeJudgeServer:
             raise ValueError(f"flip_rate must be in [0, 1], not {self.flip_rate}")
         if not 0.0 <= self.cached_share <= 1.0:
             raise ValueError(f"cached_share must be in [0, 1], not {self.cached_share}")
+        if not 0.0 <= self.cache_write_share <= 1.0 - self.cached_share:
+            raise ValueError(f"cache_write_share must be in [0, 1 - cached_share], not {self.cache_write_share}")
 
     @property
     def url(self) -> str:
@@ -611,7 +619,8 @@ class FakeJudgeServer:
             verdict = "B" if verdict == "A" else "A"
         tokens_out = 1 if self.reply is None else max(1, len(verdict) // 4)
         return proto.completion(verdict, self.model, prompt, soft, fingerprint=self.fingerprint,
-                                tokens_out=tokens_out, cached=int(len(prompt) // 4 * self.cached_share))
+                                tokens_out=tokens_out, cached=int(len(prompt) // 4 * self.cached_share),
+                                written=int(len(prompt) // 4 * self.cache_write_share))
 
     async def _pause(self, seconds: float) -> bool:
         """Sleep ``seconds``, but wake at once if the server stops: True if it slept them all.

@@ -42,6 +42,7 @@ from .phases import (
     return_freed_memory,
     run_shard,
     score_run,
+    shard_budget,
     warnings,
     write_run_files,
     write_stats,
@@ -71,7 +72,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
     if manifest.executor == "ray" and shard is None:
         from . import cluster
 
-        return cluster.audit(manifest, progress=progress)
+        return cluster.audit(manifest, progress=progress, budget=budget)
     if shard is not None:
         check_shardable(manifest)
     for i, spec in enumerate(manifest.judges):
@@ -102,7 +103,7 @@ def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, 
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
-                            only=only, limit=limit, budget_usd=budget, stop=stop)
+                            only=only, limit=limit, budget_usd=shard_budget(budget, shard), stop=stop)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:

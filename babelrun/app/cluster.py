@@ -222,7 +222,7 @@ def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
 
 
 def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
-               interval: float, phases: tuple[str, ...], wanted: DoneSet | None):
+               interval: float, phases: tuple[str, ...], wanted: DoneSet | None, budget_usd: float | None = None):
     """A worker's task: one shard through the engine in the given phases (run.PHASES),
     under the shard's lock."""
 
@@ -237,7 +237,8 @@ def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, 
     progress = Progress(stream=sys.stderr, interval=interval, live=False)
     with log.RunLock(manifest.run_dir, shard):
         outcome = run.run_shard(manifest, plan.sharded(shard), accounts=accounts, progress=progress,
-                                handle_signals=False, build=build, phases=phases, wanted=wanted)
+                                handle_signals=False, build=build, phases=phases, wanted=wanted,
+                                budget_usd=budget_usd)
     return outcome.judges, outcome.written, outcome.interrupted
 
 
@@ -251,8 +252,10 @@ def _combine(parts: list) -> list:
                 merged[s.judge_id] = s
                 continue
             for name in ("planned", "done_before", "ok", "failed", "calls", "retries", "rate_limited",
-                         "tokens_in", "tokens_out"):
+                         "tokens_in", "tokens_out", "cached", "not_needed"):
                 setattr(m, name, getattr(m, name) + getattr(s, name))
+            if m.ledger is not None and s.ledger is not None:  # the shards' spend, summed
+                m.ledger.merge(s.ledger)
             m.errors.update(s.errors)
             m.latencies.extend(s.latencies)
             m.stopped = m.stopped or s.stopped
@@ -290,7 +293,7 @@ def _gather(ray, refs: list) -> list:
                           "(on Ray, or locally with --executor local)") from None
 
 
-def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> list:
+def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None, budget: float | None = None) -> list:
     """Start the budgets and replicas, run every shard as a task, and end them all."""
     spec = manifest.ray
     owned = _connect(ray, spec.address)
@@ -307,7 +310,9 @@ def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> l
 
         def round_(phases: tuple[str, ...], wanted=None) -> list:
             return _gather(ray, [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas,
-                                             interval, phases, wanted) for i in range(spec.workers)])
+                                             interval, phases, wanted,
+                                             run.shard_budget(budget, log.Shard(i, spec.workers)))
+                                 for i in range(spec.workers)])
 
         parts = round_(("all",))
         # Cascades' escalation-only strong judges: a second round, once every shard's cheap
@@ -323,8 +328,9 @@ def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None) -> l
             ray.shutdown()
 
 
-def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditResult:
-    """The whole plan as ``ray.workers`` shards on Ray; cards when every shard is done."""
+def audit(manifest: Manifest, *, progress: Progress | None = None, budget: float | None = None) -> run.AuditResult:
+    """The whole plan as ``ray.workers`` shards on Ray; cards when every shard is done.
+    ``budget`` (``--budget``): each worker's shard gets its 1/N share (``shard_budget``)."""
     ray = require_ray()
     run.check_shardable(manifest, escalation_round=True)
     run_dir = manifest.run_dir
@@ -333,7 +339,9 @@ def audit(manifest: Manifest, *, progress: Progress | None = None) -> run.AuditR
     started = time.monotonic()
     with log.RunLock(run_dir, shared=True):
         run.write_run_files(manifest, plan)
-        parts = _launch(ray, manifest, plan, progress)
+        if budget is not None:
+            run.extras(manifest, budget)  # no price: one clear line here, before any worker starts
+        parts = _launch(ray, manifest, plan, progress, budget)
         states = _combine([states for states, _, _ in parts])
         elapsed = time.monotonic() - started
         for s in states:  # the run's clock is the driver's

@@ -38,14 +38,14 @@ class Estimate(msgspec.Struct, frozen=True):
 
 
 def _uses_cache(manifest: Manifest, spec: JudgeSpec) -> bool:
-    """The engine's rule (``engine.pipeline``): not a batch judge, and temperature 0 unless
-    the cache takes samples."""
+    """The engine's rule (``engine.pipeline``): temperature 0 unless the cache takes samples
+    (provider batch judges too)."""
     cache = manifest.cache
-    return cache is not None and not spec.batch and (spec.temperature == 0 or cache.sampled)
+    return cache is not None and (spec.temperature == 0 or cache.sampled)
 
 
 def _stops(manifest: Manifest, spec: JudgeSpec) -> bool:
-    return manifest.stopping is not None and spec.protocol == "pairwise" and not spec.batch
+    return manifest.stopping is not None and spec.protocol == "pairwise"  # batch judges: between batches
 
 
 def _floor(manifest: Manifest, plan: Plan, keys: int) -> int:

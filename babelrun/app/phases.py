@@ -142,6 +142,13 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
             prune(cache.root, manifest.cache.max_mb)
 
 
+def shard_budget(budget: float | None, shard: log.Shard | None) -> float | None:
+    """``--budget`` for one shard: its 1/N share of each judge's budget. A shard cannot see
+    the others' spend, and its keys are a hash-uniform 1/N of each judge's, so N shards
+    together stop within the budget plus one call's cost per process (docs/stopping.md)."""
+    return budget if budget is None or shard is None else budget / shard.count
+
+
 def extras(manifest: Manifest, budget_usd: float | None = None) -> dict:
     """The engine options of issue 29 the manifest turns on (none by default): stopping, the
     response cache, the judges' prices (the ledger) and ``--budget``."""

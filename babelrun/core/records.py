@@ -63,6 +63,9 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     cached: bool = False  # served from the response cache (``cache:``): no call was made
     tokens_cached: int | None = None  # input tokens the provider served from its prompt cache
     truncated: bool = False  # the reply stopped at max_tokens, as the provider said (omitted when not)
+    # input tokens the provider wrote to its prompt cache (Anthropic ``cache_creation_input_tokens``),
+    # part of ``tokens_in`` and priced at ``cache_write_per_mtok``
+    tokens_cache_write: int | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -15,6 +15,17 @@ so the key travels in its headers only.
 
 A custom id is ``<item_id>-r`` (reference first) or ``<item_id>-p`` (perturbed first):
 Anthropic allows only ``[A-Za-z0-9_-]{1,64}``.
+
+With ``stopping:`` (engine/stopping.py) the keys go in *rounds*, one batch after another:
+each round takes every undecided cell's next ``min_items`` items in its seeded order (and,
+in the first, every item in no cell); its records are fed to the judge's ``Stopper``, and a
+cell decided after round k gets no lines in round k + 1. The keys of stopped cells are
+counted as not needed, as on the call path. With the response cache (``cache:``) a key
+whose request is cached makes no batch line: its record is the cached reply
+(``cached: true``), and each batch result is cached as a call's would be. With
+``audit --budget`` a batch takes only the keys whose expected cost fits in what the judge's
+budget has left (``_within_budget``); the rest wait for a later batch, priced on the
+results of this one, and the judge stops when not one more fits.
 """
 
 from __future__ import annotations
@@ -34,12 +45,15 @@ from ..core.records import Record
 from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
 from ..judges.batch_api import BatchApi, BatchResult, BatchStopped
 from ..judges.http import HttpJudge
+from ..judges.protocol import max_tokens
 from ..plan import Plan
+from ..store.cache import ResponseCache
 from ..store.done import DoneSet
 from ..store.files import safe_dir, write_atomic
 from . import limits
 from . import records as build
 from .state import JudgeState
+from .stopping import Stopper
 
 _T = TypeVar("_T")
 
@@ -92,8 +106,9 @@ def _requests(judge: HttpJudge, plan: Plan, done: DoneSet) -> dict[str, JudgeReq
 
 
 def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], requests: dict[str, JudgeRequest],
-             outcome: str) -> list[Record]:
-    """One record per submitted key still undone; a key without a result is a batch error."""
+             outcome: str, cache: ResponseCache | None = None) -> list[Record]:
+    """One record per submitted key still undone; a key without a result is a batch error.
+    With ``cache``, each reply read is cached."""
     by_id = {cid: (payload, error) for cid, payload, error in results}
     out: list[Record] = []
     for cid in pending.custom_ids:
@@ -103,7 +118,10 @@ def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], req
         payload, error = by_id.get(cid, (None, f"no result (batch {outcome})"))
         if payload is not None:
             try:
-                ok = build.ok_record(judge, request, judge.reply(payload), 1, 0.0)
+                reply = judge.reply(payload)
+                ok = build.ok_record(judge, request, reply, 1, 0.0)
+                if cache is not None:
+                    build.to_cache(cache, judge, request, reply)
                 out.append(msgspec.structs.replace(ok, latency_ms=None))  # no per-call latency
                 continue
             except (RetryableError, RejectedError) as e:
@@ -113,8 +131,15 @@ def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], req
     return out
 
 
+def _feed(stopper: Stopper | None, record: Record) -> None:
+    if stopper is not None:
+        stopper.feed(record.item_id, record.order, record.status == "ok", record.verdict,
+                     record.ref_len, record.pert_len)
+
+
 async def _collect(api: BatchApi, judge: HttpJudge, state: JudgeState, pending: Pending,
-                   requests: dict[str, JudgeRequest], records: ObjectSendStream[Record], path: Path) -> None:
+                   requests: dict[str, JudgeRequest], records: ObjectSendStream[Record], path: Path,
+                   stopper: Stopper | None = None, cache: ResponseCache | None = None) -> None:
     """Poll ``pending`` until it ends, hand its records to the writer, forget the batch."""
     failures = 0
     while True:
@@ -133,14 +158,67 @@ async def _collect(api: BatchApi, judge: HttpJudge, state: JudgeState, pending: 
     results = await _retrying(judge, state, lambda: api.results(batch))
     outcome = batch.get("status") or batch.get("processing_status") or "ended"
     with anyio.CancelScope(shield=True):  # all the records, then the state file goes
-        for record in _records(judge, pending, results, requests, outcome):
+        for record in _records(judge, pending, results, requests, outcome, cache):
             await records.send(record)
             state.count(record)
+            _feed(stopper, record)
         path.unlink(missing_ok=True)
 
 
+async def _submit(api: BatchApi, judge: HttpJudge, state: JudgeState, path: Path,
+                  todo: list[tuple[str, JudgeRequest]]) -> Pending:
+    """Create one batch of ``todo``, written down first (see ``Pending``)."""
+    with anyio.CancelScope(shield=True):  # a created batch is always written down
+        intent = Pending(api.provider, "", [cid for cid, _ in todo], round(time.time(), 3), secrets.token_hex(8))
+        safe_dir(path.parent.parent, path.parent.name)  # batches/: a link refused
+        write_atomic(path, msgspec.json.encode(intent), fsync=True)  # before the create: see Pending
+        tries = 0
+
+        async def find_or_submit() -> str:
+            nonlocal tries
+            tries += 1  # a retried create may have succeeded unseen (a timeout): look first
+            found = await api.find(intent) if tries > 1 else None
+            return found or await api.submit(todo, intent.intent)
+
+        created = msgspec.structs.replace(intent, batch_id=await _retrying(judge, state, find_or_submit))
+        write_atomic(path, msgspec.json.encode(created), fsync=True)
+    return created
+
+
+def _within_budget(judge: HttpJudge, state: JudgeState, todo: list[tuple[str, JudgeRequest]],
+                   budget_usd: float) -> tuple[list[tuple[str, JudgeRequest]], list[tuple[str, JudgeRequest]]]:
+    """``--budget`` for a batch: the first keys of ``todo`` whose expected cost (``Ledger.expected``:
+    the mean so far, or before any reply the request's size at the price with ``max_tokens``
+    out) fits in what is left, and the rest. The keys left over go in a later batch, once the
+    costs of this one are known; none fits: the judge stops (its first key always goes, as the
+    first call does: what calls cost is learnt from it)."""
+    ledger = state.ledger
+    assert ledger is not None
+    left = budget_usd - ledger.total
+    out = max_tokens(judge.spec)
+    n = 0
+    for _, request in todo:
+        expected = ledger.expected(request.messages, out)
+        if expected > left and (n or ledger.priced):
+            break
+        left -= expected
+        n += 1
+    return todo[:n], todo[n:]
+
+
+def _round(requests: dict[str, JudgeRequest], submitted: set[str], stopper: Stopper | None,
+           size: int) -> list[tuple[str, JudgeRequest]]:
+    """The keys of the next batch: every one left, or with stopping the round's (``batch_round``)."""
+    left = [(cid, r) for cid, r in requests.items() if cid not in submitted]
+    if stopper is None:
+        return left
+    chosen = stopper.batch_round((r.item.item_id for _, r in left), size)
+    return [(cid, r) for cid, r in left if r.item.item_id in chosen]
+
+
 async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet,
-               records: ObjectSendStream[Record], run_dir: Path) -> None:
+               records: ObjectSendStream[Record], run_dir: Path, stopper: Stopper | None = None,
+               cache: ResponseCache | None = None, round_items: int = 0, budget_usd: float | None = None) -> None:
     path = state_path(run_dir, judge.judge_id)
     requests = _requests(judge, plan, done)
     submitted: set[str] = set()
@@ -158,38 +236,54 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
         if pending.provider != api.provider:
             raise BatchStopped(f"{path} holds a {pending.provider} batch, but the judge is {api.provider}")
         submitted = set(pending.custom_ids)
-        await _collect(api, judge, state, pending, requests, records, path)
-    todo = [(cid, r) for cid, r in requests.items() if cid not in submitted]
-    if not todo:
-        return
-    with anyio.CancelScope(shield=True):  # a created batch is always written down
-        intent = Pending(api.provider, "", [cid for cid, _ in todo], round(time.time(), 3), secrets.token_hex(8))
-        safe_dir(path.parent.parent, path.parent.name)  # batches/: a link refused
-        write_atomic(path, msgspec.json.encode(intent), fsync=True)  # before the create: see Pending
-        tries = 0
-
-        async def find_or_submit() -> str:
-            nonlocal tries
-            tries += 1  # a retried create may have succeeded unseen (a timeout): look first
-            found = await api.find(intent) if tries > 1 else None
-            return found or await api.submit(todo, intent.intent)
-
-        created = msgspec.structs.replace(intent, batch_id=await _retrying(judge, state, find_or_submit))
-        write_atomic(path, msgspec.json.encode(created), fsync=True)
-    await _collect(api, judge, state, created, requests, records, path)
+        await _collect(api, judge, state, pending, requests, records, path, stopper, cache)
+    while todo := _round(requests, submitted, stopper, round_items):
+        submitted.update(cid for cid, _ in todo)
+        if cache is not None:  # a cached request makes no line
+            misses = []
+            for cid, request in todo:
+                hit = build.from_cache(cache, judge, request)
+                if hit is None:
+                    misses.append((cid, request))
+                    continue
+                state.cached += 1
+                await records.send(hit)
+                state.count(hit)
+                _feed(stopper, hit)
+            todo = misses
+        if todo and budget_usd is not None:
+            todo, over = _within_budget(judge, state, todo, budget_usd)
+            submitted.difference_update(cid for cid, _ in over)  # for a later round, if the budget allows
+            if not todo:
+                ledger = state.ledger
+                assert ledger is not None
+                state.stopped = (f"judge {state.name!r} stopped at its budget: {ledger.total:.4f} "
+                                 f"of {budget_usd:g} {ledger.price.currency} spent")
+                break
+        if todo:
+            created = await _submit(api, judge, state, path, todo)
+            await _collect(api, judge, state, created, requests, records, path, stopper, cache)
+    if stopper is not None:  # the keys of stopped cells: not needed
+        for cid, request in requests.items():
+            if cid not in submitted and not stopper.needed(request.item.item_id):
+                stopper.skip(request.item.item_id)
 
 
 async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
-                    run_dir: Path, producers: list[anyio.CancelScope]) -> None:
+                    run_dir: Path, producers: list[anyio.CancelScope], stopper: Stopper | None = None,
+                    cache: ResponseCache | None = None, round_items: int = 0,
+                    budget_usd: float | None = None) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
-    Ctrl-C stops the polling (the batch stays pending; the next audit resumes it)."""
+    Ctrl-C stops the polling (the batch stays pending; the next audit resumes it). With a
+    ``stopper``, batches of ``round_items`` items per undecided cell, one after another;
+    with ``budget_usd`` (and a price), batches cut to what the budget has left."""
     api = judge.batch_api(judge, on_request=state.add_call)  # the backend's declared adapter
     scope = anyio.CancelScope()
     producers.append(scope)
     try:
         async with records:
             with scope:
-                await _run(api, judge, state, plan, done, records, run_dir)
+                await _run(api, judge, state, plan, done, records, run_dir, stopper, cache, round_items, budget_usd)
     except (FatalJudgeError, RejectedError, RetryableError, BatchStopped) as e:
         state.stopped = f"judge {state.name!r} stopped: {e}"
         state.errors[getattr(e, "kind", "batch")] += 1

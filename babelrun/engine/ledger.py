@@ -4,49 +4,46 @@ judge's ``price`` (or its ``price_file``), per language and call kind.
 Kinds: ``fresh`` (one attempt), ``retried`` (more than one: the failed attempts' usage is not
 reported, so only the one that answered is priced), ``batch`` (a provider batch, at its
 discount) and ``cached`` (served by the response cache: no call, no cost). A call's cost is
-``(uncached input × input + cached input × cached_input + output × output) / 10⁶``, cached
-input priced as input where ``cached_input_per_mtok`` is unset.
+``(plain input × input + cached input × cached_input + cache-written input × cache_write +
+output × output) / 10⁶`` (less ``batch_discount`` for a batch), where ``tokens_in`` counts
+all three kinds of input; cached input is priced as input where ``cached_input_per_mtok`` is
+unset, and input written to the provider's prompt cache (Anthropic's
+``cache_creation_input_tokens``) at 1.25 × input where ``cache_write_per_mtok`` is unset
+(``CACHE_WRITE_FACTOR``: Anthropic's price for a 5-minute cache write).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from ..core.records import Record
-from ..errors import UserError
 from ..spec import JudgeSpec, Price
 
 KINDS = ("fresh", "retried", "batch", "cached")
+CACHE_WRITE_FACTOR = 1.25  # a prompt-cache write × input, cache_write_per_mtok unset (Anthropic: 5-minute writes)
 
 
-def price_of(spec: JudgeSpec, base: Path | None = None) -> Price | None:
+def price_of(spec: JudgeSpec) -> Price | None:
     """The judge's price: ``price``, else its model's entry in ``price_file`` (YAML or JSON,
-    ``{model: {input_per_mtok: …, …}}``), else None."""
+    ``{model: {input_per_mtok: …, …}}``; ``manifest.price_from_file``), else None. The
+    manifest's own ``price`` wins over the file."""
     if spec.price is not None or spec.price_file is None:
         return spec.price
-    path = Path(spec.price_file).expanduser()
-    if base is not None and not path.is_absolute():
-        path = base / path
-    try:
-        import yaml
+    from ..manifest import price_from_file
 
-        table = yaml.safe_load(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"judge {spec.name!r}: price_file {str(path)!r}: {e}") from None
-    entry = (table or {}).get(spec.model)
-    if entry is None:
-        raise UserError(f"judge {spec.name!r}: price_file {str(path)!r} has no entry for model {spec.model!r}")
-    return msgspec.convert(entry, Price)
+    return price_from_file(spec)
 
 
 def cost(price: Price, tokens_in: int | None, tokens_cached: int | None, tokens_out: int | None,
-         batch: bool = False) -> float:
-    tin, cached, tout = tokens_in or 0, min(tokens_cached or 0, tokens_in or 0), tokens_out or 0
+         batch: bool = False, tokens_written: int | None = None) -> float:
+    tin, tout = tokens_in or 0, tokens_out or 0
+    cached = min(tokens_cached or 0, tin)
+    written = min(tokens_written or 0, tin - cached)
     cached_rate = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
-    usd = ((tin - cached) * price.input_per_mtok + cached * cached_rate + tout * price.output_per_mtok) / 1e6
+    write_rate = (CACHE_WRITE_FACTOR * price.input_per_mtok if price.cache_write_per_mtok is None
+                  else price.cache_write_per_mtok)
+    usd = ((tin - cached - written) * price.input_per_mtok + cached * cached_rate + written * write_rate
+           + tout * price.output_per_mtok) / 1e6
     return usd * (1.0 - price.batch_discount) if batch else usd
 
 
@@ -73,7 +70,7 @@ class Ledger:
     def add(self, record: Record) -> float:
         kind = kind_of(record, self.batch)
         usd = 0.0 if kind == "cached" else cost(self.price, record.tokens_in, record.tokens_cached,
-                                                 record.tokens_out, self.batch)
+                                                 record.tokens_out, self.batch, record.tokens_cache_write)
         self.total += usd
         row = self.by_lang.setdefault(record.lang, {})
         row[kind] = row.get(kind, 0.0) + usd
@@ -81,6 +78,35 @@ class Ledger:
         counts = self.lang_calls.setdefault(record.lang, {})
         counts[kind] = counts.get(kind, 0) + 1
         return usd
+
+    @property
+    def priced(self) -> int:
+        """Calls priced so far (the cache's hits cost nothing and are left out)."""
+        return sum(n for k, n in self.calls.items() if k != "cached")
+
+    def expected(self, messages: Any, max_out: int) -> float:
+        """What the judge's next call is expected to cost (``--budget``): the mean cost of its
+        calls so far; before the first has answered, the request's own size at the price (its
+        bytes / 3 as input tokens, ``max_out`` as output: what the rate limiter reserves)."""
+        if self.priced:
+            return self.total / self.priced
+        from .limits import estimate_tokens
+
+        return cost(self.price, estimate_tokens(messages, 0), 0, max_out, self.batch)
+
+    def merge(self, other: Ledger) -> None:
+        """Add another process's ledger of the same judge (the Ray executor's shards)."""
+        self.total += other.total
+        for lang, row in other.by_lang.items():
+            mine = self.by_lang.setdefault(lang, {})
+            for kind, usd in row.items():
+                mine[kind] = mine.get(kind, 0.0) + usd
+        for kind, n in other.calls.items():
+            self.calls[kind] = self.calls.get(kind, 0) + n
+        for lang, counts in other.lang_calls.items():
+            mine_n = self.lang_calls.setdefault(lang, {})
+            for kind, n in counts.items():
+                mine_n[kind] = mine_n.get(kind, 0) + n
 
     def summary(self) -> dict[str, Any]:
         return {"currency": self.price.currency, "total": round(self.total, 6),

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
-import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
@@ -43,7 +42,7 @@ from ..judges.protocol import max_tokens
 from ..judges.safe_regex import PatternTimeout
 from ..plan import Plan
 from ..spec import Price, StoppingSpec
-from ..store.cache import CachedReply, ResponseCache, request_key
+from ..store.cache import ResponseCache
 from ..store.done import DoneSet
 from ..store.log import LogWriter, Record
 from . import batches, limits, stopping
@@ -168,27 +167,16 @@ class JudgeRunner:
         self.gate.success()
         return reply, time.perf_counter() - started
 
-    def _cache_key(self, request: JudgeRequest) -> str:
-        spec = self.judge.spec
-        return request_key(self.judge.judge_id, request.messages, request.order,
-                           (spec.temperature, max_tokens(spec)))
-
     def _from_cache(self, request: JudgeRequest) -> Record | None:
         assert self.cache is not None
-        hit = self.cache.get(self.judge.judge_id, self._cache_key(request))
-        if hit is None:
-            return None
-        self.state.cached += 1
-        reply = JudgeReply(hit.raw, hit.served_model, hit.fingerprint, hit.tokens_in, hit.tokens_out,
-                           hit.probs, hit.slot, hit.score)
-        record = build.ok_record(self.judge, request, reply, 1, 0.0)
-        return msgspec.structs.replace(record, latency_ms=None, cached=True)
+        hit = build.from_cache(self.cache, self.judge, request)
+        if hit is not None:
+            self.state.cached += 1
+        return hit
 
     def _to_cache(self, request: JudgeRequest, reply: JudgeReply) -> None:
         assert self.cache is not None
-        self.cache.put(self.judge.judge_id, self._cache_key(request), CachedReply(
-            reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out,
-            reply.probs, reply.slot, reply.score))
+        build.to_cache(self.cache, self.judge, request, reply)
 
     def _expected(self, request: JudgeRequest) -> float:
         """What this call is expected to cost: the mean cost of this judge's calls so far;
@@ -196,13 +184,7 @@ class JudgeRunner:
         input tokens, ``max_tokens`` as output: what the rate limiter reserves)."""
         ledger = self.state.ledger
         assert ledger is not None
-        priced = sum(n for k, n in ledger.calls.items() if k != "cached")
-        if priced:
-            return ledger.total / priced
-        from .ledger import cost
-
-        prompt = limits.estimate_tokens(request.messages, 0)
-        return cost(ledger.price, prompt, 0, max_tokens(self.judge.spec), ledger.batch)
+        return ledger.expected(request.messages, max_tokens(self.judge.spec))
 
     async def _reserve(self, request: JudgeRequest) -> float | None:
         """Reserve this call's expected cost against ``budget_usd`` while it is in flight, and
@@ -463,7 +445,7 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
         price = (options.prices or {}).get(spec.name)
         if price is not None:
             r.state.ledger = Ledger(price, batch=spec.batch)
-        if options.cache is not None and not spec.batch and (spec.temperature == 0 or options.cache_sampled):
+        if options.cache is not None and (spec.temperature == 0 or options.cache_sampled):
             r.cache = options.cache
         if options.budget_usd is not None and price is not None:
             r.budget_usd = options.budget_usd
@@ -471,7 +453,7 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
         return []
     how = options.stopping
     cells = plan.stopping_cells(how.per_perturbation)
-    eligible = [r for r in runs if r.judge.protocol.kind == "pairwise" and not r.judge.spec.batch]
+    eligible = [r for r in runs if r.judge.protocol.kind == "pairwise"]  # provider batches: between batches
     rows = stopping.log_rows(writer.run_dir, {r.judge.judge_id for r in eligible})
     for r in eligible:
         r.stopper = Stopper(how, cells, r.judge.spec.name, r.judge.judge_id)
@@ -522,11 +504,15 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
                     for r in runs:
                         if r.judge.spec.batch:  # one provider batch instead of calls (an HTTP backend's)
                             tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, plan, done,
-                                          send.clone(), writer.run_dir, producers)
+                                          send.clone(), writer.run_dir, producers, r.stopper, r.cache,
+                                          options.stopping.min_items if options.stopping else 0, r.budget_usd)
                         else:
                             tg.start_soon(r.run, plan, done, send.clone(), producers, wanted)
         helpers.cancel_scope.cancel()
 
+    for r in runs:
+        if r.stopper is not None:
+            r.state.not_needed = r.stopper.skipped
     progress.finish(result.judges)
     if stoppers and plan.shard is None and options.stopping is not None:
         stopping.write_report(writer.run_dir, options.stopping, [s.report() for s in stoppers])

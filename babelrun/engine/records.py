@@ -11,11 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
+
 from ..core import bounds
 from ..core.items import Item
 from ..core.records import Record, verdict_of
 from ..judges import Judge, JudgeReply, JudgeRequest
+from ..judges.protocol import max_tokens
 from ..judges.safe_regex import PatternTimeout
+from ..store.cache import CachedReply, ResponseCache, request_key
 
 
 def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
@@ -62,7 +66,8 @@ def _told(reply: JudgeReply) -> dict[str, Any]:
     """What a reply says of itself, bounded: counts whole and clamped, names as text."""
     return {"tokens_in": bounds.count(reply.tokens_in), "tokens_out": bounds.count(reply.tokens_out),
             "served_model": _text(reply.served_model), "fingerprint": _text(reply.fingerprint),
-            "tokens_cached": bounds.count(reply.tokens_cached), "truncated": reply.truncated is True}
+            "tokens_cached": bounds.count(reply.tokens_cached), "truncated": reply.truncated is True,
+            "tokens_cache_write": bounds.count(reply.tokens_cache_write)}
 
 
 def _text(value: object) -> str | None:
@@ -70,3 +75,27 @@ def _text(value: object) -> str | None:
 
 
 _NO_PROBS: dict[str, float] = {}
+
+
+# The response cache (``cache:``, store/cache.py), for calls and provider batches alike.
+
+def cache_key(judge: Judge, request: JudgeRequest) -> str:
+    spec = judge.spec
+    return request_key(judge.judge_id, request.messages, request.order, (spec.temperature, max_tokens(spec)))
+
+
+def from_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest) -> Record | None:
+    """The key's record from the cache (``cached: true``, no latency), or None on a miss."""
+    hit = cache.get(judge.judge_id, cache_key(judge, request))
+    if hit is None:
+        return None
+    reply = JudgeReply(hit.raw, hit.served_model, hit.fingerprint, hit.tokens_in, hit.tokens_out,
+                       hit.probs, hit.slot, hit.score)
+    out = ok_record(judge, request, reply, 1, 0.0)
+    return msgspec.structs.replace(out, latency_ms=None, cached=True)
+
+
+def to_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest, reply: JudgeReply) -> None:
+    cache.put(judge.judge_id, cache_key(judge, request), CachedReply(
+        reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out,
+        reply.probs, reply.slot, reply.score))

@@ -39,6 +39,7 @@ class JudgeState:
     limit: int | None = None  # new presentations this process may judge (``audit --limit``)
     ledger: Ledger | None = None  # the cost ledger, when the judge has a price
     cached: int = 0  # records served by the response cache (no call)
+    not_needed: int = 0  # keys left unjudged because their cell stopped (``stopping:``): not unfinished
 
     def count(self, record: Record) -> None:
         """Count one finished key: the one counter of calls and provider batches."""
@@ -68,7 +69,7 @@ class JudgeState:
         """Presentations this process set out to judge and has no verdict for: all the
         remaining ones, or under a limit those of the first ``limit`` that failed."""
         todo = self.planned - self.done_before
-        return (todo if self.limit is None else min(todo, self.limit)) - self.ok
+        return max(0, (todo if self.limit is None else min(todo, self.limit)) - self.ok - self.not_needed)
 
     @property
     def elapsed(self) -> float:
@@ -84,6 +85,7 @@ class JudgeState:
             round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
             round(self.elapsed, 3), self.stopped,
             spend=None if self.ledger is None else self.ledger.summary(), cached=self.cached,
+            not_needed=self.not_needed,
         )
 
 

@@ -253,6 +253,28 @@ class Stopper:
         cell = self.where[item_id][0]
         self.not_needed[cell.name] = self.not_needed.get(cell.name, 0) + 1
 
+    @property
+    def skipped(self) -> int:
+        """Keys counted as not needed in this process."""
+        return sum(self.not_needed.values())
+
+    def batch_round(self, item_ids: Iterable[str], size: int) -> set[str]:
+        """Of these items (those with keys still to judge), the ones the next provider batch
+        takes: every item in no cell, and each undecided cell's ``size`` first in its seeded
+        order. A stopped cell's items are left out (not needed)."""
+        ranks: dict[str, set[int]] = {}
+        out: set[str] = set()
+        for iid in item_ids:
+            place = self.where.get(iid)
+            if place is None:
+                out.add(iid)
+            elif place[0].stopped_at is None:
+                ranks.setdefault(place[0].name, set()).add(place[1])
+        for name, rs in ranks.items():
+            order = self.cells[name].order
+            out.update(order[r] for r in sorted(rs)[:size])
+        return out
+
     def feed(self, item_id: str, order: str, ok: bool, verdict: str | None, ref_len: int, pert_len: int) -> None:
         place = self.where.get(item_id)
         if place is None:

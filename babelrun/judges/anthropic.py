@@ -134,6 +134,7 @@ class AnthropicJudge(HttpJudge):
                        + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)),
             tokens_out=usage.output_tokens,
             tokens_cached=usage.cache_read_input_tokens,
+            tokens_cache_write=usage.cache_creation_input_tokens,
             truncated=message.stop_reason == "max_tokens",
         )
 

@@ -51,3 +51,4 @@ class JudgeReply(msgspec.Struct, frozen=True):
     score: float | None = None
     tokens_cached: int | None = None  # input tokens served from the provider's prompt cache
     truncated: bool = False  # the provider says the reply stopped at max_tokens (its finish reason)
+    tokens_cache_write: int | None = None  # input tokens written to the provider's prompt cache (Anthropic)

@@ -215,7 +215,7 @@ _TYPES = {
     "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
     "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
     "p_tie": pa.float64(), "score": pa.float64(), "cached": pa.bool_(), "tokens_cached": pa.int64(),
-    "truncated": pa.bool_(),
+    "truncated": pa.bool_(), "tokens_cache_write": pa.int64(),
 }
 # Every field of a record, typed: the fast path parses all of them whatever the caller asked
 # for, so that a wrong-typed field anywhere refuses the line on both paths alike (the done-set

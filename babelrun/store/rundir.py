@@ -119,6 +119,7 @@ class JudgeStats(msgspec.Struct, frozen=True):
     # The cost ledger (engine/ledger.py): total, by kind and language; None without a price.
     spend: dict[str, Any] | None = None
     cached: int = 0  # records served by the response cache
+    not_needed: int = 0  # keys left unjudged because their cell stopped (``stopping:``)
 
 
 
@@ -163,7 +164,8 @@ def _total(entries: list[JudgeStats]) -> JudgeStats:
                       sum(e.rate_limited for e in entries), dict(sorted(errors.items())), busiest.latency_ms,
                       sum(e.tokens_in for e in entries), sum(e.tokens_out for e in entries),
                       round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped,
-                      spend=spend_total([e.spend for e in entries]), cached=sum(e.cached for e in entries))
+                      spend=spend_total([e.spend for e in entries]), cached=sum(e.cached for e in entries),
+                      not_needed=last.not_needed)  # the last process's: each skips them anew
 
 
 def spend_total(spends: list[dict[str, Any] | None]) -> dict[str, Any] | None:

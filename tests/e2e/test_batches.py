@@ -36,7 +36,9 @@ class FakeBatchServer(LoopbackServer):
     in_progress -> ended (Anthropic) on its ``polls_to_end``-th retrieve, unless ``hold`` is
     set; every request is answered with ``choose(user text)``."""
 
-    def __init__(self, polls_to_end: int = 2, hold: bool = False, create_delay_s: float = 0.0):
+    def __init__(self, polls_to_end: int = 2, hold: bool = False, create_delay_s: float = 0.0, answer=choose):
+        self.answer = answer  # the user text -> the reply's content
+        self.lines: list[list[str]] = []  # the custom ids of each batch created, in order
         self.polls_to_end = polls_to_end
         self.hold = hold
         self.create_delay_s = create_delay_s  # a slow create: the batch exists before the reply
@@ -75,6 +77,7 @@ class FakeBatchServer(LoopbackServer):
             if line["method"] != "POST" or line["url"] != "/v1/chat/completions" or "model" not in line["body"]:
                 self.problems.append(f"line: {line}")
         with self._lock:
+            self.lines.append([line["custom_id"] for line in lines])
             self.created["openai"] += 1
             bid = f"batch_{sum(self.created.values())}"
             self._batches[bid] = {"lines": lines, "polls": 0, "metadata": body.get("metadata"),
@@ -113,7 +116,7 @@ class FakeBatchServer(LoopbackServer):
                           "system_fingerprint": "fp_batch",
                           "choices": [{"index": 0,
                                        "message": {"role": "assistant",
-                                                   "content": choose(line["body"]["messages"][-1]["content"])},
+                                                   "content": self.answer(line["body"]["messages"][-1]["content"])},
                                        "finish_reason": "stop"}],
                           "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
             out += msgspec.json.encode({"id": "batch_req_1", "custom_id": line["custom_id"],
@@ -136,6 +139,7 @@ class FakeBatchServer(LoopbackServer):
             if not set(r["params"]) >= {"model", "max_tokens", "messages"}:
                 self.problems.append(f"params: {r}")
         with self._lock:
+            self.lines.append([r["custom_id"] for r in body["requests"]])
             self.created["anthropic"] += 1
             bid = f"msgbatch_{sum(self.created.values())}"
             self._batches[bid] = {"requests": body["requests"], "polls": 0, "created": time.time()}
@@ -168,7 +172,7 @@ class FakeBatchServer(LoopbackServer):
         out = bytearray()
         for r in self._batches[request.match_info["id"]]["requests"]:
             message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "batch-claude",
-                       "content": [{"type": "text", "text": choose(r["params"]["messages"][-1]["content"])}],
+                       "content": [{"type": "text", "text": self.answer(r["params"]["messages"][-1]["content"])}],
                        "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 1}}
             out += msgspec.json.encode({"custom_id": r["custom_id"],
                                         "result": {"type": "succeeded", "message": message}}) + b"\n"
@@ -297,3 +301,165 @@ def test_sigkill_during_a_slow_create_never_creates_a_second_batch(backend, tmp_
     assert not state.exists()
     ok = Counter(r.key for r in log.read(tmp_path / "run") if r.status == "ok")
     assert len(ok) == len(Plan.from_manifest(babelrun.load_manifest(path)).item_ids) * 2 and max(ok.values()) == 1
+
+
+# -- issue 29: stopping between batches, the response cache, the batch discount ----------------
+
+STOP_CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 6}
+STOPPING = {"on": "verdict", "confidence": 0.95, "min_items": 10}
+
+
+def _always_a_in_english(text: str) -> str:
+    """A judge clearly below the deployment R in English (always slot A: |Δ| = 1) and the
+    fake's order-free digest choice elsewhere (near chance: undecided for long)."""
+    return "A" if not any("\u0900" <= ch <= "\u097f" for ch in text) else choose(text)
+
+
+def _cells(path) -> dict[str, str]:
+    """item id -> its stopping cell (its language), for the plan's plain degradation items."""
+    plan = Plan.from_manifest(babelrun.load_manifest(path))
+    return {item_id: cell for cell, ids in plan.stopping_cells(False).items() for item_id in ids}
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_stopping_applies_between_batches(tmp_path, monkeypatch, backend):
+    from babelrun.engine import stopping
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with FakeBatchServer(answer=_always_a_in_english, polls_to_end=1) as server:
+        path = write_manifest(tmp_path, [_judge(server, backend)], corpus=STOP_CORPUS, stopping=STOPPING)
+        result = quiet_audit(path)
+        assert result.exit_code == 0, (result.failed_calls, result.stats.judges[0].errors,
+                                       [r.error for r in log.read(tmp_path / "run") if r.error][:3])
+        rounds = [list(b) for b in server.lines]
+        cells = _cells(path)
+        report = stopping.read_report(tmp_path / "run")
+        assert report is not None
+        by_cell = {c.cell: c for c in report.judges[0].cells}
+        print({c: (r.n, r.stopped_at, r.items, r.not_needed, r.lo, r.hi) for c, r in by_cell.items()},
+              [len(b) for b in rounds])
+        en, hi = by_cell["en"], by_cell["hi"]
+        assert en.stopped_at == STOPPING["min_items"] and en.hi < 0.65  # decided after the first batch
+        assert hi.stopped_at is None or hi.stopped_at > STOPPING["min_items"]
+        assert len(rounds) >= 2
+
+        def langs(batch: list[str]) -> Counter:
+            return Counter(cells.get(cid.rsplit("-", 1)[0], "none") for cid in batch)
+
+        first = langs(rounds[0])
+        assert first["en"] == first["hi"] == 2 * STOPPING["min_items"]  # min_items items per cell, both orders
+        assert all(langs(b)["en"] == 0 for b in rounds[1:])  # the decided cell: no lines after its batch
+        assert all(langs(b)["none"] == 0 for b in rounds[1:])  # items in no cell go in the first batch
+        assert langs(rounds[1])["hi"] == 2 * STOPPING["min_items"]  # the undecided cell: its next items
+        # keys not needed: en's items past its stop, recorded, none of them sent
+        submitted = {cid for b in rounds for cid in b}
+        en_keys = 2 * en.items
+        assert en.not_needed == en_keys - 2 * STOPPING["min_items"]
+        records = list(log.read(tmp_path / "run"))
+        assert len(records) == len(submitted) == result.planned_calls - en.not_needed - hi.not_needed
+        # a later run without stopping judges them, and only them
+        plain = write_manifest(tmp_path, [_judge(server, backend)], corpus=STOP_CORPUS)
+        server.lines.clear()
+        assert quiet_audit(plain).exit_code == 0
+        assert sum(len(b) for b in server.lines) == en.not_needed + hi.not_needed
+        assert len({r.key for r in log.read(tmp_path / "run")}) == result.planned_calls
+
+
+def test_stopping_between_batches_resumes_to_the_same_decisions(tmp_path, monkeypatch):
+    """The stop point depends on the log alone: a second run with the same stopping finds
+    every cell where the first left it and submits nothing."""
+    from babelrun.engine import stopping
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with FakeBatchServer(answer=_always_a_in_english, polls_to_end=1) as server:
+        path = write_manifest(tmp_path, [_judge(server, "openai")], corpus=STOP_CORPUS, stopping=STOPPING)
+        assert quiet_audit(path).exit_code == 0
+        first = stopping.read_report(tmp_path / "run")
+        created = len(server.lines)
+        again = quiet_audit(path)
+        assert again.exit_code == 0 and again.new_records == 0 and len(server.lines) == created
+    second = stopping.read_report(tmp_path / "run")
+    assert first is not None and second is not None
+    key = [(c.cell, c.n, c.stopped_at, c.lo, c.hi) for c in first.judges[0].cells]
+    assert key == [(c.cell, c.n, c.stopped_at, c.lo, c.hi) for c in second.judges[0].cells]
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_the_cache_serves_batch_judges(tmp_path, monkeypatch, small_corpus, backend):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    cache = {"dir": str(tmp_path / "cache")}
+    with FakeBatchServer() as server:
+        first = write_manifest(tmp_path, [_judge(server, backend)], corpus=small_corpus, cache=cache)
+        assert quiet_audit(first).exit_code == 0
+        first_keys = {r.key for r in log.read(tmp_path / "run")}
+        (tmp_path / "b").mkdir()
+        wider = {**small_corpus, "languages": [*small_corpus["languages"], "es"]}  # overlaps the first
+        second = write_manifest(tmp_path / "b", [_judge(server, backend)], corpus=wider, cache=cache)
+        server.lines.clear()
+        result = quiet_audit(second)
+        assert result.exit_code == 0
+        records = list(log.read(tmp_path / "b" / "run"))
+        hits = [r for r in records if r.cached]
+        assert {r.key for r in hits} == first_keys  # every overlapping key from the cache
+        assert len(server.lines) == 1 and len(server.lines[0]) == len(records) - len(hits) > 0  # no line for a hit
+        assert {r.lang for r in records if not r.cached} == {"es"}
+        assert result.stats.judges[0].cached == len(hits)
+        # a changed model makes every line again
+        server.lines.clear()
+        (tmp_path / "c").mkdir()
+        other = write_manifest(tmp_path / "c", [{**_judge(server, backend), "model": "m2"}], corpus=small_corpus,
+                               cache=cache)
+        assert quiet_audit(other).exit_code == 0
+        assert sum(len(b) for b in server.lines) == len(first_keys)
+    _check_verdicts(second, [r for r in records if r.status == "ok"])
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_a_batch_judge_spend_applies_the_batch_discount(tmp_path, monkeypatch, small_corpus, backend):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    price = {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "batch_discount": 0.5}
+    with FakeBatchServer() as server:
+        path = write_manifest(tmp_path, [{**_judge(server, backend), "price": price}], corpus=small_corpus)
+        assert quiet_audit(path).exit_code == 0
+    records = list(log.read(tmp_path / "run"))
+    full = sum((r.tokens_in * 3.0 + r.tokens_out * 15.0) / 1e6 for r in records)  # apart from engine/ledger.py
+    spend = msgspec.json.decode((tmp_path / "run" / "stats.json").read_bytes())["judges"][0]["spend"]
+    assert full > 0 and spend["total"] == pytest.approx(0.5 * full, abs=1e-9)
+    assert spend["calls_by_kind"] == {"batch": len(records)}
+    assert spend["by_kind"]["batch"] == pytest.approx(0.5 * full, abs=1e-9)
+
+
+def test_budget_cuts_batches_within_one_call_and_a_rerun_continues(tmp_path, monkeypatch, small_corpus):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    price = {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "batch_discount": 0.5}
+
+    def usd(r) -> float:  # apart from engine/ledger.py
+        return 0.5 * (r.tokens_in * 3.0 + r.tokens_out * 15.0) / 1e6
+
+    with FakeBatchServer(polls_to_end=1) as server:
+        path = write_manifest(tmp_path, [{**_judge(server, "openai"), "price": price}], corpus=small_corpus)
+        planned = Plan.from_manifest(babelrun.load_manifest(path)).calls_per_judge
+        one = 0.5 * (10 * 3.0 + 15.0) / 1e6  # every line of the fake: 10 tokens in, 1 out
+        budget = planned * one / 3
+        first = babelrun.audit(path, handle_signals=False, budget=budget, progress=_quiet())
+        records = list(log.read(tmp_path / "run"))
+        spent = sum(usd(r) for r in records)
+        print(f"batch budget {budget:.6f}: spent {spent:.6f} in {len(server.lines)} batches "
+              f"{[len(b) for b in server.lines]}; one call {one:.6f}")
+        assert first.exit_code == 1 and any("budget" in s for s in first.stop_reasons)
+        assert abs(spent - budget) <= one and sum(len(b) for b in server.lines) == len(records)
+        again = babelrun.audit(path, handle_signals=False, budget=budget, progress=_quiet())  # continues
+        both = list(log.read(tmp_path / "run"))
+        assert again.exit_code == 1 and len(both) > len(records)
+        assert abs(sum(usd(r) for r in both) - spent - budget) <= one
+        assert quiet_audit(path).exit_code == 0  # without a budget: the rest
+    ok = Counter(r.key for r in log.read(tmp_path / "run"))
+    assert len(ok) == planned and max(ok.values()) == 1
+
+
+def _quiet():
+    import io
+
+    from babelrun.engine.progress import Progress
+
+    return Progress(stream=io.StringIO(), interval=600)

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from babelrun.app.cli import main
-from babelrun.store import log
+from babelrun.store import compact, log
 from babelrun.testing import FakeJudgeServer
 from helpers import quiet_audit, write_manifest
 
@@ -19,11 +19,13 @@ KEY_ENV = "BABELRUN_LEDGER_KEY"
 
 
 def _usd(r, price) -> float:
-    """One record's cost, from its tokens: computed here, apart from engine/ledger.py."""
-    cached = r.tokens_cached or 0
+    """One record's cost, from its tokens: computed here, apart from engine/ledger.py. Input
+    written to Anthropic's prompt cache costs 1.25 × input unless the price says otherwise."""
+    cached, written = r.tokens_cached or 0, r.tokens_cache_write or 0
     cached_rate = price.get("cached_input_per_mtok", price["input_per_mtok"])
-    return ((r.tokens_in - cached) * price["input_per_mtok"] + cached * cached_rate
-            + r.tokens_out * price.get("output_per_mtok", 0.0)) / 1e6
+    write_rate = price.get("cache_write_per_mtok", 1.25 * price["input_per_mtok"])
+    return ((r.tokens_in - cached - written) * price["input_per_mtok"] + cached * cached_rate
+            + written * write_rate + r.tokens_out * price.get("output_per_mtok", 0.0)) / 1e6
 
 
 def _stats(run_dir) -> dict:
@@ -33,7 +35,10 @@ def _stats(run_dir) -> dict:
 @pytest.mark.parametrize("proto", ["openai", "anthropic", "gemini"])
 def test_spend_equals_an_independent_sum_over_the_log(proto, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "k")
-    with FakeJudgeServer(cached_share=0.5, faults=[500, 503, 500], retry_after=0.01) as server:
+    # Anthropic also reports input written to its prompt cache (priced at 1.25 × input)
+    written = 0.2 if proto == "anthropic" else 0.0
+    with FakeJudgeServer(cached_share=0.5, cache_write_share=written, faults=[500, 503, 500],
+                         retry_after=0.01) as server:
         judge = {"name": "j", "backend": proto, "model": "m", "endpoint": server.endpoint(proto),
                  "api_key_env": KEY_ENV, "concurrency": 4, "price": PRICE, "prompt_cache": proto == "anthropic"}
         path = write_manifest(tmp_path, [judge], corpus=CORPUS)
@@ -42,6 +47,12 @@ def test_spend_equals_an_independent_sum_over_the_log(proto, tmp_path, monkeypat
     assert result.exit_code == 0
     records = log.final_records(log.read(tmp_path / "run"))
     assert all(r.tokens_cached and 0 < r.tokens_cached < r.tokens_in for r in records)  # read from the usage
+    if proto == "anthropic":  # cache_creation_input_tokens, part of tokens_in
+        assert all(r.tokens_cache_write and r.tokens_cached + r.tokens_cache_write < r.tokens_in for r in records)
+        table = compact.load(tmp_path / "run", ["tokens_cache_write"])  # kept in the Parquet too
+        assert sorted(table["tokens_cache_write"].to_pylist()) == sorted(r.tokens_cache_write for r in records)
+    else:
+        assert all(r.tokens_cache_write is None for r in records)
     spend = _stats(tmp_path / "run")["judges"][0]["spend"]
     assert spend["total"] == pytest.approx(sum(_usd(r, PRICE) for r in records), abs=1e-6)
     by_lang: dict[str, float] = {}
@@ -135,3 +146,62 @@ def test_spend_in_the_summary_line_and_the_report(tmp_path, capsys):
     plain = write_manifest(tmp_path / "p", [{"name": "s", "backend": "simulated"}], corpus=CORPUS)
     assert quiet_audit(plain).exit_code == 0
     assert "## Spend" not in (tmp_path / "p" / "run" / "report.md").read_text()
+
+
+def test_an_explicit_cache_write_price_is_used(tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "k")
+    price = {**PRICE, "cache_write_per_mtok": 30.0}  # far from 1.25 × input: the default would show
+    with FakeJudgeServer(cached_share=0.25, cache_write_share=0.5) as server:
+        judge = {"name": "j", "backend": "anthropic", "model": "m", "endpoint": server.endpoint("anthropic"),
+                 "api_key_env": KEY_ENV, "price": price}
+        assert quiet_audit(write_manifest(tmp_path, [judge], corpus=CORPUS)).exit_code == 0
+    records = log.final_records(log.read(tmp_path / "run"))
+    spend = _stats(tmp_path / "run")["judges"][0]["spend"]["total"]
+    assert spend == pytest.approx(sum(_usd(r, price) for r in records), abs=1e-6)
+    assert spend != pytest.approx(sum(_usd(r, PRICE) for r in records), abs=1e-4)
+
+
+PRICES_YAML = """\
+m1: {input_per_mtok: 2.0, output_per_mtok: 8.0}
+m2: {input_per_mtok: 100.0, output_per_mtok: 100.0}
+"""
+
+
+def test_a_price_file_prices_judges_without_price_and_the_manifest_price_wins(tmp_path):
+    (tmp_path / "prices.yaml").write_text(PRICES_YAML)
+    with FakeJudgeServer() as server:
+        judges = [{"name": "filed", "backend": "openai", "model": "m1", "endpoint": server.url,
+                   "price_file": "prices.yaml"},  # relative to the manifest
+                  {"name": "own", "backend": "openai", "model": "m2", "endpoint": server.url,
+                   "price_file": "prices.yaml", "price": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}]
+        assert quiet_audit(write_manifest(tmp_path, judges, corpus=CORPUS)).exit_code == 0
+    records = log.final_records(log.read(tmp_path / "run"))
+    by_name = {j["judge"]: j["spend"]["total"] for j in _stats(tmp_path / "run")["judges"]}
+    filed = [r for r in records if r.judge == "filed"]
+    own = [r for r in records if r.judge == "own"]
+    assert by_name["filed"] == pytest.approx(sum(_usd(r, {"input_per_mtok": 2.0, "output_per_mtok": 8.0})
+                                                 for r in filed), abs=1e-6)
+    assert by_name["own"] == pytest.approx(sum(_usd(r, {"input_per_mtok": 1.0, "output_per_mtok": 1.0})
+                                               for r in own), abs=1e-6)
+
+
+@pytest.mark.parametrize(("content", "field", "says"), [
+    (None, "judges[0].price_file", "cannot read"),
+    ("m1: [1, 2\n", "judges[0].price_file", "not YAML or JSON"),
+    ("- 1\n- 2\n", "judges[0].price_file", "must map model names to prices"),
+    ("other: {input_per_mtok: 1.0}\n", "judges[0].price_file", "no entry for model 'm1'"),
+    ("m1: {input_per_mtok: cheap}\n", "judges[0].price_file['m1'].input_per_mtok", "expected `float`"),
+    ("m1: {input_per_mtok: -1}\n", "judges[0].price_file['m1'].input_per_mtok", ">= 0"),
+    ("m1: {input_per_mtok: 1.0, output_per_mtk: 2}\n", "judges[0].price_file['m1']", "unknown field"),
+])
+def test_a_bad_price_file_is_one_line_naming_the_field(content, field, says, tmp_path, capsys):
+    if content is not None:
+        (tmp_path / "prices.yaml").write_text(content)
+    judge = {"name": "j", "backend": "openai", "model": "m1", "endpoint": "http://127.0.0.1:9/v1",
+             "price_file": "prices.yaml"}
+    path = write_manifest(tmp_path, [judge], corpus=CORPUS)
+    for command in ("validate", "audit"):
+        assert main([command, str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{field}:" in err and says in err, err
+    assert not (tmp_path / "run").exists()  # nothing written

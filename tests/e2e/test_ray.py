@@ -255,3 +255,65 @@ def test_a_run_started_on_ray_is_finished_locally(tmp_path, local_ray):
     assert {s.name[:5] for s in (on_ray.run_dir / "log").glob("*.jsonl")} >= {"s0of2", "s1of2"}
     assert (on_ray.run_dir / "cards.json").read_bytes() == (tmp_path / "reference" / "run" / "cards.json").read_bytes()
     assert reference.new_records == finished.planned_calls
+
+
+# -- issue 29 on Ray: --budget split among the workers, the spend summed, the cache and stopping --
+
+PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
+
+
+def _usd(r) -> float:
+    """One record's cost from its tokens, apart from engine/ledger.py."""
+    return (r.tokens_in * PRICE["input_per_mtok"] + r.tokens_out * PRICE["output_per_mtok"]) / 1e6
+
+
+def test_ray_workers_split_the_budget_and_share_the_cache(tmp_path, local_ray):
+    cache = {"dir": str(tmp_path / "cache")}
+    judge = {"price": PRICE, "concurrency": 3}
+    with FakeJudgeServer(latency_s=0.002) as server:
+        full = _manifest(tmp_path / "full", server, judge=judge)  # no cache: the plan's cost, for scale
+        assert _audit(full).exit_code == 0
+        everything = list(log.read(full.run_dir))
+        budget, one = sum(_usd(r) for r in everything) / 4, max(_usd(r) for r in everything)
+
+        on_ray = _manifest(tmp_path / "ray", server, executor="ray", ray={"workers": 2}, judge=judge, cache=cache)
+        first = _audit(on_ray, budget=budget)
+        assert first.exit_code == 1 and any("budget" in s for s in first.stop_reasons)
+        records = list(log.read(on_ray.run_dir))
+        spent = sum(_usd(r) for r in records)
+        print(f"ray: budget {budget:.5f}, 2 workers spent {spent:.5f}; one call at most {one:.5f}")
+        assert budget - 2 * one <= spent <= budget + 2 * one  # not 2 × the budget
+        assert first.stats.judges[0].spend["total"] == pytest.approx(spent, abs=1e-5)  # both workers' ledgers
+        again = _audit(on_ray, budget=budget)  # continues
+        both = list(log.read(on_ray.run_dir))
+        assert again.exit_code == 1 and len(both) > len(records) and max(Counter(r.key for r in both).values()) == 1
+        assert sum(_usd(r) for r in both) - spent <= budget + 2 * one
+        rest = _audit(on_ray)
+        assert rest.exit_code == 0
+        assert {r.key for r in log.read(on_ray.run_dir)} == {r.key for r in everything}
+        asked = server.requests
+        # a second run directory on Ray over the same cache: no call, every record cached
+        other = _manifest(tmp_path / "ray2", server, executor="ray", ray={"workers": 2}, judge=judge, cache=cache)
+        served = _audit(other)
+        assert served.exit_code == 0 and server.requests == asked
+        assert served.stats.judges[0].cached == len(everything)  # summed over the workers
+        assert all(r.cached for r in log.read(other.run_dir))
+
+
+def test_ray_workers_agree_with_one_process_on_the_keys_not_needed(tmp_path, local_ray):
+    import shutil
+
+    from helpers import simulated
+
+    judges = [simulated("good", default_accuracy=0.99), simulated("bad", default_accuracy=0.2)]
+    corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 6}
+    stop = {"on": "verdict", "confidence": 0.95, "min_items": 10}
+    (tmp_path / "one").mkdir()
+    single = _audit(babelrun.load_manifest(write_manifest(tmp_path / "one", judges, corpus=corpus, stopping=stop)))
+    assert single.exit_code == 0 and sum(j.not_needed for j in single.stats.judges) > 0
+    shutil.copytree(tmp_path / "one", tmp_path / "ray")
+    on_ray = _audit(babelrun.load_manifest(write_manifest(tmp_path / "ray", judges, corpus=corpus, stopping=stop,
+                                                          executor="ray", ray={"workers": 2})))
+    assert on_ray.exit_code == 0 and sum(j.calls for j in on_ray.stats.judges) == 0
+    assert {j.judge: j.not_needed for j in on_ray.stats.judges} == {j.judge: j.not_needed for j in single.stats.judges}
+    assert on_ray.cards == single.cards
