@@ -69,7 +69,9 @@ def test_three_shard_processes_merge_to_the_one_process_run(tmp_path):
     planned = _planned(path)
     by_shard = [{_key(line) for line in s.read_bytes().splitlines()} for s in segments]
     assert sum(map(len, by_shard)) == len(planned) and set().union(*by_shard) == planned
-    assert min(map(len, by_shard)) > len(planned) / 3 * 0.7
+    # Every shard had work (the split's balance is a property of the hash, held by
+    # tests/unit/test_shard_keys.py on fixed keys: here the judge id holds a random port).
+    assert min(map(len, by_shard)) > 0
 
     merged = subprocess.run(_cmd("merge", run_dir), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert merged.returncode == 0, merged.stderr

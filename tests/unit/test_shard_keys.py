@@ -35,6 +35,15 @@ def test_shards_partition_every_judges_keys(tmp_path, small_corpus):
     assert (a != b).any()
 
 
+def test_shards_split_fixed_keys_evenly():
+    # Fixed keys and judge id, so this is a fact about the hash, not a draw: 3 shards of
+    # 6,000 keys each within 5 % of a third.
+    ids = [f"item-{i:05d}" for i in range(3000)]
+    keys = plan_keys(ids)
+    sizes = [int(log.Shard(i, 3).mask("openai:m1@http://127.0.0.1:8000", keys).sum()) for i in range(3)]
+    assert sum(sizes) == 6000 and all(abs(n - 2000) < 100 for n in sizes), sizes
+
+
 def test_locks_let_shards_share_a_run_dir_and_nothing_else(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
