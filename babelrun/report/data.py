@@ -290,17 +290,23 @@ def _failures(run_dir: Path, records: pa.Table, n: int) -> list[tuple[str, list[
     # a tie on a tie-labelled pair (issue 27) is the right answer, no failure to show
     gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(records["kind"].cast(pa.string()), "labelled_tie"),
                                            pc.equal(records["verdict"].cast(pa.string()), "tie"))))
-    narrow = pa.table({"judge_id": records["judge_id"].cast(pa.string()), "item_id": records["item_id"],
-                       "item_key": records["item_key"], "verdict": records["verdict"].cast(pa.string())}).filter(gold)
+    # one judge's rows at a time, its strings decoded after the filter: no full copy of the
+    # records' narrow columns (a 500,000-record run's report peaked 40 MB higher on one)
+    narrow = pa.table({"item_id": records["item_id"], "item_key": records["item_key"],
+                       "verdict": records["verdict"]})
     picked, used_all = [], set()
-    for jid in sorted(pc.unique(narrow["judge_id"]).to_pylist()):
-        mine = narrow.filter(pc.equal(narrow["judge_id"], jid))
+    for jid in sorted(pc.unique(records["judge_id"].filter(gold)).cast(pa.string()).to_pylist()):
+        mine = narrow.filter(pc.and_(gold, pc.equal(records["judge_id"], jid)))
+        mine = mine.set_column(2, "verdict", mine["verdict"].cast(pa.string()))
         used: set[str] = set()
         picked += [(jid, mode, item) for mode in MODES for item in _pick(mine, mode, n, used)]
         used_all |= used
     if not picked:
         return []
-    rows = pq.read_table(run_dir / compact.PARQUET, columns=_COLUMNS, filters=[("item_id", "in", sorted(used_all))])
+    # one thread, no pre-buffering: the scan then holds a row group at a time, not a few
+    # decoded row groups per thread (80 MB more at the peak of a 500,000-record report)
+    rows = pq.read_table(run_dir / compact.PARQUET, columns=_COLUMNS, filters=[("item_id", "in", sorted(used_all))],
+                         use_threads=False, pre_buffer=False)
     by_key: dict[tuple[str, str], list[dict]] = {}
     for r in rows.to_pylist():
         by_key.setdefault((r["judge_id"], r["item_id"]), []).append(r)

@@ -74,6 +74,17 @@ def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int,
     return out
 
 
+def is_probe(data: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """Which records of ``data`` are probe records (kind ``probe``)."""
+    if "kind" not in data.column_names:
+        return pa.array(np.zeros(data.num_rows, dtype=bool))
+    return pc.fill_null(pc.equal(data["kind"].cast(pa.string()), "probe"), False)
+
+
+def not_probe(data: pa.Table) -> pa.ChunkedArray | pa.Array:
+    return pc.invert(is_probe(data))
+
+
 def as_presentations(data: pa.Table) -> pa.Table:
     """Pointwise probe records as one pairwise-shaped presentation per item (module doc)."""
     rows: dict[tuple[str, int], dict[str, Any]] = {}
