@@ -36,6 +36,7 @@ Pointwise (``protocol: pointwise``), per answer shown::
 
     score = round(s_ref − drop·[degraded] + g·log2(len answer / len reference) + o[lang] + ε)
 
+(no drop for an answer identical to the reference: a robustness probe's self match)
 clipped to the verdict's scale (with ``values:``, the label of the nearest value), ε ~
 N(0, ``score_noise``), s_ref = ``score_reference``
 (default: two thirds up the scale), drop = ``score_drop``, g = ``length_gain``, o =
@@ -179,7 +180,9 @@ class SimulatedJudge:
         assert self._scale is not None  # rate() is for a pointwise judge, whose verdict has a scale
         lo, hi = self._scale
         score = lo + (hi - lo) * 2 / 3 if k.score_reference is None else k.score_reference
-        if request.order == "degraded":
+        # the drop is for a degraded answer: the same text as the reference (a probe's self
+        # match; a degradation item never is, a no-op is never emitted) is scored like it
+        if request.order == "degraded" and request.answer != request.item.reference:
             cue = self.susceptibility(request)
             if not (cue and rng.random() < cue):  # a cued answer the judge is taken in by scores as the reference
                 score -= k.score_drop
