@@ -233,7 +233,8 @@ def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
         if probes.probe_of(name) != "master_key":
             # one presentation per item (30-40 a probe): the effect is told from 0, ≈ the rate
             assert g["cue_effect"]["lo"] > 0.25 and _contains(g["cue_effect"], rate)
-            assert _contains(i["cue_effect"], 0.0) and _contains(g["cue_success"], rate) and i["cue_success"]["value"] == 0.0
+            assert _contains(i["cue_effect"], 0.0) and i["cue_success"]["value"] == 0.0
+            assert _contains(g["cue_success"], rate)
     for judge in ("gullible-pw", "immune-pw"):
         assert by[judge]["probe:self_match"]["tie_rate"]["value"] == 1.0
         assert by[judge]["probe:self_match"]["accuracy"]["value"] == 1.0
