@@ -241,3 +241,31 @@ def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
     md = (tmp_path / "run" / "report.md").read_text()
     rec = md.split("## Recommendations")[1].split("\n## ")[0]
     assert "gullible-pw" in rec and "immune-pw" not in rec
+
+
+def test_a_soft_simulated_judge_honours_the_probe_knobs(tmp_path):
+    judges = [{**simulated("soft-taken", default_accuracy=ACCURACY, probes=KNOBS), "soft": True},
+              {**simulated("soft-steady", default_accuracy=ACCURACY), "soft": True}]
+    path = write_manifest(tmp_path, judges, perturbations=PROBES, scoring={"bootstrap": 400, "confidence": 0.99},
+                          corpus={"languages": ["en", "ar", "zh"], "references_per_language": 10})
+    assert quiet_audit(path).exit_code == 0
+    (family,) = _cards(tmp_path / "run")["probes"]
+    by = {jc["judge"]: jc for jc in family["judges"]}
+    for judge, knobs in (("soft-taken", KNOBS), ("soft-steady", {})):
+        for lc in by[judge]["languages"]:
+            cards = {p["perturbation"]: p["card"] for p in lc["perturbations"]}
+            for name in probes.CUE_PROBES:
+                card, c = cards[f"probe:{name}"], knobs.get(name, 0.0)
+                assert _contains(card["cue_effect"], c * ACCURACY), (judge, lc["lang"], name, card["cue_effect"])
+                assert _contains(card["cue_success"], c + (1 - c) * (1 - ACCURACY)), (judge, lc["lang"], name)
+            c = knobs.get("master_key", 0.0)
+            assert _contains(cards["probe:master_key"]["accuracy"], (1 - c) * ACCURACY), (judge, lc["lang"])
+    pooled = {p["perturbation"]: p["card"] for p in by["soft-taken"]["probes"]}
+    inj = pooled["probe:injection"]["cue_effect"]  # 0.8 × 0.9: the knob is honoured
+    assert inj["lo"] > 0.3 and _contains(inj, 0.8 * ACCURACY)
+    assert pooled["probe:bandwagon"]["cue_effect"]["hi"] < 0.2
+    # the soft verdicts say so: a taken-in presentation puts all of A's and B's share on the cued slot
+    lines = [json.loads(x) for f in (tmp_path / "run" / "log").glob("*.jsonl") for x in f.read_text().splitlines()]
+    sure = [r for r in lines if r["perturbation"] == "probe:injection" and r["judge"] == "soft-taken"
+            and r["p_a"] is not None and min(r["p_a"], r["p_b"]) == 0.0]
+    assert sure and all((r["p_a"] > 0) == (r["order"] == "pert_first") for r in sure)
