@@ -269,3 +269,48 @@ def test_a_soft_simulated_judge_honours_the_probe_knobs(tmp_path):
     sure = [r for r in lines if r["perturbation"] == "probe:injection" and r["judge"] == "soft-taken"
             and r["p_a"] is not None and min(r["p_a"], r["p_b"]) == 0.0]
     assert sure and all((r["p_a"] > 0) == (r["order"] == "pert_first") for r in sure)
+
+
+def test_probe_cards_in_the_export_and_probe_items_in_the_examples(tmp_path):
+    import pyarrow.parquet as pq
+
+    from babelrun.app.cli import main
+    from babelrun.score import decode
+
+    judges = [simulated("tied", default_accuracy=0.6, tie_rate=0.3, probes={"authority": 0.5})]
+    path = write_manifest(tmp_path, judges, perturbations=[{"name": "authority"}, {"name": "self_match"}],
+                          scoring={"bootstrap": 50}, corpus={"languages": ["en", "fr"], "references_per_language": 8})
+    assert quiet_audit(path).exit_code == 0
+    run = tmp_path / "run"
+    df = decode((run / "cards.json").read_bytes()).to_pandas()
+    probes_rows = df[df.family == "probes"]
+    assert set(probes_rows.lang) == {"all", "en", "fr"}
+    assert {"probe:authority", "probe:self_match", "all"} <= set(probes_rows.perturbation)
+    effect = probes_rows[(probes_rows.lang == "all") & (probes_rows.perturbation == "probe:authority")]
+    doc = _cards(run)["probes"][0]["judges"][0]
+    pooled = {p["perturbation"]: p["card"] for p in doc["probes"]}["probe:authority"]
+    row = effect.set_index("metric")
+    assert row.loc["cue_effect", "value"] == pooled["cue_effect"]["value"]
+    assert row.loc["mcnemar_p", "value"] == pooled["mcnemar"]["p"]
+    assert row.loc["mcnemar_p", "n"] == pooled["mcnemar"]["b"] + pooled["mcnemar"]["c"]
+    assert "slot_preference" in set(probes_rows[probes_rows.perturbation == "probe:self_match"].metric)
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 0
+    exported = pq.read_table(tmp_path / "x" / "cards.parquet").to_pandas()
+    assert len(exported[exported.family == "probes"]) == len(probes_rows)
+    # examples: a cued item shows its cue; a self match's tie (its gold) is never a failure
+    md = (run / "report.md").read_text()
+    rows = [r for r in md.split("## Example failures")[1].split("\n## ")[0].splitlines() if r.startswith("| tied")]
+    cued = [r for r in rows if "probe:authority" in r]
+    assert cued and all(re.search(r"\(cue authority\\\|(en|fr)\\\|\d\\\|(start|end|between:\d+)\)", r) for r in cued)
+    assert not [r for r in rows if "probe:self_match" in r and "said tie" in r]
+    from babelrun.report import data as report_data
+    from babelrun.store import compact
+
+    records = compact.load(run, report_data._NARROW)
+    self_ties = pq.read_table(run / "judgements.parquet", filters=[("perturbation", "=", "probe:self_match"),
+                                                                     ("verdict", "=", "tie")]).num_rows
+    shown = report_data._failures(run, records, 1000)  # every candidate
+    assert self_ties and not [m for m, recs in shown if m == "tie" and recs[0]["perturbation"] == "probe:self_match"]
+    assert [m for m, recs in shown if recs[0]["perturbation"] == "probe:self_match"]  # its decisive verdicts are
+    assert any("said tie" in r for r in rows)  # ties elsewhere are failures still
+    assert "cue <code>authority|" in (run / "report.html").read_text()
