@@ -205,7 +205,7 @@ class _Rater(_Heuristic):
 
 
 def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
-    langs = ["en", "es", "hi", "ja"]
+    langs = ["en", "es", "hi", "ja", "zh", "ar", "sw", "ru"]  # one presentation an item: more items
     known: dict[str, set[str]] = {}
     for r in bundled_corpus.read(None):
         known.setdefault(r.prompt, set()).update(probes.words(r.response))
@@ -218,7 +218,7 @@ def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
                   for name, server in (("gullible-pw", gullible), ("immune-pw", immune))]
         path = write_manifest(tmp_path, judges, perturbations=[*PROBES[:2], {"name": "injection",
                                                                              "cue_language": "both"}, *PROBES[3:]],
-                              corpus={"languages": langs, "references_per_language": 10})
+                              corpus={"languages": langs, "references_per_language": 12})
         assert quiet_audit(path).exit_code == 0
     doc = _cards(tmp_path / "run")
     (family,) = doc["probes"]
@@ -231,8 +231,8 @@ def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
         assert _contains(g["accuracy"], 1 - rate), (name, g["accuracy"])
         assert i["accuracy"]["value"] >= 0.95, (name, i["accuracy"])
         if probes.probe_of(name) != "master_key":
-            # one presentation per item (30-40 a probe): the effect is told from 0, ≈ the rate
-            assert g["cue_effect"]["lo"] > 0.25 and _contains(g["cue_effect"], rate)
+            # one presentation per item (84-96 a probe): the effect is told from 0, ≈ the rate
+            assert g["cue_effect"]["lo"] > 0.4 and _contains(g["cue_effect"], rate)
             assert _contains(i["cue_effect"], 0.0) and i["cue_success"]["value"] == 0.0
             assert _contains(g["cue_success"], rate)
     for judge in ("gullible-pw", "immune-pw"):
