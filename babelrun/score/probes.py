@@ -66,12 +66,32 @@ def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int,
     pointwise = pc.is_in(data["order"].cast(pa.string()), pa.array(["reference", "degraded"]))
     pairwise = data.filter(pc.invert(pointwise))
     if pairwise.num_rows:
-        out.append(ProbeFamilyCards(FAMILY, _family(pairwise, replicates, confidence, seed, cells)))
+        out.append(ProbeFamilyCards(FAMILY, _per_judge(pairwise, replicates, confidence, seed, cells)))
     if pc.any(pointwise).as_py():
         table = as_presentations(data.filter(pointwise))
         if table.num_rows:
-            out.append(ProbeFamilyCards(POINTWISE_FAMILY, _family(table, replicates, confidence, seed, cells)))
+            out.append(ProbeFamilyCards(POINTWISE_FAMILY, _per_judge(table, replicates, confidence, seed, cells)))
     return out
+
+
+def _per_judge(data: pa.Table, replicates: int, confidence: float, seed: int,
+               cells: _Cells) -> list[ProbeJudgeCards]:
+    """``_family`` one judge at a time (no card pools judges; every bootstrap is seeded by
+    its judge's own cell): the pass holds one judge's working arrays, not every judge's.
+    Judges in ``_family``'s order: those with cue probes or master keys by (name, id), then
+    those with only a self match."""
+    ids = pc.unique(data["judge_id"].cast(pa.string())).to_pylist()
+    if len(ids) <= 1:
+        return _family(data, replicates, confidence, seed, cells)
+    out = []
+    for jid in ids:
+        mine = data.filter(pc.equal(data["judge_id"].cast(pa.string()), jid))
+        names = pc.unique(mine["perturbation"].cast(pa.string())).to_pylist()
+        parsed = [cues.parse(n) for n in names]
+        scored = any(q is not None and q.probe not in (cues.CLEAN, "self_match") for q in parsed)
+        out += [(not scored, jc.judge, jc.judge_id, jc) for jc in _family(mine, replicates, confidence, seed, cells)]
+        del mine
+    return [jc for *_, jc in sorted(out, key=lambda x: x[:3])]
 
 
 def is_probe(data: pa.Table) -> pa.ChunkedArray | pa.Array:
