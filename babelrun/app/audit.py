@@ -106,8 +106,10 @@ def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, 
                             only=only, limit=limit, budget_usd=shard_budget(budget, shard), stop=stop)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
+        del plan  # the plan's references and the engine's buffers: not the scoring's business
         try:
             if not outcome.interrupted and shard is None:
+                return_freed_memory()  # the engine's heap, before scoring reads the records
                 result.cards = score_run(run_dir, write_report=False)
                 result.warnings = warnings(run_dir)
                 # stats.json says what the cards left out, and why

@@ -231,6 +231,9 @@ def return_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to ask
         pass
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()  # Arrow's allocator keeps its freed pages too
 
 
 def score_run(run_dir: Path, *, write_report: bool = True) -> score.Cards:

@@ -24,7 +24,10 @@ with +μ when the reference stands in slot A, μ = Φ⁻¹(accuracy) (so an unbi
 the reference with probability ``accuracy``), β = Φ⁻¹((1 + position_bias)/2) (a judge with
 no quality signal names slot A with probability ½ + position_bias/2) and likewise γ from
 ``verbosity_bias``. P(tie) is ``tie_rate``; A and B share the rest. ``invalid_rate`` of the
-replies carry no probabilities (an invalid soft verdict).
+replies carry no probabilities (an invalid soft verdict). With ``probes``, a probe's cued
+answer (a master key) takes the judge in with its probe's probability c: then all of A's and
+B's share goes to that answer's slot — so cue_success, cue_effect and master-key accuracy
+estimate what they do for the hard judge (above), with a the judge's P(reference) otherwise.
 
 With a ``verdict:`` pattern the judge writes its choice the way the template declares it: a
 short explanation, then the verdict's ``reply`` format (or the one derived from its pattern)
@@ -36,6 +39,7 @@ Pointwise (``protocol: pointwise``), per answer shown::
 
     score = round(s_ref − drop·[degraded] + g·log2(len answer / len reference) + o[lang] + ε)
 
+(no drop for an answer identical to the reference: a robustness probe's self match)
 clipped to the verdict's scale (with ``values:``, the label of the nearest value), ε ~
 N(0, ``score_noise``), s_ref = ``score_reference``
 (default: two thirds up the scale), drop = ``score_drop``, g = ``length_gain``, o =
@@ -159,6 +163,10 @@ class SimulatedJudge:
         k, rng = self.knobs, self._rng(request)
         if rng.random() < k.invalid_rate:
             return None
+        cue = self.susceptibility(request)
+        if cue and rng.random() < cue:  # taken in by a probe's cue (a master key): sure of the worse answer
+            p_a = 1 - k.tie_rate if request.order == "pert_first" else 0.0
+            return (p_a, 1 - k.tie_rate - p_a, k.tie_rate)
         quality = _probit(self.accuracy(request))
         len_a, len_b = len(request.answer_a), len(request.answer_b)
         logit = (quality if request.order == "ref_first" else -quality) + _probit((1 + k.position_bias) / 2)
@@ -179,7 +187,9 @@ class SimulatedJudge:
         assert self._scale is not None  # rate() is for a pointwise judge, whose verdict has a scale
         lo, hi = self._scale
         score = lo + (hi - lo) * 2 / 3 if k.score_reference is None else k.score_reference
-        if request.order == "degraded":
+        # the drop is for a degraded answer: the same text as the reference (a probe's self
+        # match; a degradation item never is, a no-op is never emitted) is scored like it
+        if request.order == "degraded" and request.answer != request.item.reference:
             cue = self.susceptibility(request)
             if not (cue and rng.random() < cue):  # a cued answer the judge is taken in by scores as the reference
                 score -= k.score_drop

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import regex
+
 from . import script
 
 PREFIX = "probe:"  # core.items.PROBE_PREFIX: the family's perturbation names
@@ -201,7 +203,9 @@ def place(answer: str, cue: str, rng: random.Random) -> tuple[str, str]:
     (drawn from ``rng``), in the answer's own sentence separator; and where (``between:2``:
     before its third sentence)."""
     parts = script.sentences(answer)
-    gap = script.sentence_gap(parts) if len(parts) > 1 else ("" if _cjk(answer) else " ")
+    gap = script.sentence_gap(parts) if len(parts) > 1 else ("" if _unspaced(answer) else " ")
+    if not gap and not _unspaced(cue):  # a spaced cue (the English one) in a text without spaces
+        gap = " "
     where = rng.choice(("start", "end", "between") if len(parts) > 1 else ("start", "end"))
     if where == "start":
         return cue + (gap or "") + answer, where
@@ -213,8 +217,15 @@ def place(answer: str, cue: str, rng: random.Random) -> tuple[str, str]:
     return head + (gap or "") + cue + (gap or "") + tail, f"between:{k}"
 
 
-def _cjk(text: str) -> bool:
-    return any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text)
+# Scripts written without spaces between words: CJK (with kana, full-width forms, Hangul is
+# spaced and not here), Thai, Lao, Khmer, Myanmar. A cue is joined to an answer in one of them
+# with no space only when the cue is in one of them too.
+_UNSPACED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+                          r"\u3000-\u303f\uff00-\uffef]")
+
+
+def _unspaced(text: str) -> bool:
+    return _UNSPACED.search(text) is not None
 
 
 def words(text: str) -> set[str]:

@@ -531,7 +531,8 @@ def _example(e: Example) -> str:
     texts = (_text("question", e.prompt) + _text("reference (the better answer)", e.reference)
              + _text(f"perturbed ({h(e.perturbation)} {e.severity:g})", e.perturbed)
              if e.reference is not None else "<p class=note>texts unavailable</p>")
-    return (f"<details><summary>{h(e.lang)} · {h(e.perturbation)} {e.severity:g} · item "
+    cue = f" · cue <code>{h(e.cue)}</code>" if e.cue else ""
+    return (f"<details><summary>{h(e.lang)} · {h(e.perturbation)} {e.severity:g}{cue} · item "
             f"<code>{h(e.item_id)}</code></summary><ul>{replies}</ul>{texts}</details>")
 
 

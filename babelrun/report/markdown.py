@@ -520,7 +520,7 @@ def _examples(data) -> list[str]:
         for e in run.examples:
             replies = "; ".join(f"{r.order}: {_raw(r.raw)} → {r.slot or '–'}" for r in e.replies)
             out.append(f"| {md(e.judge)} | {MODES[e.mode].split(' (')[0]} | {_cell(e.item_id)} | {_cell(e.lang)} | "
-                       f"{_cell(e.perturbation)} {e.severity:g} | {replies} |")
+                       f"{_cell(e.perturbation)} {e.severity:g}{_cue(e.cue)} | {replies} |")
         out.append("")
     return out if any_example else out + ["None found.", ""]
 
@@ -543,3 +543,8 @@ def render_report(data) -> str:
 
 
 from . import robustness  # noqa: E402, F401 (registers the robustness section's renderers)
+
+
+def _cue(cue: str | None) -> str:
+    """A probe example's recorded cue (probe|language|text|placement), after its perturbation."""
+    return f" (cue {_cell(cue)})" if cue else ""

@@ -50,6 +50,7 @@ from .cards import (
 from .columns import codes, lookup
 from .stats import Interval, mcnemar_exact, rounded
 
+BOOTSTRAP_BLOCK = 64  # replicates drawn at once (_CueStats._bootstrap)
 EXACT_UP_TO = 200  # discordant pairs up to which stats.mcnemar_exact's integer sum runs
 
 FAMILY = "probes"
@@ -65,29 +66,72 @@ def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int,
     pointwise = pc.is_in(data["order"].cast(pa.string()), pa.array(["reference", "degraded"]))
     pairwise = data.filter(pc.invert(pointwise))
     if pairwise.num_rows:
-        out.append(ProbeFamilyCards(FAMILY, _family(pairwise, replicates, confidence, seed, cells)))
+        out.append(ProbeFamilyCards(FAMILY, _per_judge(pairwise, replicates, confidence, seed, cells)))
     if pc.any(pointwise).as_py():
         table = as_presentations(data.filter(pointwise))
         if table.num_rows:
-            out.append(ProbeFamilyCards(POINTWISE_FAMILY, _family(table, replicates, confidence, seed, cells)))
+            out.append(ProbeFamilyCards(POINTWISE_FAMILY, _per_judge(table, replicates, confidence, seed, cells)))
     return out
 
 
-def as_presentations(data: pa.Table) -> pa.Table:
-    """Pointwise probe records as one pairwise-shaped presentation per item (module doc)."""
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in data.select(["judge_id", "judge", "item_key", "order", "lang", "perturbation", "ref_id",
-                          "ref_len", "pert_len", "kind", "score"]).to_pylist():
-        entry = rows.setdefault((r["judge_id"], r["item_key"]), {**r, "scores": {}})
-        entry["scores"][r["order"]] = r["score"]
+def _per_judge(data: pa.Table, replicates: int, confidence: float, seed: int,
+               cells: _Cells) -> list[ProbeJudgeCards]:
+    """``_family`` one judge at a time (no card pools judges; every bootstrap is seeded by
+    its judge's own cell): the pass holds one judge's working arrays, not every judge's.
+    Judges in ``_family``'s order: those with cue probes or master keys by (name, id), then
+    those with only a self match."""
+    ids = pc.unique(data["judge_id"].cast(pa.string())).to_pylist()
+    if len(ids) <= 1:
+        return _family(data, replicates, confidence, seed, cells)
     out = []
-    for entry in rows.values():
-        ref, deg = entry["scores"].get("reference"), entry["scores"].get("degraded")
-        verdict = ("invalid" if ref is None or deg is None else
-                   "reference" if ref > deg else "perturbed" if deg > ref else "tie")
-        out.append({k: entry[k] for k in ("judge_id", "judge", "item_key", "lang", "perturbation", "ref_id",
-                                          "ref_len", "pert_len", "kind")} | {"order": "ref_first", "verdict": verdict})
-    return pa.Table.from_pylist(out)
+    for jid in ids:
+        mine = data.filter(pc.equal(data["judge_id"].cast(pa.string()), jid))
+        names = pc.unique(mine["perturbation"].cast(pa.string())).to_pylist()
+        parsed = [cues.parse(n) for n in names]
+        scored = any(q is not None and q.probe not in (cues.CLEAN, "self_match") for q in parsed)
+        out += [(not scored, jc.judge, jc.judge_id, jc) for jc in _family(mine, replicates, confidence, seed, cells)]
+        del mine
+    return [jc for *_, jc in sorted(out, key=lambda x: x[:3])]
+
+
+def is_probe(data: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """Which records of ``data`` are probe records (kind ``probe``)."""
+    if "kind" not in data.column_names:
+        return pa.array(np.zeros(data.num_rows, dtype=bool))
+    return pc.fill_null(pc.equal(data["kind"].cast(pa.string()), "probe"), False)
+
+
+def not_probe(data: pa.Table) -> pa.ChunkedArray | pa.Array:
+    return pc.invert(is_probe(data))
+
+
+def as_presentations(data: pa.Table) -> pa.Table:
+    """Pointwise probe records as one pairwise-shaped presentation per item (module doc):
+    columnar, each item's two records found adjacent by one sort on (judge, item)."""
+    if not data.num_rows:
+        return data
+    j, _ = codes(data["judge_id"])
+    key = data["item_key"].to_numpy(zero_copy_only=False).astype(np.uint64)
+    answer = lookup(data["order"], ("reference", "degraded"))
+    score = pc.cast(data["score"], pa.float64()).to_numpy(zero_copy_only=False)  # null: NaN
+    by = np.lexsort((answer, key, j))
+    jb, kb = j[by], key[by]
+    first = np.flatnonzero(np.r_[True, (jb[1:] != jb[:-1]) | (kb[1:] != kb[:-1])])
+    group = np.cumsum(np.r_[True, (jb[1:] != jb[:-1]) | (kb[1:] != kb[:-1])]) - 1
+    scores = np.full((len(first), 2), np.nan)
+    ab = answer[by]
+    for code in (0, 1):  # the reference's score, the degraded answer's
+        at = ab == code
+        scores[group[at], code] = score[by][at]
+    ref, deg = scores[:, 0], scores[:, 1]
+    missing = np.isnan(ref) | np.isnan(deg)
+    with np.errstate(invalid="ignore"):
+        verdict = np.where(missing, "invalid", np.where(ref > deg, "reference",
+                                                         np.where(deg > ref, "perturbed", "tie")))
+    rows = data.select(["judge_id", "judge", "item_key", "lang", "perturbation", "ref_id", "ref_len", "pert_len",
+                        "kind"]).take(pa.array(by[first]))
+    return rows.append_column("order", pa.array(np.full(len(first), "ref_first"))).append_column(
+        "verdict", pa.array(verdict))
 
 
 def _family(data: pa.Table, replicates: int, confidence: float, seed: int,
@@ -290,8 +334,14 @@ class _CueStats:
             return {}
         digest = hashlib.blake2b(f"{self.seed}\x1fprobe\x1f{key}".encode(), digest_size=8).digest()
         rng = np.random.default_rng(int.from_bytes(digest))
-        weights = rng.multinomial(k, np.full(k, 1.0 / k), size=self.replicates).astype(np.float64)
-        rs = weights @ sums
+        # Replicates drawn a block at a time: the same draws as one call (the generator's
+        # stream is consumed row by row) and exact sums (integer counts), without holding a
+        # replicates × clusters matrix (1000 × 14,000 clusters for a 456-language run: 112 MB).
+        p = np.full(k, 1.0 / k)
+        rs = np.empty((self.replicates, sums.shape[1]))
+        for a in range(0, self.replicates, BOOTSTRAP_BLOCK):
+            b = min(a + BOOTSTRAP_BLOCK, self.replicates)
+            rs[a:b] = rng.multinomial(k, p, size=b - a).astype(np.float64) @ sums
         tail = (1.0 - self.confidence) / 2.0
         with np.errstate(invalid="ignore", divide="ignore"):
             values = {"accuracy": rs[:, 1] / rs[:, 0], "cue_success": rs[:, 2] / rs[:, 0],

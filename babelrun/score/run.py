@@ -5,6 +5,7 @@ perturbation (``score``). Reads run.yaml (scoring settings, seed, composites) an
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import TypeVar
 
@@ -15,10 +16,10 @@ import pyarrow.compute as pc
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import CARDS_JSON, read_plan_summary, read_run_info
-from . import composite
+from . import composite, probes
 from .agentic import AgenticJudgeCards
 from .cards import Cards, JudgeCards, RunMeta, encode
-from .columnar import SCORING_COLUMNS, score
+from .columnar import SCORING_COLUMNS, cells, score
 
 
 def cards_of_run(run_dir: Path) -> Cards:
@@ -27,25 +28,46 @@ def cards_of_run(run_dir: Path) -> Cards:
     info = read_run_info(run_dir)
     scoring, seed, composites = info.manifest.scoring, info.manifest.seed, info.manifest.composites
     summary = read_plan_summary(run_dir)
-    data = compact.load(run_dir, composite.COLUMNS if composites else SCORING_COLUMNS)
+    # Without composite judges (which read every record), the robustness probes' records
+    # are read and scored apart, after the rest's scoring has let go of its records: the
+    # peak holds one family's records, never both (score/probes.py: a run with probes had
+    # them beside the degradation records through the whole pass).
+    apart = not composites
+    data = compact.load(run_dir, composite.COLUMNS if composites else SCORING_COLUMNS,
+                        where=probes.not_probe if apart else None)
     derived = composite.derive(data, composites, info.judge_ids)
     tables = [composite.table(data, d) for d in derived]
-    own = data
     subset = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "escalations"]
-    if subset:  # judges asked only on a cascade's hard presentations: no card of their own
-        own = data.filter(pc.invert(pc.is_in(data["judge_id"].cast(pa.string()), pa.array(subset))))
-    cards = score(pa.concat_tables([own, *tables]) if tables else own, summary.perturbation_audit,
-                  replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed,
-                  segmentation=summary.segmentation, removed=summary.removed_by_filters)
+
+    def own(table: pa.Table) -> pa.Table:
+        if not subset:
+            return table
+        # judges asked only on a cascade's hard presentations: no card of their own
+        return table.filter(pc.invert(pc.is_in(table["judge_id"].cast(pa.string()), pa.array(subset))))
+
     composite_cards = [composite.card(d, data, t, info.judge_ids, replicates=scoring.bootstrap,
                                       confidence=scoring.confidence, seed=seed)
                        for d, t in zip(derived, tables, strict=True)]
+    data = own(data)
+    cards = score(pa.concat_tables([data, *tables]) if tables else data, summary.perturbation_audit,
+                  replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed,
+                  segmentation=summary.segmentation, removed=summary.removed_by_filters)
+    del data, tables
+    if apart:
+        gc.collect()
+        pa.default_memory_pool().release_unused()  # the freed records' pages, before the probes'
+        rows = own(compact.load(run_dir, SCORING_COLUMNS, where=probes.is_probe))
+        if rows.num_rows:
+            cards = msgspec.structs.replace(cards, probes=probes.cards(
+                rows, replicates=scoring.bootstrap, confidence=scoring.confidence, seed=seed, cells=cells))
     cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
                                     composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
                                     agentic=_label_stale(cards.agentic, info.judge_ids))
     cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, run_dir))
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
+    gc.collect()
+    pa.default_memory_pool().release_unused()  # scoring's pages, before the report's reads
     return cards
 
 

@@ -2,9 +2,12 @@
 ``babelrun export`` (pandas, polars, DuckDB read it as it is; no nesting to unpick).
 
 Columns: run, judge, judge_id, family (``text`` cards, a labelled set's ``pairs:<set>``,
-``agentic`` or ``pointwise`` ones: R_pw is the pointwise ``reliability``), lang (``all``:
-the judge's overall card), perturbation (``all``: the language's card), metric, value, lo,
-hi, n. ``items`` and ``presentations`` are metrics too (value = the count, n = the count).
+``agentic`` or ``pointwise`` ones: R_pw is the pointwise ``reliability``; the robustness
+probes' ``probes`` or ``probes:pointwise``, with their ``cue_effect``, ``cue_success``,
+``slot_preference`` and ``mcnemar_p`` — value the exact p, n the discordant pairs — and each
+probe over every language as lang ``all``), lang (``all``: the judge's overall card),
+perturbation (``all``: the language's card), metric, value, lo, hi, n. ``items`` and
+``presentations`` are metrics too (value = the count, n = the count).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .metrics import REGISTRY
 from .stats import Interval
 
 ALL = "all"
+PROBE_FAMILIES = ("probes", "probes:pointwise")  # score/probes.py's FAMILY, POINTWISE_FAMILY
 SCHEMA = pa.schema([("run", pa.string()), ("judge", pa.string()), ("judge_id", pa.string()),
                     ("family", pa.string()), ("lang", pa.string()), ("perturbation", pa.string()),
                     ("metric", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
@@ -51,6 +55,10 @@ def rows(cards: Any, run: str = "") -> list[tuple[Any, ...]]:
     def add(judge: Any, family: str, lang: str, pert: str, card: Any) -> None:
         out.extend((run, judge.judge, judge.judge_id, family, lang, pert, name, iv.value, iv.lo, iv.hi, iv.n)
                    for name, iv in _metrics(card, family))
+        test = getattr(card, "mcnemar", None) if family in PROBE_FAMILIES else None  # the paired test
+        if test is not None:
+            out.append((run, judge.judge, judge.judge_id, family, lang, pert, "mcnemar_p", test.p, None, None,
+                        test.b + test.c))
 
     for jc in cards.judges:
         add(jc, "text", ALL, ALL, jc.overall)
@@ -73,6 +81,15 @@ def rows(cards: Any, run: str = "") -> list[tuple[Any, ...]]:
             add(pj, "pointwise", pl.lang, ALL, pl.card)
         for pp in pj.perturbations:
             add(pj, "pointwise", ALL, pp.perturbation, pp.card)
+    for fam in cards.probes or []:
+        for pj in fam.judges:
+            add(pj, fam.family, ALL, ALL, pj.overall)
+            for lc in pj.languages:
+                add(pj, fam.family, lc.lang, ALL, lc.card)
+                for pc in lc.perturbations:
+                    add(pj, fam.family, lc.lang, pc.perturbation, pc.card)
+            for pc in pj.probes:
+                add(pj, fam.family, ALL, pc.perturbation, pc.card)
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -162,12 +163,23 @@ def write_parquet(run_dir: Path) -> Path:
     return path
 
 
-def load(run_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
-    """The counted records of a run (``columns`` only, if given), from a current Parquet."""
+def load(run_dir: str | Path, columns: list[str] | None = None,
+         where: Callable[[pa.Table], pa.Array | pa.ChunkedArray] | None = None) -> pa.Table:
+    """The counted records of a run (``columns`` only, if given), from a current Parquet.
+    ``where`` (a row group's columns -> a boolean mask) keeps only the rows it selects, read a
+    row group at a time: memory holds the kept rows, never the whole file's."""
     run_dir = Path(run_dir)
     if not is_current(run_dir):
         write_parquet(run_dir)
     wanted = PARQUET_SCHEMA.names if columns is None else columns
-    data = pq.read_table(run_dir / PARQUET, columns=columns,
-                         read_dictionary=[c for c in DICTIONARY_COLUMNS if c in wanted])
+    dictionaries = [c for c in DICTIONARY_COLUMNS if c in wanted]
+    if where is not None:
+        f = pq.ParquetFile(run_dir / PARQUET, read_dictionary=dictionaries)
+        parts = [t.filter(where(t)) for t in (f.read_row_group(i, columns=columns)
+                                               for i in range(f.metadata.num_row_groups))]
+        if parts:
+            return pa.concat_tables(parts).replace_schema_metadata(None)
+    data = pq.read_table(run_dir / PARQUET, columns=columns, read_dictionary=dictionaries)
+    if where is not None:
+        data = data.filter(where(data))
     return data.replace_schema_metadata(None)

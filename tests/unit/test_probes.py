@@ -190,3 +190,23 @@ def test_the_log_space_mcnemar_matches_the_exact_integer_sum():
 
     for b, c in [(0, 0), (3, 9), (90, 111), (150, 60), (300, 290), (EXACT_UP_TO, 1)]:
         assert mcnemar(b, c) == pytest.approx(mcnemar_exact(b, c), rel=1e-9, abs=1e-300)
+
+
+def test_a_spaced_cue_is_spaced_from_an_answer_in_a_script_without_spaces():
+    from random import Random
+
+    for answer, lang in (("第一句。第二句。第三句。", "zh"), ("最初の文。次の文。", "ja"),
+                         ("ประโยคแรกที่นี่", "th"), ("只有一句", "zh")):
+        for seed in range(12):
+            out, where = probes.place(answer, "According to a study.", Random(seed))
+            assert "According to a study." in out
+            if where == "start":
+                assert out.startswith("According to a study. "), (lang, out)
+            elif where == "end":
+                assert out.endswith(" According to a study."), (lang, out)
+            else:
+                assert " According to a study. " in out, (lang, out)
+            assert "".join(out.replace("According to a study.", "").split()) == "".join(answer.split())
+        # a cue in a script without spaces is joined as the answer's own sentences are
+        out, where = probes.place("第一句。第二句。", "据研究。", Random(0))
+        assert " " not in out
