@@ -72,6 +72,9 @@ async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, sof
         for r in reqs[:batch_size]:
             tg.start_soon(judge.judge, r)
     decoder = judge._decoder
+    if decoder is not None:  # both paths start cold: no prefix kept from the warm-up
+        decoder.forget()
+    judge._llm().reset()
     before = (decoder.decode_s, decoder.evaluated, decoder.reused) if decoder else (0.0, 0, 0)
     queue = iter(reqs)
     tokens = 0

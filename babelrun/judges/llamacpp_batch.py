@@ -7,11 +7,12 @@ off), so a token's attention walks its own sequence's cells only, as on the one-
 (in one unified cache every token walks every sequence's cells, masked: at batch 8, ~1,600
 cells for a prompt that sees ~450, which made the batch slower than one prompt at a time
 without flash attention). A prompt starts from the longest prefix it shares with a prompt
-already evaluated — one of the last batch's, which stay resident, or an earlier one of its own
-batch — whose stream is copied into its own (``llama_memory_seq_cp``: a whole stream, then the
-tail past the shared prefix removed), and evaluates only the rest. A prompt whose source is in
-its own batch waits for it: the batch is evaluated in a few rounds (``plan``), one
-``llama_decode`` call each, every prompt of a round in one call.
+already evaluated (``plan``) — one of the last batch's, which stay resident, or an earlier one
+of its own batch — whose stream is copied into its own (``llama_memory_seq_cp``: a whole
+stream, then the tail past the shared prefix removed), and evaluates only the rest, one
+``llama_decode`` call a prompt: a call holding several streams is cut by llama.cpp into
+micro-batches of as many tokens from each, which for suffixes of unequal lengths makes many
+small ones, each reading all the weights (measured: ~0.7× the tokens/s of one prompt a call).
 
 Batches alternate between two halves of the sequence ids, so the last batch's prompts (the
 resident ones, their generated tokens removed) and the new ones never share a stream; once the
@@ -113,35 +114,31 @@ class Source(NamedTuple):
     n: int
 
 
-def plan(prompts: list[list[int]], resident: list[list[int]]) -> tuple[list[Source | None], list[int]]:
-    """Each prompt's source — the prompt already evaluated (resident, or earlier in the batch)
+def plan(prompts: list[list[int]], resident: list[list[int]]) -> list[Source | None]:
+    """Each prompt's source: the prompt already evaluated (resident, or earlier in the batch)
     that shares the longest prefix with it, at most all its tokens but the last (evaluated for
-    its logits) unless it is a duplicate of one earlier in the batch (whose logits it takes);
-    the lowest round among equals, a resident one first — and each prompt's round: 0 with no
-    source or a resident one, one after its source's otherwise."""
+    its logits) unless it is a duplicate of one earlier in the batch (whose logits it takes); a
+    resident one, then the earliest, among equals; None where nothing is shared."""
     sources: list[Source | None] = []
-    rounds: list[int] = []
     for s, prompt in enumerate(prompts):
         cap = len(prompt) - 1
         best: Source | None = None
-        best_key = (0, 0)
         for r, tokens in enumerate(resident):
             n = min(common(tokens, prompt), cap)
-            if n and (n, 1) > best_key:
-                best, best_key = Source(True, r, n), (n, 1)
+            if n > (best.n if best else 0):
+                best = Source(True, r, n)
         for t in range(s):
             n = common(prompts[t], prompt)
             n = n if n == len(prompt) == len(prompts[t]) else min(n, cap)  # a duplicate shares its logits too
-            if n and (n, -rounds[t]) > best_key:
-                best, best_key = Source(False, t, n), (n, -rounds[t])
+            if n > (best.n if best else 0):
+                best = Source(False, t, n)
         sources.append(best)
-        rounds.append(rounds[best.of] + 1 if best and not best.resident else 0)
-    return sources, rounds
+    return sources
 
 
 def evaluates(prompts: list[list[int]], resident: list[list[int]] | None = None) -> int:
     """The prompt tokens ``Decoder.prefill`` evaluates for ``prompts`` (sharing prefixes)."""
-    sources, _ = plan(prompts, resident or [])
+    sources = plan(prompts, resident or [])
     return sum(len(p) - (src.n if src else 0) for p, src in zip(prompts, sources, strict=True))
 
 
@@ -194,6 +191,11 @@ class Decoder:
             self._lib.llama_free(self._ctx)
             self._ctx = None
 
+    def forget(self) -> None:
+        """Empty the cache: the next batch takes no prefix from before (bench/: a cold start)."""
+        self._lib.llama_memory_clear(self._memory, True)
+        self.resident = []
+
     def held(self) -> int:
         """Cells the resident prompts hold."""
         return sum(len(tokens) for _, tokens in self.resident)
@@ -226,56 +228,35 @@ class Decoder:
         resident = self.resident if (self.keep and reuse) else []
         for seq, kept in resident:  # the last batch's generated tokens: only prompts are shared
             lib.llama_memory_seq_rm(memory, seq, len(kept), -1)
-        if share or resident:
-            sources, rounds = plan(prompts, [kept for _, kept in resident])
-            if not share:
-                sources = [src if src and src.resident else None for src in sources]
-                rounds = [0] * len(prompts)
-        else:
-            sources, rounds = [None] * len(prompts), [0] * len(prompts)
+        sources = plan(prompts, [kept for _, kept in resident]) if share or resident else [None] * len(prompts)
+        if not share:
+            sources = [src if src and src.resident else None for src in sources]
         base = self.n_seq if self.keep and self.resident and self.resident[0][0] < self.n_seq else 0
         self._ids = ids = [base + s for s in range(len(prompts))]
         starts = [src.n if src else 0 for src in sources]
-        logits: list[np.ndarray | None] = [None] * len(prompts)
-        for round_ in range(max(rounds) + 1):
-            tokens: list[int] = []
-            pos: list[int] = []
-            seqs: list[int] = []
-            last: dict[int, int] = {}  # prompt -> the batch index of its last token
-            for s, prompt in enumerate(prompts):
-                if rounds[s] != round_:
-                    continue
-                src = sources[s]
-                if src is None:
-                    lib.llama_memory_seq_rm(memory, ids[s], -1, -1)
-                else:  # a whole stream (copied at the next decode), less its tail
-                    lib.llama_memory_seq_cp(memory, resident[src.of][0] if src.resident else ids[src.of],
-                                            ids[s], -1, -1)
-                    lib.llama_memory_seq_rm(memory, ids[s], src.n, -1)
-                if src is not None and src.n == len(prompt):  # a duplicate: nothing to evaluate
-                    logits[s] = logits[src.of]
-                    continue
-                tokens += prompt[starts[s]:]
-                pos += range(starts[s], len(prompt))
-                seqs += [ids[s]] * (len(prompt) - starts[s])
-                last[s] = len(tokens) - 1
-            if not tokens:  # only duplicates: their copies happen at the next llama_decode
+        logits: list[np.ndarray] = []
+        for s, (prompt, src, start) in enumerate(zip(prompts, sources, starts, strict=True)):
+            if src is None:
+                lib.llama_memory_seq_rm(memory, ids[s], -1, -1)
+            else:  # a whole stream (copied at the next llama_decode), less its tail
+                lib.llama_memory_seq_cp(memory, resident[src.of][0] if src.resident else ids[src.of], ids[s], -1, -1)
+                lib.llama_memory_seq_rm(memory, ids[s], start, -1)
+            if start == len(prompt):  # a duplicate: nothing to evaluate
+                logits.append(logits[src.of] if src else logits[-1])
                 continue
-            outputs = [False] * len(tokens)
-            for i in last.values():
-                outputs[i] = True
-            self._decode(tokens, pos, seqs, outputs)
-            self.evaluated += len(tokens)
-            for s, i in last.items():
-                logits[s] = self._logits(i)
+            n = len(prompt) - start
+            self._decode(prompt[start:], list(range(start, len(prompt))), [ids[s]] * n, [False] * (n - 1) + [True])
+            self.evaluated += n
+            logits.append(self._logits(n - 1))
         self.reused += sum(starts)
         self.first_evaluated = starts
-        # The last batch's prompts have given their prefixes (copied in round 0, which always
-        # evaluates a token): free their streams, so that only this batch's stay.
+        # The last batch's prompts have given their prefixes (a prompt that takes from one
+        # evaluates a token at least, so its copy is done): free their streams, so that only
+        # this batch's stay.
         for seq, _ in self.resident:
             lib.llama_memory_seq_rm(memory, seq, -1, -1)
         self.resident = [(ids[s], p) for s, p in enumerate(prompts)] if self.keep else []
-        return [row for row in logits if row is not None]
+        return logits
 
     def step(self, running: dict[int, tuple[int, int]]) -> dict[int, np.ndarray]:
         """One generated token for each running sequence (prompt index -> (token, position)),

@@ -147,6 +147,13 @@ def _in_batches(judge, requests, size):
     return replies, batches
 
 
+def _sized(judge):
+    """The judge with its decoder made for the longest of these prompts from the start (a
+    batch that needs longer streams makes the decoder again, empty: nothing kept)."""
+    judge._decoder_for(judge._llm(), 4, 1024)
+    return judge
+
+
 def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_verdicts():
     from babelrun.judges.protocol import slot_reader
 
@@ -183,7 +190,7 @@ def test_the_next_micro_batch_evaluates_none_of_the_prefix_it_shares_with_the_la
     from babelrun.judges import llamacpp_batch
 
     requests = _distinct_requests(8)
-    judge = _judge(True, max_tokens=2)
+    judge = _sized(_judge(True, max_tokens=2))
     _, (first, second) = _in_batches(judge, requests, 4)
     decoder = judge._decoder
     instructions = min(llamacpp_batch.common(first[0], p) for p in first + second)  # every prompt's
@@ -196,7 +203,7 @@ def test_the_next_micro_batch_evaluates_none_of_the_prefix_it_shares_with_the_la
     judge._run_batch(requests[4:8])  # the same batch again: every prompt but its last token kept
     assert decoder.first_evaluated == [len(p) - 1 for p in second]
     assert decoder.evaluated - evaluated == len(second)
-    cold = _judge(True, max_tokens=2)
+    cold = _sized(_judge(True, max_tokens=2))
     cold.keep_prefix = False  # the same two batches, nothing kept: the second evaluates its instructions
     _in_batches(cold, requests, 4)
     assert cold._decoder.first_evaluated[0] == 0
@@ -207,7 +214,7 @@ def test_the_kept_cache_stays_bounded_over_many_micro_batches():
     import llama_cpp
 
     requests = _distinct_requests(24)
-    judge = _judge(True, max_tokens=2)
+    judge = _sized(_judge(True, max_tokens=2))
     _in_batches(judge, requests[:4], 4)
     decoder = judge._decoder
     n_ctx = llama_cpp.llama_n_ctx(decoder._ctx)
