@@ -11,11 +11,13 @@ is no generation: one forward pass gives the next token's probabilities of A, B 
 The event loop never blocks on the model: calls run in a worker thread, one batch at a
 time. Micro-batching: the first request to arrive waits up to ``max_wait_ms`` for up to
 ``batch_size`` in all, then hands the batch to the model thread in one hop. There, with
-``batch_size`` > 1, the batch is decoded on llama.cpp's low-level API as sequences of one
-``llama_decode`` call sharing their common prefixes (``llamacpp_batch``); where the installed
+``batch_size`` > 1, the batch is decoded on llama.cpp's low-level API as sequences decoded
+together, each evaluated from the longest prefix it shares with an earlier prompt of its batch
+or of the batch before, whose prompts stay in the KV cache (``llamacpp_batch``); where the installed
 llama-cpp-python lacks that API, or ``batch_size`` is 1, prompts go one at a time through the
 high-level API. The record's ``fingerprint`` names which ran (``MULTI_SEQUENCE``,
-``ONE_AT_A_TIME``); the two agree to float rounding (tests/e2e/test_llamacpp.py), and
+``ONE_AT_A_TIME``); between batches the decoder keeps the last batch's prompts in its KV cache
+for the next to take their shared prefixes from. The two agree to float rounding (tests/e2e/test_llamacpp.py), and
 ``bench/llamacpp_batching.py`` measures one against the other.
 """
 
@@ -127,10 +129,13 @@ class LlamaCppJudge(LocalJudge):
 
     # Decode a batch as sequences of one llama_decode call (llamacpp_batch) where the installed
     # llama-cpp-python has the low-level API: None (the default) when batch_size > 1. Tests and
-    # bench/ set it on an instance (False: the one-at-a-time path on the same judge), and
-    # share_prefix False to evaluate every prompt whole.
+    # bench/ set it on an instance (False: the one-at-a-time path on the same judge),
+    # share_prefix False to evaluate every prompt whole, keep_prefix False to rebuild every
+    # batch's tree from an empty cache (not taking prefixes from the batch before).
     multi_sequence: bool | None = None
     share_prefix: bool = True
+    keep_prefix: bool = True
+    flash_attention: bool = False  # the decoder's (bench/ compares; see llamacpp_batch.Decoder)
 
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         super().__init__(spec, judge_id, seed)
@@ -186,13 +191,14 @@ class LlamaCppJudge(LocalJudge):
     # -- a batch at once, llama.cpp's low-level API -------------------------------------------
 
     def _multi_sequence(self, llm: Any, prompts: list[list[int]]) -> list[JudgeReply]:
-        """The batch as one prefix tree in one llama_decode call; generated verdicts then
-        decode a token for every running sequence per call."""
+        """The batch's prompts evaluated from the prefixes they share (with each other and with
+        the last batch's, kept in the KV cache); generated verdicts then decode a token for
+        every running sequence per call."""
         budgets = [self._budget(len(tokens)) for tokens in prompts]
-        tree = (llamacpp_batch.prefix_tree if self.share_prefix else llamacpp_batch.apart)(prompts)
-        cells = sum(s.stop - s.start for s in tree)
-        decoder = self._decoder_for(llm, len(prompts), cells + (0 if self.spec.soft else sum(budgets)))
-        first = decoder.prefill(prompts, tree)
+        cells = max(len(tokens) + (0 if self.spec.soft else budget) for tokens, budget in zip(prompts, budgets,
+                                                                                             strict=True))
+        decoder = self._decoder_for(llm, len(prompts), cells)
+        first = decoder.prefill(prompts, share=self.share_prefix, reuse=self.keep_prefix)
         if self.spec.soft:
             return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE, soft_labels(self.spec))
                     for logits, tokens in zip(first, prompts, strict=True)]
@@ -226,14 +232,17 @@ class LlamaCppJudge(LocalJudge):
         return limit if limit + n_prompt < self.spec.context else self.spec.context - n_prompt
 
     def _decoder_for(self, llm: Any, n_seq: int, cells: int) -> llamacpp_batch.Decoder:
-        """The judge's own llama.cpp context, made again larger when a batch needs more."""
+        """The judge's own llama.cpp context (``cells`` a sequence), made again larger when a
+        batch needs more."""
         n_seq = min(max(n_seq, self.spec.batch_size), llamacpp_batch.max_sequences())
-        if self._decoder is None or self._decoder.n_ctx < cells or self._decoder.n_seq < n_seq:
-            spent = (self._decoder.decode_s, self._decoder.evaluated) if self._decoder else (0.0, 0)
+        if self._decoder is None or self._decoder.n_cells < cells or self._decoder.n_seq < n_seq:
+            old = self._decoder
+            spent = (old.decode_s, old.evaluated, old.reused) if old else (0.0, 0, 0)
             self._close_decoder()
-            n_ctx = max(self.spec.context, 1 << (cells - 1).bit_length())
-            self._decoder = llamacpp_batch.Decoder(llm, n_seq, n_ctx)
-            self._decoder.decode_s, self._decoder.evaluated = spent  # the judge's totals (bench/)
+            n_cells = max(512, 1 << (cells - 1).bit_length())  # a power of two: few rebuilds
+            self._decoder = llamacpp_batch.Decoder(llm, n_seq, n_cells, flash=self.flash_attention)
+            d = self._decoder
+            d.decode_s, d.evaluated, d.reused = spent  # the judge's totals (bench/)
             _DECODERS.append(self._decoder)
         return self._decoder
 

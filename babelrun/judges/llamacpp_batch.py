@@ -1,13 +1,24 @@
-"""A micro-batch of prompts decoded together on llama.cpp's low-level API, as one prefix tree.
+"""A micro-batch of prompts decoded together on llama.cpp's low-level API, sharing prefixes.
 
 Judge prompts share long prefixes: every prompt of a template starts with the same
 instructions, the two orders of an item share the question, the perturbations of one reference
-share the reference in slot A. ``prefix_tree`` lays a batch's token sequences out as a tree of
-segments; each segment's tokens go into the ``llama_batch`` once, tagged with every sequence
-that holds them, so their KV cells are computed once and referenced by all of those sequences
-(no copies). Parents come before children, so one ``llama_decode`` call evaluates the whole
-tree: llama.cpp's attention mask lets a token see the cells of its own (first) sequence id,
-and a prefix's cells carry every sequence id below them.
+share the reference in slot A. Each sequence has a KV stream of its own (``kv_unified``
+off), so a token's attention walks its own sequence's cells only, as on the one-at-a-time path
+(in one unified cache every token walks every sequence's cells, masked: at batch 8, ~1,600
+cells for a prompt that sees ~450, which made the batch slower than one prompt at a time
+without flash attention). A prompt starts from the longest prefix it shares with a prompt
+already evaluated (``plan``) — one of the last batch's, which stay resident, or an earlier one
+of its own batch — whose stream is copied into its own (``llama_memory_seq_cp``: a whole
+stream, then the tail past the shared prefix removed), and evaluates only the rest, one
+``llama_decode`` call a prompt: a call holding several streams is cut by llama.cpp into
+micro-batches of as many tokens from each, which for suffixes of unequal lengths makes many
+small ones, each reading all the weights (measured: ~0.7× the tokens/s of one prompt a call).
+
+Batches alternate between two halves of the sequence ids, so the last batch's prompts (the
+resident ones, their generated tokens removed) and the new ones never share a stream; once the
+new batch has copied its prefixes, the last batch's streams are emptied (``llama_memory_seq_rm``).
+The cache is allocated once, two streams per sequence of a batch, and holds one batch's
+prompts between batches: it cannot grow over a run.
 
 After that prefill, soft verdicts read each sequence's next-token logits; generated verdicts
 decode their few tokens together, one token for every still-running sequence per
@@ -16,7 +27,7 @@ llama-cpp-python's completion is; above 0, its default filters and a draw from t
 seeded generator (sampled verdicts then depend on how requests fell into batches).
 
 This needs the low-level names of llama-cpp-python ≥ 0.3.10 (``llama_batch_init``,
-``llama_decode``, ``llama_get_memory``, ``llama_memory_clear``, a ``kv_unified`` context
+``llama_decode``, ``llama_get_memory``, ``llama_memory_seq_cp``…, a ``kv_unified`` context
 parameter); ``available()`` says whether they are there, and the backend falls back to the
 high-level API, one prompt at a time, where they are not.
 """
@@ -29,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 NEEDED = ("llama_batch_init", "llama_batch_free", "llama_decode", "llama_get_memory", "llama_memory_clear",
-          "llama_get_logits_ith", "llama_init_from_model", "llama_free")
+          "llama_memory_seq_cp", "llama_memory_seq_rm", "llama_get_logits_ith", "llama_init_from_model", "llama_free")
 
 
 def available() -> bool:
@@ -79,6 +90,58 @@ def prefix_tree(prompts: list[list[int]]) -> list[Segment]:
     return out
 
 
+def common(a: list[int], b: list[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class Source(NamedTuple):
+    """Where a prompt's first ``n`` tokens come from: resident prompt ``of`` (of the last
+    batch) or, with ``resident`` False, prompt ``of`` of its own batch."""
+
+    resident: bool
+    of: int
+    n: int
+
+
+def plan(prompts: list[list[int]], resident: list[list[int]]) -> list[Source | None]:
+    """Each prompt's source: the prompt already evaluated (resident, or earlier in the batch)
+    that shares the longest prefix with it, at most all its tokens but the last (evaluated for
+    its logits) unless it is a duplicate of one earlier in the batch (whose logits it takes); a
+    resident one, then the earliest, among equals; None where nothing is shared."""
+    sources: list[Source | None] = []
+    for s, prompt in enumerate(prompts):
+        cap = len(prompt) - 1
+        best: Source | None = None
+        for r, tokens in enumerate(resident):
+            n = min(common(tokens, prompt), cap)
+            if n > (best.n if best else 0):
+                best = Source(True, r, n)
+        for t in range(s):
+            n = common(prompts[t], prompt)
+            n = n if n == len(prompt) == len(prompts[t]) else min(n, cap)  # a duplicate shares its logits too
+            if n > (best.n if best else 0):
+                best = Source(False, t, n)
+        sources.append(best)
+    return sources
+
+
+def evaluates(prompts: list[list[int]], resident: list[list[int]] | None = None) -> int:
+    """The prompt tokens ``Decoder.prefill`` evaluates for ``prompts`` (sharing prefixes)."""
+    sources = plan(prompts, resident or [])
+    return sum(len(p) - (src.n if src else 0) for p, src in zip(prompts, sources, strict=True))
+
+
 def apart(prompts: list[list[int]]) -> list[Segment]:
     """Every prompt whole in its own sequence, nothing shared (what bench/ compares against)."""
     return [Segment(0, len(p), (s,)) for s, p in enumerate(prompts)]
@@ -86,35 +149,41 @@ def apart(prompts: list[list[int]]) -> list[Segment]:
 
 class Decoder:
     """A llama.cpp context of its own (the model's weights shared with the high-level
-    ``Llama``), with one unified KV cache for up to ``n_seq`` sequences of ``n_ctx`` cells in
-    all. Runs in the model thread only."""
+    ``Llama``): a KV stream of ``n_cells`` cells for each of ``2 * n_seq`` sequences (a batch
+    of up to ``n_seq``, and the batch before it, kept; ``n_seq`` streams without ``keep``).
+    Runs in the model thread only."""
 
-    def __init__(self, llm: Any, n_seq: int, n_ctx: int, flash: bool = False):  # llm: llama_cpp.Llama
+    def __init__(self, llm: Any, n_seq: int, n_cells: int, flash: bool = False,
+                 keep: bool = True):  # llm: llama_cpp.Llama
         import llama_cpp
 
         self._lib = llama_cpp
+        self.keep = keep and 2 * n_seq <= max_sequences()
+        streams = 2 * n_seq if self.keep else n_seq
         params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)
-        params.n_ctx = n_ctx
-        params.n_batch = n_ctx  # the whole tree in one llama_decode call (split into n_ubatch inside)
-        params.n_seq_max = n_seq
-        params.kv_unified = True  # sequences reference each other's cells
-        params.swa_full = True  # Gemma's sliding-window layers: keep the shared prefix's cells
-        # Every token attends over the whole unified cache, masked to its own sequence. Plain
-        # attention multiplies by the masked cells too (at batch 8, ~1,500 cells for a prompt
-        # that sees ~300); llama.cpp's CPU flash attention skips them — but it is off by
-        # default: with the generic (GGML_NATIVE=OFF) kernels its numerics flipped one of six
-        # greedy verdicts against the one-at-a-time path (the agreement test), and a verdict
-        # must not depend on batching. ``flash=True`` is for benchmarks that check agreement.
+        params.n_ctx = n_cells * streams  # llama.cpp gives each stream n_ctx / n_seq_max cells
+        params.n_batch = params.n_ctx  # a round in one llama_decode call (split into n_ubatch inside)
+        params.n_seq_max = streams
+        params.kv_unified = False  # a stream per sequence: attention walks its own cells only
+        params.swa_full = True  # Gemma's sliding-window layers: keep every cell a later prompt may copy
+        # Flash attention is off by default: with the generic (GGML_NATIVE=OFF) kernels its
+        # numerics flipped one of six greedy verdicts against the one-at-a-time path (the
+        # agreement test), and a verdict must not depend on batching. ``flash=True`` is for
+        # benchmarks that check agreement.
         params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash
                                   else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
-        self.n_ctx, self.n_seq, self.n_vocab = n_ctx, n_seq, llm.n_vocab()
+        self.n_cells, self.n_seq, self.n_vocab = n_cells, n_seq, llm.n_vocab()
         self._ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self._ctx:
-            raise MemoryError(f"llama.cpp could not make a context of {n_ctx} cells for {n_seq} sequences")
+            raise MemoryError(f"llama.cpp could not make a context of {n_cells} cells for {streams} sequences")
         self._memory = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(n_ctx, 0, n_seq)
+        self._batch = llama_cpp.llama_batch_init(params.n_ctx, 0, 1)
         self.decode_s = 0.0  # time inside llama_decode, and the prompt tokens it evaluated (bench/)
         self.evaluated = 0
+        self.reused = 0  # prompt tokens taken from a prompt evaluated before (copied, not evaluated)
+        self.resident: list[tuple[int, list[int]]] = []  # the last batch's prompts: (sequence id, tokens)
+        self.first_evaluated: list[int] = []  # per prompt of the last prefill: its first position evaluated
+        self._ids: list[int] = []  # prompt index -> sequence id, for the running batch
 
     def close(self) -> None:
         if self._ctx:
@@ -122,17 +191,24 @@ class Decoder:
             self._lib.llama_free(self._ctx)
             self._ctx = None
 
-    def _decode(self, tokens: list[int], pos: list[int], seqs: list[tuple[int, ...]], outputs: list[bool]) -> None:
+    def forget(self) -> None:
+        """Empty the cache: the next batch takes no prefix from before (bench/: a cold start)."""
+        self._lib.llama_memory_clear(self._memory, True)
+        self.resident = []
+
+    def held(self) -> int:
+        """Cells the resident prompts hold."""
+        return sum(len(tokens) for _, tokens in self.resident)
+
+    def _decode(self, tokens: list[int], pos: list[int], seqs: list[int], outputs: list[bool]) -> None:
         batch, n = self._batch, len(tokens)
         batch.n_tokens = n
         np.ctypeslib.as_array(batch.token, shape=(n,))[:] = tokens
         np.ctypeslib.as_array(batch.pos, shape=(n,))[:] = pos
-        np.ctypeslib.as_array(batch.n_seq_id, shape=(n,))[:] = [len(s) for s in seqs]
+        np.ctypeslib.as_array(batch.n_seq_id, shape=(n,))[:] = 1
         np.ctypeslib.as_array(batch.logits, shape=(n,))[:] = outputs
-        for i, group in enumerate(seqs):
-            row = batch.seq_id[i]
-            for k, s in enumerate(group):
-                row[k] = s
+        for i, s in enumerate(seqs):
+            batch.seq_id[i][0] = s
         started = time.perf_counter()
         status = self._lib.llama_decode(self._ctx, batch)
         self.decode_s += time.perf_counter() - started
@@ -143,37 +219,51 @@ class Decoder:
         return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, index),
                                      shape=(self.n_vocab,)).copy()
 
-    def prefill(self, prompts: list[list[int]], tree: list[Segment]) -> list[np.ndarray]:
-        """Clear the cache, evaluate the prompts as the segments of ``tree`` (sequence i is
-        prompt i: ``prefix_tree``, or ``apart`` for bench/), and return each prompt's
-        next-token logits."""
-        self._lib.llama_memory_clear(self._memory, True)
-        tokens: list[int] = []
-        pos: list[int] = []
-        seqs: list[tuple[int, ...]] = []
-        outputs: list[bool] = []
-        last: dict[tuple[int, int], int] = {}  # (prompt, position) of a prompt's last token -> batch index
-        ends = {(s, len(p) - 1) for s, p in enumerate(prompts)}
-        for segment in tree:
-            source = prompts[segment.seqs[0]]
-            for p in range(segment.start, segment.stop):
-                mine = [s for s in segment.seqs if (s, p) in ends]
-                for s in mine:
-                    last[(s, p)] = len(tokens)
-                tokens.append(source[p])
-                pos.append(p)
-                seqs.append(segment.seqs)
-                outputs.append(bool(mine))
-        self._decode(tokens, pos, seqs, outputs)
-        self.evaluated += len(tokens)
-        return [self._logits(last[(s, len(p) - 1)]) for s, p in enumerate(prompts)]
+    def prefill(self, prompts: list[list[int]], share: bool = True, reuse: bool = True) -> list[np.ndarray]:
+        """Evaluate the prompts (prompt i in sequence i of this batch), each from the longest
+        prefix it shares with a resident prompt (``reuse``) or an earlier one of the batch
+        (``share``), and return each prompt's next-token logits. The prompts stay resident
+        for the next batch (with ``keep``)."""
+        lib, memory = self._lib, self._memory
+        resident = self.resident if (self.keep and reuse) else []
+        for seq, kept in resident:  # the last batch's generated tokens: only prompts are shared
+            lib.llama_memory_seq_rm(memory, seq, len(kept), -1)
+        sources = plan(prompts, [kept for _, kept in resident]) if share or resident else [None] * len(prompts)
+        if not share:
+            sources = [src if src and src.resident else None for src in sources]
+        base = self.n_seq if self.keep and self.resident and self.resident[0][0] < self.n_seq else 0
+        self._ids = ids = [base + s for s in range(len(prompts))]
+        starts = [src.n if src else 0 for src in sources]
+        logits: list[np.ndarray] = []
+        for s, (prompt, src, start) in enumerate(zip(prompts, sources, starts, strict=True)):
+            if src is None:
+                lib.llama_memory_seq_rm(memory, ids[s], -1, -1)
+            else:  # a whole stream (copied at the next llama_decode), less its tail
+                lib.llama_memory_seq_cp(memory, resident[src.of][0] if src.resident else ids[src.of], ids[s], -1, -1)
+                lib.llama_memory_seq_rm(memory, ids[s], start, -1)
+            if start == len(prompt):  # a duplicate: nothing to evaluate
+                logits.append(logits[src.of] if src else logits[-1])
+                continue
+            n = len(prompt) - start
+            self._decode(prompt[start:], list(range(start, len(prompt))), [ids[s]] * n, [False] * (n - 1) + [True])
+            self.evaluated += n
+            logits.append(self._logits(n - 1))
+        self.reused += sum(starts)
+        self.first_evaluated = starts
+        # The last batch's prompts have given their prefixes (a prompt that takes from one
+        # evaluates a token at least, so its copy is done): free their streams, so that only
+        # this batch's stay.
+        for seq, _ in self.resident:
+            lib.llama_memory_seq_rm(memory, seq, -1, -1)
+        self.resident = [(ids[s], p) for s, p in enumerate(prompts)] if self.keep else []
+        return logits
 
     def step(self, running: dict[int, tuple[int, int]]) -> dict[int, np.ndarray]:
-        """One generated token for each running sequence (sequence -> (token, position)),
+        """One generated token for each running sequence (prompt index -> (token, position)),
         decoded together; each sequence's next-token logits."""
         order = list(running)
         self._decode([running[s][0] for s in order], [running[s][1] for s in order],
-                     [(s,) for s in order], [True] * len(order))
+                     [self._ids[s] for s in order], [True] * len(order))
         return {s: self._logits(i) for i, s in enumerate(order)}
 
 

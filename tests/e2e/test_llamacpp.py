@@ -132,3 +132,98 @@ def test_falls_back_to_one_at_a_time_without_the_low_level_api(monkeypatch):
     judge = _judge(None, max_tokens=2)  # the default: multi-sequence where it can
     (reply,) = judge._run_batch(_distinct_requests(1))
     assert reply.fingerprint == "llama.cpp one-at-a-time" and judge._decoder is None
+
+
+def _in_batches(judge, requests, size):
+    """The requests through the judge's model thread ``size`` at a time, as the micro-batcher
+    hands them over; the replies and each batch's prompt tokens."""
+    from babelrun.judges.llamacpp import prompt_tokens
+
+    replies, batches = [], []
+    for k in range(0, len(requests), size):
+        chunk = requests[k:k + size]
+        batches.append([prompt_tokens(judge._llm(), r) for r in chunk])
+        replies += judge._run_batch(chunk)
+    return replies, batches
+
+
+def _sized(judge):
+    """The judge with its decoder made for the longest of these prompts from the start (a
+    batch that needs longer streams makes the decoder again, empty: nothing kept)."""
+    judge._decoder_for(judge._llm(), 4, 1024)
+    return judge
+
+
+def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_verdicts():
+    from babelrun.judges.protocol import slot_reader
+
+    requests = _distinct_requests(12)
+    one, multi = _judge(False, max_tokens=4), _judge(True, max_tokens=4)
+    expected = one._run_batch(requests)
+    got, _ = _in_batches(multi, requests[:6], 2)  # the agreement test's six, three micro-batches of two:
+    assert multi._decoder is not None and multi._decoder.reused > 0  # the second and third take prefixes
+    assert [(r.raw, r.tokens_in, r.tokens_out) for r in got] == [(r.raw, r.tokens_in, r.tokens_out)
+                                                                 for r in expected[:6]]  # the same text
+    got += _in_batches(multi, requests[6:], 3)[0]  # more, taking from the six before
+    assert {r.fingerprint for r in got} == {"llama.cpp multi-sequence"}
+    read = slot_reader(None)
+    # The verdicts agree; the text after the verdict token may not: on one of these prompts the
+    # next token after " A" is a near-tie (newline 15.545 against "." 15.420 in the logits),
+    # which the one-at-a-time path itself breaks either way depending on the prefix it kept.
+    assert [read(r.raw) for r in got] == [read(r.raw) for r in expected]
+    assert [r.tokens_in for r in got] == [r.tokens_in for r in expected]
+
+
+def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_soft_verdicts():
+    requests = _distinct_requests(10)
+    one, multi = _judge(False, soft=True), _judge(True, soft=True)
+    expected = one._run_batch(requests)
+    got, _ = _in_batches(multi, requests, 3)
+    for e, g in zip(expected, got, strict=True):
+        assert max(abs(a - b) for a, b in zip(e.probs, g.probs, strict=True)) <= TOLERANCE
+        ranked = sorted(e.probs, reverse=True)
+        if ranked[0] - ranked[1] > 2 * TOLERANCE:
+            assert e.probs.index(ranked[0]) == g.probs.index(max(g.probs))
+
+
+def test_the_next_micro_batch_evaluates_none_of_the_prefix_it_shares_with_the_last():
+    from babelrun.judges import llamacpp_batch
+
+    requests = _distinct_requests(8)
+    judge = _sized(_judge(True, max_tokens=2))
+    _, (first, second) = _in_batches(judge, requests, 4)
+    decoder = judge._decoder
+    instructions = min(llamacpp_batch.common(first[0], p) for p in first + second)  # every prompt's
+    assert instructions > 20  # the template's instructions (and the BOS token)
+    for prompt, start in zip(second, decoder.first_evaluated, strict=True):
+        assert start >= instructions  # none of the shared prefix evaluated again
+        assert start == min(max(llamacpp_batch.common(p, prompt) for p in first + second[:second.index(prompt)]),
+                            len(prompt) - 1)
+    evaluated = decoder.evaluated
+    judge._run_batch(requests[4:8])  # the same batch again: every prompt but its last token kept
+    assert decoder.first_evaluated == [len(p) - 1 for p in second]
+    assert decoder.evaluated - evaluated == len(second)
+    cold = _sized(_judge(True, max_tokens=2))
+    cold.keep_prefix = False  # the same two batches, nothing kept: the second evaluates its instructions
+    _in_batches(cold, requests, 4)
+    assert cold._decoder.first_evaluated[0] == 0
+    assert cold._decoder.evaluated > evaluated
+
+
+def test_the_kept_cache_stays_bounded_over_many_micro_batches():
+    import llama_cpp
+
+    requests = _distinct_requests(24)
+    judge = _sized(_judge(True, max_tokens=2))
+    _in_batches(judge, requests[:4], 4)
+    decoder = judge._decoder
+    n_ctx = llama_cpp.llama_n_ctx(decoder._ctx)
+    for k in range(4, len(requests), 4):
+        judge._run_batch(requests[k:k + 4])
+        assert judge._decoder is decoder and llama_cpp.llama_n_ctx(decoder._ctx) == n_ctx  # never grown
+        assert len(decoder.resident) == 4  # the last batch's prompts, nothing older
+        held = [llama_cpp.llama_memory_seq_pos_max(decoder._memory, seq) + 1 for seq, _ in decoder.resident]
+        assert all(len(tokens) <= n <= len(tokens) + 2 for n, (_, tokens) in zip(held, decoder.resident, strict=True))
+        assert decoder.held() == sum(len(tokens) for _, tokens in decoder.resident) <= 4 * decoder.n_cells
+        others = {seq for seq in range(2 * decoder.n_seq)} - {seq for seq, _ in decoder.resident}
+        assert all(llama_cpp.llama_memory_seq_pos_max(decoder._memory, seq) == -1 for seq in others)  # freed

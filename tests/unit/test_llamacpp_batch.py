@@ -49,3 +49,25 @@ def test_greedy_is_argmax_and_sampling_stays_in_the_top_tokens():
     assert sample(logits, 0.0, rng) == 1
     drawn = {sample(logits, 1.0, rng) for _ in range(200)}
     assert drawn == {1, 2}  # min-p (5% of the best) leaves only the two near-equal tokens
+
+
+def test_a_prompt_starts_from_the_longest_prefix_evaluated_before_it():
+    from babelrun.judges.llamacpp_batch import Source, evaluates, plan
+
+    resident = [[1, 2, 3, 4, 5], [1, 2, 9]]
+    prompts = [[1, 2, 3, 4, 6], [1, 2, 3, 4, 6, 7], [8, 8], [1, 2, 3, 4, 6, 7], [1, 2, 3]]
+    sources = plan(prompts, resident)
+    assert sources[0] == Source(True, 0, 4)  # from the last batch: 1 2 3 4 kept, 6 evaluated
+    assert sources[1] == Source(False, 0, 5)  # from its own batch, evaluated before it
+    assert sources[2] is None  # nothing shared: whole
+    assert sources[3] == Source(False, 1, 6)  # a duplicate: every token, and its logits, shared
+    assert sources[4] == Source(True, 0, 2)  # never its last token: evaluated for its logits
+    assert evaluates(prompts, resident) == 1 + 1 + 2 + 0 + 1
+    assert evaluates(prompts) == 5 + 1 + 2 + 0 + 1  # without the last batch: prompt 0 whole
+
+
+def test_equal_prefixes_prefer_the_last_batch_then_the_earliest_prompt():
+    from babelrun.judges.llamacpp_batch import Source, plan
+
+    assert plan([[1, 2, 3], [1, 2, 4]], [[1, 2, 5]]) == [Source(True, 0, 2), Source(True, 0, 2)]
+    assert plan([[1, 2, 3], [1, 2, 4], [1, 2, 5]], []) == [None, Source(False, 0, 2), Source(False, 0, 2)]
