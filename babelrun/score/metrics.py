@@ -30,6 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .stats import percentile_intervals
+
 # Columns of the per-item table.
 STATS = (
     "n", "correct", "slot_a", "slot_b", "tie", "invalid",
@@ -203,12 +205,4 @@ def bootstrap(counts: np.ndarray, rows: np.ndarray, replicates: int, confidence:
     if replicates == 0 or n == 0:
         return {}
     weights = rng.multinomial(n, counts / n, size=replicates).astype(np.float64)
-    samples = from_sums(weights @ rows)
-    tail = (1.0 - confidence) / 2.0
-    out = {}
-    for name, values in samples.items():
-        finite = values[np.isfinite(values)]
-        if finite.size:
-            lo, hi = np.quantile(finite, [tail, 1.0 - tail])
-            out[name] = (float(lo), float(hi))
-    return out
+    return percentile_intervals(from_sums(weights @ rows), confidence)

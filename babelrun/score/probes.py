@@ -48,7 +48,7 @@ from .cards import (
     ProbePerturbationCard,
 )
 from .columns import codes, lookup
-from .stats import Interval, mcnemar_exact, rounded
+from .stats import Interval, mcnemar_exact, percentile_intervals, rounded
 
 BOOTSTRAP_BLOCK = 64  # replicates drawn at once (_CueStats._bootstrap)
 EXACT_UP_TO = 200  # discordant pairs up to which stats.mcnemar_exact's integer sum runs
@@ -342,17 +342,10 @@ class _CueStats:
         for a in range(0, self.replicates, BOOTSTRAP_BLOCK):
             b = min(a + BOOTSTRAP_BLOCK, self.replicates)
             rs[a:b] = rng.multinomial(k, p, size=b - a).astype(np.float64) @ sums
-        tail = (1.0 - self.confidence) / 2.0
         with np.errstate(invalid="ignore", divide="ignore"):
             values = {"accuracy": rs[:, 1] / rs[:, 0], "cue_success": rs[:, 2] / rs[:, 0],
                       "cue_effect": (rs[:, 4] - rs[:, 5]) / rs[:, 3]}
-        out = {}
-        for name, v in values.items():
-            v = v[np.isfinite(v)]
-            if v.size:
-                lo, hi = np.quantile(v, [tail, 1.0 - tail])
-                out[name] = (float(lo), float(hi))
-        return out
+        return percentile_intervals(values, self.confidence)
 
     def card(self, card: Card, where: tuple[str, str | None, str | None]) -> ProbeCard:
         """``card`` (from ``cells``) with the cue metrics of its presentations."""

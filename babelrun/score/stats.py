@@ -93,6 +93,20 @@ def _z(confidence: float) -> float:
     return x
 
 
+def percentile_intervals(samples: dict[str, np.ndarray], confidence: float) -> dict[str, tuple[float, float]]:
+    """Each named bootstrap sample's two-sided percentile interval at ``confidence``, over
+    its finite replicates (a replicate that drew no denominator is NaN); a name with none
+    is left out."""
+    tail = (1.0 - confidence) / 2.0
+    out = {}
+    for name, values in samples.items():
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            lo, hi = np.quantile(finite, [tail, 1.0 - tail])
+            out[name] = (float(lo), float(hi))
+    return out
+
+
 def wilson(k: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval for k successes out of n (arrays broadcast). n = 0 gives NaN."""
     k = np.asarray(k, dtype=np.float64)
