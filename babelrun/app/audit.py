@@ -103,6 +103,7 @@ def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, 
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
                             only=only, limit=limit, budget_usd=budget, stop=stop)
+        plan.release()  # the engine's passes are over: its held items go before scoring
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:

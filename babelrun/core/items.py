@@ -201,12 +201,13 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
 
 def replay(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]], seed: int,
            perturb: Perturber, outcomes: Iterator[Outcome], ids: Iterator[str],
-           kind: ItemKind = "text") -> Iterator[Item]:
+           kind: ItemKind = "text", skip: int = 0) -> Iterator[Item]:
     """The items ``generate`` emitted for the same arguments, again, from what it reported:
     ``outcomes`` (one per cell, in its order) and the emitted items' ids. A plan's passes
     after its survey use it: no id is hashed, no no-op or merge is checked, and a cell that
     emitted nothing is not perturbed again. Each item is identical to ``generate``'s (the
-    perturbation is deterministic given the RNG seeded from the id)."""
+    perturbation is deterministic given the RNG seeded from the id). ``skip``: leave out the
+    first ``skip`` items (a caller that holds them): they are not perturbed again."""
     prefix = FAMILY_PREFIX[kind]
     for ref in references:
         guide = getattr(ref, "reference_answer", "")
@@ -215,6 +216,9 @@ def replay(references: Iterable[Reference], perturbations: list[tuple[str, list[
                 if next(outcomes) != "emitted":
                     continue
                 iid = next(ids)
+                if skip:
+                    skip -= 1
+                    continue
                 perturbed = perturb(ref, name, severity, random.Random(int(iid, 16)))
                 yield Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
                            prefix + name, severity, len(ref.response), len(perturbed), reference_answer=guide)

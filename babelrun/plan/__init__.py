@@ -1,9 +1,11 @@
 """The plan: which (judge, item, order) keys an audit must judge.
 
-Items are not held in memory: ``Plan.items()`` regenerates them from the references on each
-pass (perturbing is cheap and deterministic), so memory stays flat however large the plan.
-One survey pass at construction counts the items, keeps their ids (for progress totals and
-the done count) and the perturbation audit. Labelled pairs follow the perturbation items:
+Items are not held in memory beyond a bound: ``Plan.items()`` regenerates them from the
+references on each pass (perturbing is deterministic), so memory stays flat however large the
+plan. One survey pass at construction counts the items, keeps their ids (for progress totals
+and the done count) and the perturbation audit, and keeps the first perturbed items it made,
+up to ``HOLD_BYTES`` of their texts: a pass yields those as they are and regenerates only the
+rest (an audit's engine otherwise perturbed every item a second time, in its event loop). Labelled pairs follow the perturbation items:
 already items, they are audited as ``pairs:<set>`` and counted as emitted; so are the
 parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbation>``) and
 translation tie probes. Agent trajectories (``babelrun.agentic``) follow the text items:
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import sys
 from collections.abc import Iterator
 
 from .. import agentic, corpus
@@ -67,6 +70,12 @@ def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
             for lang, n in sorted(counts.items())]
 
 
+def _text_bytes(item: Item) -> int:
+    """What holding an item costs: its perturbed text and its id (the rest is shared with its
+    reference, or small)."""
+    return sys.getsizeof(item.perturbed) + 200
+
+
 def order_key(seed: int, item_id: str) -> int:
     """An item's place in the seeded random order of ``Plan.ordered`` (the same in every
     process): what makes a stopped cell's items a random sample (``engine.stopping``)."""
@@ -97,14 +106,24 @@ class Plan:
         # The survey's outcome of every perturbed cell (text, then code-switched), one byte
         # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
         self._surveyed: list[bytearray] = []
+        # The first perturbed items of each kind, while their texts fit in ``HOLD_BYTES``
+        # (once one kind's items pass it, no later kind's are held): ``items`` replays the rest.
+        self._held: list[list[Item]] = []
+        room = self.HOLD_BYTES
         for kind, sources in self._perturbed():
             codes = bytearray()
+            held: list[Item] = []
             for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
                 cells.append((cell, outcome))
                 codes.append(_OUTCOMES.index(outcome))
                 if item is not None:
                     self.item_ids.append(item.item_id)
+                    if room > 0:
+                        room -= _text_bytes(item)
+                        if room >= 0:
+                            held.append(item)
             self._surveyed.append(codes)
+            self._held.append(held)
         for cell, item, outcome in self._regenerated():
             cells.append((cell, outcome))
             if item is not None:
@@ -116,6 +135,16 @@ class Plan:
         self.segmentation: list[Segmentation] = segmentation(references)
         self.shard: Shard | None = None
         self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
+
+    # The survey's items kept for later passes, by the bytes of their texts (``_text_bytes``):
+    # ~40 bytes of id and the perturbed text (the reference's text is the reference's own).
+    HOLD_BYTES = 32 << 20
+
+    def release(self) -> None:
+        """Drop the held items (the passes that need them are over): later passes regenerate
+        every item. Shared with this plan's shard and ordered views."""
+        for held in self._held:
+            held.clear()
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
@@ -170,9 +199,11 @@ class Plan:
         no-ops or perturbing the cells that emitted nothing), then the agentic ones, then
         the ready ones."""
         ids = iter(self.item_ids)
-        for (kind, sources), codes in zip(self._perturbed(), self._surveyed, strict=True):
+        for (kind, sources), codes, held in zip(self._perturbed(), self._surveyed, self._held, strict=True):
+            kept = list(held)  # a copy: ``release`` may empty the list while this pass runs
+            yield from kept
             yield from replay(sources, self.perturbations, self.seed, perturb_reference,
-                              map(_OUTCOMES.__getitem__, codes), ids, kind)
+                              map(_OUTCOMES.__getitem__, codes), ids, kind, skip=len(kept))
         for _, item, _ in self._regenerated():
             if item is not None:
                 yield item
