@@ -102,8 +102,10 @@ def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, 
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
-                            only=only, limit=limit, budget_usd=budget, stop=stop)
+                            only=only, limit=limit, budget_usd=budget, stop=stop, compacts=shard is None)
         plan.release()  # the engine's passes are over: its held items go before scoring
+        if not outcome.interrupted and shard is None:
+            compact.write_parquet(run_dir, index=True)  # and the last segment's keys index (run_shard)
         result = result_of(run_dir, outcome.judges, written=outcome.written,
                            interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         try:

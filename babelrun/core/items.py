@@ -180,6 +180,7 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
     with their own ``perturb`` and their focus in ``extra``."""
     prefix = FAMILY_PREFIX[kind]
     for ref in references:
+        unchanged = _squeezed(ref.response)
         for name, severities in perturbations:
             texts: set[str] = set()  # this (reference, perturbation)'s items so far, spaces out
             for severity in sorted(severities):
@@ -188,7 +189,7 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
                 perturbed = perturb(ref, name, severity, rng)
                 cell = (ref.lang, prefix + name, severity)
                 key = _squeezed(perturbed)
-                if key == _squeezed(ref.response):
+                if key == unchanged:
                     yield cell, None, "no-op"
                 elif key in texts:
                     yield cell, None, "merged"

@@ -64,8 +64,21 @@ WEAK_SENTENCES = 1.5
 def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
     """Per language: its text references, their mean sentences, and whether that is weak."""
     counts: dict[str, list[int]] = {}
+    for _ in _counting(references, counts):
+        pass
+    return _segmentation(counts)
+
+
+def _counting(references: list[corpus.Reference], counts: dict[str, list[int]]) -> Iterator[corpus.Reference]:
+    """The references, each counting its sentences into ``counts`` (by language) as it is
+    yielded: the survey splits a reference just before its perturbations split it again
+    (``script.sentences`` keeps the last texts' splits), not in a pass of its own."""
     for ref in references:
         counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response, ref.lang)))
+        yield ref
+
+
+def _segmentation(counts: dict[str, list[int]]) -> list[Segmentation]:
     return [Segmentation(lang, len(n), round(sum(n) / len(n), 4), sum(n) / len(n) < WEAK_SENTENCES)
             for lang, n in sorted(counts.items())]
 
@@ -110,9 +123,12 @@ class Plan:
         # (once one kind's items pass it, no later kind's are held): ``items`` replays the rest.
         self._held: list[list[Item]] = []
         room = self.HOLD_BYTES
+        sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         for kind, sources in self._perturbed():
             codes = bytearray()
             held: list[Item] = []
+            if kind == "text":
+                sources = _counting(sources, sentences)
             for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
                 cells.append((cell, outcome))
                 codes.append(_OUTCOMES.index(outcome))
@@ -132,7 +148,7 @@ class Plan:
             cells.append(((item.lang, item.perturbation, item.severity), "emitted"))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
-        self.segmentation: list[Segmentation] = segmentation(references)
+        self.segmentation: list[Segmentation] = _segmentation(sentences)
         self.shard: Shard | None = None
         self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
 

@@ -190,3 +190,25 @@ def test_gazetteer_names_are_langcodes_names():
         fast = script._place_and_language_names(lang)
         assert set(fast) == langcodes_names(lang), lang
         assert len(fast) == len(set(fast)) and [len(n) for n in fast] == sorted(map(len, fast), reverse=True)
+
+
+@pytest.mark.parametrize("hold", [0, 40_000, 1 << 30])
+def test_held_items_are_the_generated_ones(monkeypatch, hold):
+    """The survey keeps its first items (up to ``HOLD_BYTES`` of text: none, some, all) and
+    every pass yields them then replays the rest: the same items as ``generate``'s, in the same
+    order, before and after ``release``; the segmentation counted during the survey is the
+    one of a pass of its own."""
+    from babelrun.plan import segmentation
+
+    monkeypatch.setattr(Plan, "HOLD_BYTES", hold)
+    refs = _references()
+    plan = Plan(refs, ALL, seed=3)
+    held = sum(len(h) for h in plan._held)
+    assert (held == 0) if hold == 0 else (0 < held < plan.n_items) if hold == 40_000 else held == plan.n_items
+    generated = [it for _, it, _ in generate(refs, ALL, 3, perturb_reference) if it is not None]
+    assert list(plan.items()) == generated
+    assert list(plan.sharded(None).items()) == generated
+    plan.release()
+    assert sum(len(h) for h in plan._held) == 0
+    assert list(plan.items()) == generated
+    assert plan.segmentation == segmentation(refs)
