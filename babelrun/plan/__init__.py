@@ -1,15 +1,16 @@
 """The plan: which (judge, item, order) keys an audit must judge.
 
 Items are not held in memory beyond a bound: ``Plan.items()`` regenerates them from the
-references on each pass (perturbing is deterministic), so memory stays flat however large the
-plan. One survey pass at construction counts the items, keeps their ids (for progress totals
-and the done count) and the perturbation audit, and keeps the first perturbed items it made,
-up to ``HOLD_BYTES`` of their texts: a pass yields those as they are and regenerates only the
-rest (an audit's engine otherwise perturbed every item a second time, in its event loop). Labelled pairs follow the perturbation items:
-already items, they are audited as ``pairs:<set>`` and counted as emitted; so are the
-parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbation>``) and
-translation tie probes. Agent trajectories (``babelrun.agentic``) follow the text items:
-perturbed and no-op-guarded on their serialised form, audited as ``agent:<perturbation>``.
+references on each pass (perturbing is deterministic), so memory stays flat however large
+the plan. One survey pass at construction counts the items, keeps their ids (for progress
+totals and the done count) and the perturbation audit, and keeps the first perturbed items
+it made, up to ``HOLD_BYTES`` of their texts: a pass yields those as they are and
+regenerates only the rest (an audit's engine otherwise perturbed every item a second time,
+in its event loop). Labelled pairs follow the perturbation items: already items, they are
+audited as ``pairs:<set>`` and counted as emitted; so are the parallel-corpus families
+(``parallel.py``): code-switched items (``cs:<perturbation>``) and translation tie probes.
+Agent trajectories (``babelrun.agentic``) follow the text items: perturbed and no-op-guarded
+on their serialised form, audited as ``agent:<perturbation>``.
 
 A plan can be narrowed to one shard (``sharded``): the keys of shard i of N (``log.Shard``),
 judged by one process of several; the union of the N shards is the plan. Each shard still
