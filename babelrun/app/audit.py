@@ -120,7 +120,8 @@ def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, 
             # The full report (report.md with the leaderboard, report.html, plots/) from the
             # log and the cards just scored.
             return_freed_memory()
-            report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
+            gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
+            result.diagnoses = list(gathered.runs[0].diagnoses)  # the CLI's exit code reads them
     return result
 
 

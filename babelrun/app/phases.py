@@ -18,6 +18,7 @@ from ..engine.progress import Progress
 from ..errors import ManifestError, UserError
 from ..plan import Plan
 from ..score import composite
+from ..score.diagnose import Diagnosis
 from ..score.run import cards_of_run, stale_label
 from ..spec import JudgeSpec, Manifest
 from ..store import compact, log
@@ -48,6 +49,8 @@ class AuditResult(msgspec.Struct):
     stats: RunStats
     cards: score.Cards | None = None
     warnings: list[str] = []  # what the cards left out (see ``warnings``)
+    # the report's diagnoses (``score.diagnose.of_run``), when the audit wrote the report
+    diagnoses: list[Diagnosis] | None = None
 
     @property
     def exit_code(self) -> int:
