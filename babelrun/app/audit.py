@@ -103,7 +103,8 @@ def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, 
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
                             only=only, limit=limit, budget_usd=budget, stop=stop, compacts=shard is None)
-        plan.release()  # the engine's passes are over: its held items go before scoring
+        plan.release()  # the engine's passes are over: its held items go before scoring,
+        return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
         if not outcome.interrupted and shard is None:
             compact.write_parquet(run_dir, index=True)  # and the last segment's keys index (run_shard)
         result = result_of(run_dir, outcome.judges, written=outcome.written,

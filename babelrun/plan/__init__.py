@@ -3,11 +3,11 @@
 Items are not held in memory beyond a bound: ``Plan.items()`` regenerates them from the
 references on each pass (perturbing is deterministic), so memory stays flat however large
 the plan. One survey pass at construction counts the items, keeps their ids (for progress
-totals and the done count) and the perturbation audit, and keeps the first perturbed items
-it made, up to ``HOLD_BYTES`` of their texts: a pass yields those as they are and
-regenerates only the rest (an audit's engine otherwise perturbed every item a second time,
-in its event loop). Labelled pairs follow the perturbation items: already items, they are
-audited as ``pairs:<set>`` and counted as emitted; so are the parallel-corpus families
+totals and the done count) and the perturbation audit, and, when their texts fit in
+``HOLD_BYTES``, keeps the items it made: a pass then yields them as they are (an audit's
+engine otherwise perturbed every item a second time, in its event loop); a larger plan keeps
+none. Labelled pairs follow the perturbation items: already items, they are audited as
+``pairs:<set>`` and counted as emitted; so are the parallel-corpus families
 (``parallel.py``): code-switched items (``cs:<perturbation>``) and translation tie probes.
 Agent trajectories (``babelrun.agentic``) follow the text items: perturbed and no-op-guarded
 on their serialised form, audited as ``agent:<perturbation>``.
@@ -120,10 +120,10 @@ class Plan:
         # The survey's outcome of every perturbed cell (text, then code-switched), one byte
         # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
         self._surveyed: list[bytearray] = []
-        # The first perturbed items of each kind, while their texts fit in ``HOLD_BYTES``
-        # (once one kind's items pass it, no later kind's are held): ``items`` replays the rest.
+        # The perturbed items, when their texts fit in ``HOLD_BYTES`` (a larger plan holds
+        # none, so that its peak memory is what it was): ``items`` yields them, not perturbing.
         self._held: list[list[Item]] = []
-        room = self.HOLD_BYTES
+        room = self.HOLD_BYTES if self._expected_bytes() <= self.HOLD_BYTES else 0
         sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         for kind, sources in self._perturbed():
             codes = bytearray()
@@ -141,6 +141,9 @@ class Plan:
                             held.append(item)
             self._surveyed.append(codes)
             self._held.append(held)
+        if room < 0:  # a plan past the bound holds none: its memory stays what it was (bench/full_plan.py)
+            for kept in self._held:
+                kept.clear()
         for cell, item, outcome in self._regenerated():
             cells.append((cell, outcome))
             if item is not None:
@@ -156,6 +159,15 @@ class Plan:
     # The survey's items kept for later passes, by the bytes of their texts (``_text_bytes``):
     # ~40 bytes of id and the perturbed text (the reference's text is the reference's own).
     HOLD_BYTES = 32 << 20
+
+    def _expected_bytes(self) -> int:
+        """About what holding every perturbed item would cost, before any is made: each
+        source's text (as ``_text_bytes`` counts it) once per perturbation and severity. A
+        plan past ``HOLD_BYTES`` holds nothing, not even for a while (a transient hold raised
+        a 118,000-call audit's peak memory by ~20 MB)."""
+        cells = sum(len(severities) for _, severities in self.perturbations)
+        return sum(cells * (sys.getsizeof(source.response) + 200)
+                   for _, sources in self._perturbed() for source in sources)
 
     def release(self) -> None:
         """Drop the held items (the passes that need them are over): later passes regenerate
