@@ -18,6 +18,7 @@ from ..engine.progress import Progress
 from ..errors import ManifestError, UserError
 from ..plan import Plan
 from ..score import composite
+from ..score.diagnose import Diagnosis
 from ..score.run import cards_of_run, stale_label
 from ..spec import JudgeSpec, Manifest
 from ..store import compact, log
@@ -48,6 +49,8 @@ class AuditResult(msgspec.Struct):
     stats: RunStats
     cards: score.Cards | None = None
     warnings: list[str] = []  # what the cards left out (see ``warnings``)
+    # the report's diagnoses (``score.diagnose.of_run``), when the audit wrote the report
+    diagnoses: list[Diagnosis] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -114,13 +117,16 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
               build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
               phases: tuple[str, ...] = PHASES, wanted: DoneSet | None = None,
               only: frozenset[str] | None = None, limit: int | None = None,
-              budget_usd: float | None = None, stop: threading.Event | None = None) -> engine.EngineResult:
+              budget_usd: float | None = None, stop: threading.Event | None = None,
+              compacts: bool = False) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
     matching mode. ``build`` makes each judge's backend (the Ray executor's replicas stand in
     for local models); ``wanted``: the escalated keys, when the caller has them; ``only``: the
     names of the judges to call (``audit --judge``; None: all); ``limit``: new presentations per
-    judge (``audit --limit``)."""
+    judge (``audit --limit``); ``compacts``: the caller compacts the log with
+    ``compact.write_parquet(index=True)`` after a run that was not interrupted, and that
+    parse writes the last segment's keys index (not the writer's close: one parse, not two)."""
     run_dir, shard = manifest.run_dir, plan.shard
     log.repair(run_dir, shard)
     done = DoneSet.from_log(run_dir)
@@ -130,11 +136,14 @@ def run_shard(manifest: Manifest, plan: Plan, *, accounts: dict[str, limits.Budg
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
     options = extras(manifest, budget_usd)
+    index = True
     try:
-        return _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
-                      handle_signals=handle_signals, accounts=accounts, limit=limit, stop=stop, **options)
+        outcome = _judge(backends, plan, done, writer, manifest, wanted, progress=progress,
+                         handle_signals=handle_signals, accounts=accounts, limit=limit, stop=stop, **options)
+        index = not compacts or outcome.interrupted
+        return outcome
     finally:
-        writer.close()
+        writer.close(index=index)
         cache = options.get("cache")
         if cache is not None and cache.writes and manifest.cache is not None:
             from ..store.cache import prune  # bounded: the least recently used go past max_mb

@@ -180,6 +180,7 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
     with their own ``perturb`` and their focus in ``extra``."""
     prefix = FAMILY_PREFIX[kind]
     for ref in references:
+        unchanged = _squeezed(ref.response)
         for name, severities in perturbations:
             texts: set[str] = set()  # this (reference, perturbation)'s items so far, spaces out
             for severity in sorted(severities):
@@ -188,7 +189,7 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
                 perturbed = perturb(ref, name, severity, rng)
                 cell = (ref.lang, prefix + name, severity)
                 key = _squeezed(perturbed)
-                if key == _squeezed(ref.response):
+                if key == unchanged:
                     yield cell, None, "no-op"
                 elif key in texts:
                     yield cell, None, "merged"
@@ -201,12 +202,13 @@ def generate(references: Iterable[Reference], perturbations: list[tuple[str, lis
 
 def replay(references: Iterable[Reference], perturbations: list[tuple[str, list[float]]], seed: int,
            perturb: Perturber, outcomes: Iterator[Outcome], ids: Iterator[str],
-           kind: ItemKind = "text") -> Iterator[Item]:
+           kind: ItemKind = "text", skip: int = 0) -> Iterator[Item]:
     """The items ``generate`` emitted for the same arguments, again, from what it reported:
     ``outcomes`` (one per cell, in its order) and the emitted items' ids. A plan's passes
     after its survey use it: no id is hashed, no no-op or merge is checked, and a cell that
     emitted nothing is not perturbed again. Each item is identical to ``generate``'s (the
-    perturbation is deterministic given the RNG seeded from the id)."""
+    perturbation is deterministic given the RNG seeded from the id). ``skip``: leave out the
+    first ``skip`` items (a caller that holds them): they are not perturbed again."""
     prefix = FAMILY_PREFIX[kind]
     for ref in references:
         guide = getattr(ref, "reference_answer", "")
@@ -215,6 +217,9 @@ def replay(references: Iterable[Reference], perturbations: list[tuple[str, list[
                 if next(outcomes) != "emitted":
                     continue
                 iid = next(ids)
+                if skip:
+                    skip -= 1
+                    continue
                 perturbed = perturb(ref, name, severity, random.Random(int(iid, 16)))
                 yield Item(iid, kind, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed,
                            prefix + name, severity, len(ref.response), len(perturbed), reference_answer=guide)

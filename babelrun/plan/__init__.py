@@ -1,13 +1,16 @@
 """The plan: which (judge, item, order) keys an audit must judge.
 
-Items are not held in memory: ``Plan.items()`` regenerates them from the references on each
-pass (perturbing is cheap and deterministic), so memory stays flat however large the plan.
-One survey pass at construction counts the items, keeps their ids (for progress totals and
-the done count) and the perturbation audit. Labelled pairs follow the perturbation items:
-already items, they are audited as ``pairs:<set>`` and counted as emitted; so are the
-parallel-corpus families (``parallel.py``): code-switched items (``cs:<perturbation>``) and
-translation tie probes. Agent trajectories (``babelrun.agentic``) follow the text items:
-perturbed and no-op-guarded on their serialised form, audited as ``agent:<perturbation>``.
+Items are not held in memory beyond a bound: ``Plan.items()`` regenerates them from the
+references on each pass (perturbing is deterministic), so memory stays flat however large
+the plan. One survey pass at construction counts the items, keeps their ids (for progress
+totals and the done count) and the perturbation audit, and, when their texts fit in
+``HOLD_BYTES``, keeps the items it made: a pass then yields them as they are (an audit's
+engine otherwise perturbed every item a second time, in its event loop); a larger plan keeps
+none. Labelled pairs follow the perturbation items: already items, they are audited as
+``pairs:<set>`` and counted as emitted; so are the parallel-corpus families
+(``parallel.py``): code-switched items (``cs:<perturbation>``) and translation tie probes.
+Agent trajectories (``babelrun.agentic``) follow the text items: perturbed and no-op-guarded
+on their serialised form, audited as ``agent:<perturbation>``.
 
 A plan can be narrowed to one shard (``sharded``): the keys of shard i of N (``log.Shard``),
 judged by one process of several; the union of the N shards is the plan. Each shard still
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import sys
 from collections.abc import Iterator
 
 from .. import agentic, corpus
@@ -61,10 +65,29 @@ WEAK_SENTENCES = 1.5
 def segmentation(references: list[corpus.Reference]) -> list[Segmentation]:
     """Per language: its text references, their mean sentences, and whether that is weak."""
     counts: dict[str, list[int]] = {}
+    for _ in _counting(references, counts):
+        pass
+    return _segmentation(counts)
+
+
+def _counting(references: list[corpus.Reference], counts: dict[str, list[int]]) -> Iterator[corpus.Reference]:
+    """The references, each counting its sentences into ``counts`` (by language) as it is
+    yielded: the survey splits a reference just before its perturbations split it again
+    (``script.sentences`` keeps the last texts' splits), not in a pass of its own."""
     for ref in references:
         counts.setdefault(ref.lang, []).append(len(script.sentences(ref.response, ref.lang)))
+        yield ref
+
+
+def _segmentation(counts: dict[str, list[int]]) -> list[Segmentation]:
     return [Segmentation(lang, len(n), round(sum(n) / len(n), 4), sum(n) / len(n) < WEAK_SENTENCES)
             for lang, n in sorted(counts.items())]
+
+
+def _text_bytes(item: Item) -> int:
+    """What holding an item costs: its perturbed text and its id (the rest is shared with its
+    reference, or small)."""
+    return sys.getsizeof(item.perturbed) + 200
 
 
 def order_key(seed: int, item_id: str) -> int:
@@ -97,14 +120,30 @@ class Plan:
         # The survey's outcome of every perturbed cell (text, then code-switched), one byte
         # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
         self._surveyed: list[bytearray] = []
+        # The perturbed items, when their texts fit in ``HOLD_BYTES`` (a larger plan holds
+        # none, so that its peak memory is what it was): ``items`` yields them, not perturbing.
+        self._held: list[list[Item]] = []
+        room = self.HOLD_BYTES if self._expected_bytes() <= self.HOLD_BYTES else 0
+        sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         for kind, sources in self._perturbed():
             codes = bytearray()
+            held: list[Item] = []
+            if kind == "text":
+                sources = _counting(sources, sentences)
             for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
                 cells.append((cell, outcome))
                 codes.append(_OUTCOMES.index(outcome))
                 if item is not None:
                     self.item_ids.append(item.item_id)
+                    if room > 0:
+                        room -= _text_bytes(item)
+                        if room >= 0:
+                            held.append(item)
             self._surveyed.append(codes)
+            self._held.append(held)
+        if room < 0:  # a plan past the bound holds none: its memory stays what it was (bench/full_plan.py)
+            for kept in self._held:
+                kept.clear()
         for cell, item, outcome in self._regenerated():
             cells.append((cell, outcome))
             if item is not None:
@@ -113,9 +152,28 @@ class Plan:
             cells.append(((item.lang, item.perturbation, item.severity), "emitted"))
             self.item_ids.append(item.item_id)
         self.audit: list[PerturbationAudit] = audit_counts(cells)
-        self.segmentation: list[Segmentation] = segmentation(references)
+        self.segmentation: list[Segmentation] = _segmentation(sentences)
         self.shard: Shard | None = None
         self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
+
+    # The survey's items kept for later passes, by the bytes of their texts (``_text_bytes``):
+    # ~40 bytes of id and the perturbed text (the reference's text is the reference's own).
+    HOLD_BYTES = 32 << 20
+
+    def _expected_bytes(self) -> int:
+        """About what holding every perturbed item would cost, before any is made: each
+        source's text (as ``_text_bytes`` counts it) once per perturbation and severity. A
+        plan past ``HOLD_BYTES`` holds nothing, not even for a while (a transient hold raised
+        a 118,000-call audit's peak memory by ~20 MB)."""
+        cells = sum(len(severities) for _, severities in self.perturbations)
+        return sum(cells * (sys.getsizeof(source.response) + 200)
+                   for _, sources in self._perturbed() for source in sources)
+
+    def release(self) -> None:
+        """Drop the held items (the passes that need them are over): later passes regenerate
+        every item. Shared with this plan's shard and ordered views."""
+        for held in self._held:
+            held.clear()
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
@@ -170,9 +228,11 @@ class Plan:
         no-ops or perturbing the cells that emitted nothing), then the agentic ones, then
         the ready ones."""
         ids = iter(self.item_ids)
-        for (kind, sources), codes in zip(self._perturbed(), self._surveyed, strict=True):
+        for (kind, sources), codes, held in zip(self._perturbed(), self._surveyed, self._held, strict=True):
+            kept = list(held)  # a copy: ``release`` may empty the list while this pass runs
+            yield from kept
             yield from replay(sources, self.perturbations, self.seed, perturb_reference,
-                              map(_OUTCOMES.__getitem__, codes), ids, kind)
+                              map(_OUTCOMES.__getitem__, codes), ids, kind, skip=len(kept))
         for _, item, _ in self._regenerated():
             if item is not None:
                 yield item

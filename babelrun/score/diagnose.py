@@ -143,14 +143,22 @@ def refused(run_dir: Path) -> list[Diagnosis]:
 
     tally: dict[str, list[Any]] = {}
     for seg in log.segments(run_dir):
-        for batch in log.stream_segment(seg, _LOG_SCHEMA):
-            for row in pa.Table.from_batches([batch]).to_pylist():
-                t = tally.setdefault(row["judge_id"], [row["judge"], 0, 0, []])
-                t[1] += 1
-                if row["status"] == "error" and row["error_kind"] == "rejected":
-                    t[2] += 1
-                    if len(t[3]) < EXAMPLES:
-                        t[3].append(neutralise((row["error"] or "")[:EXAMPLE_CHARS]))
+        for batch in log.stream_segment(seg, _LOG_SCHEMA):  # column-wise: a few judges per batch
+            ids = batch.column("judge_id")
+            rejected = pc.fill_null(pc.and_(pc.equal(batch.column("status"), "error"),
+                                            pc.equal(batch.column("error_kind"), "rejected")), False)
+            for jid in pc.unique(ids).to_pylist():
+                mine = pc.equal(ids, jid)
+                t = tally.get(jid)
+                if t is None:
+                    t = tally[jid] = [batch.column("judge").filter(mine)[0].as_py(), 0, 0, []]
+                t[1] += int(pc.sum(mine).as_py() or 0)
+                hits = pc.and_(mine, rejected)
+                k = int(pc.sum(hits).as_py() or 0)
+                t[2] += k
+                if k and len(t[3]) < EXAMPLES:
+                    first = batch.column("error").filter(hits)[: EXAMPLES - len(t[3])].to_pylist()
+                    t[3] += [neutralise((e or "")[:EXAMPLE_CHARS]) for e in first]
     return [Diagnosis(name, jid, "refused", round(k / n, 4), k, n, examples=first)
             for jid, (name, n, k, first) in sorted(tally.items()) if n and k / n > MISCONFIGURED]
 

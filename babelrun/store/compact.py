@@ -56,12 +56,15 @@ class FirstOk:
 
     def __init__(self) -> None:
         self._seen: dict[str, np.ndarray] = {}
+        self.ok_keys: list[tuple[str, np.ndarray]] = []  # the last table's ok keys, by judge
 
     def __call__(self, records: pa.Table) -> pa.Table:
         ok = records.filter(pc.equal(records["status"], "ok"))
         keep = np.zeros(ok.num_rows, dtype=bool)
         item_key = np.zeros(ok.num_rows, dtype=np.uint64)
+        self.ok_keys = []
         for jid, rows, bits in keys_by_judge(ok):
+            self.ok_keys.append((jid, bits))
             item_key[rows] = bits >> np.uint64(1)  # the key without its order bit
             _, first = np.unique(bits, return_index=True)  # first row of each key here
             seen = self._seen.get(jid, np.zeros(0, dtype=np.uint64))
@@ -145,22 +148,56 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def write_parquet(run_dir: Path) -> Path:
+def write_parquet(run_dir: Path, *, index: bool = False) -> Path:
     """Stream the log's counted records into judgements.parquet, block by block. Invalid log
-    lines are skipped; the file's metadata names them (``bad_lines``)."""
+    lines are skipped; the file's metadata names them (``bad_lines``). ``index``: also write
+    the keys index (``log.index_segment``'s) of each segment that has none, from this parse:
+    the audit that wrote the log, under its run lock (its writer leaves the last segment to
+    this)."""
     stamp = _segment_stamp(run_dir)  # before reading: a later append makes the file stale
     path = run_dir / PARQUET
     first_ok = FirstOk()
     bad: list[log.BadLine] = []
     with atomic_file(path) as f, pq.ParquetWriter(f, PARQUET_SCHEMA) as writer:  # never through a link
         for seg in log.segments(run_dir):
+            before = _unindexed(seg) if index else None
+            keys: dict[str, list[np.ndarray]] | None = {} if before is not None else None
             for batch in log.stream_segment(seg, SCHEMA, bad=bad):
                 rows = first_ok(pa.Table.from_batches([batch]))
+                if keys is not None:
+                    for jid, bits in first_ok.ok_keys:
+                        keys.setdefault(jid, []).append(bits)
                 if rows.num_rows:
                     writer.write_table(rows)
+            if keys is not None and before is not None:
+                _index(seg, before, keys)
         writer.add_key_value_metadata({_STAMP: stamp, _FORMAT_KEY: _FORMAT,
                                        _BAD_KEY: msgspec.json.encode(bad[:MAX_BAD_LINES])})
     return path
+
+
+def _unindexed(seg: Path) -> int | None:
+    """The size of a segment worth an index (``log.INDEX_MIN_BYTES``) that has none, before
+    it is parsed; None for the others."""
+    try:
+        size = seg.stat().st_size
+        if size < log.INDEX_MIN_BYTES or log.index_path(seg).exists():
+            return None
+    except OSError:
+        return None
+    return size
+
+
+def _index(seg: Path, before: int, keys: dict[str, list[np.ndarray]]) -> None:
+    """Write the segment's index from the ok keys its parse collected, when it is still the
+    size it was before the parse and ends in a whole line (``log.index_segment``'s rule)."""
+    try:
+        size, crc = log.checksum(seg)
+        if size != before or not log.ends_whole(seg):
+            return
+    except OSError:
+        return
+    log.write_index(seg, size, crc, {jid: np.concatenate(parts) for jid, parts in keys.items()})
 
 
 def load(run_dir: str | Path, columns: list[str] | None = None,

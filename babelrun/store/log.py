@@ -430,14 +430,15 @@ def index_segment(seg: Path) -> dict[str, np.ndarray]:
     if before >= INDEX_MIN_BYTES:
         try:
             size, crc = checksum(seg)
-            if size == before and _ends_whole(seg):
+            if size == before and ends_whole(seg):
                 write_index(seg, size, crc, keys)
         except OSError:
             pass
     return keys
 
 
-def _ends_whole(seg: Path) -> bool:
+def ends_whole(seg: Path) -> bool:
+    """Whether the segment's last byte ends a line."""
     with seg.open("rb") as f:
         f.seek(-1, os.SEEK_END)
         return f.read(1) == b"\n"
@@ -533,6 +534,12 @@ class LogWriter:
                 raise OSError(e.errno, e.strerror, str(self.paths[-1])) from None
         self._last_sync = time.monotonic()
 
-    def close(self) -> None:
+    def close(self, *, index: bool = True) -> None:
+        """Close the current segment; ``index``: write the keys index of the segments sealed
+        and not indexed yet. Without it they stay in ``sealed`` for the caller: an audit that
+        compacts next has ``compact.write_parquet(index=True)`` index them from its own parse
+        of the log (one parse, not two); with no index a resume parses them, as before
+        indexes (the index only speeds a resume up)."""
         self._close_current()
-        self.index_sealed()
+        if index:
+            self.index_sealed()

@@ -190,3 +190,46 @@ def test_gazetteer_names_are_langcodes_names():
         fast = script._place_and_language_names(lang)
         assert set(fast) == langcodes_names(lang), lang
         assert len(fast) == len(set(fast)) and [len(n) for n in fast] == sorted(map(len, fast), reverse=True)
+
+
+@pytest.mark.parametrize("hold", ["none", "expected past it", "made past it", "all"])
+def test_held_items_are_the_generated_ones(monkeypatch, hold):
+    """The survey keeps its items when their texts fit in ``HOLD_BYTES`` (expected before the
+    survey, and counted as made) and every pass yields them: the same items as ``generate``'s,
+    in the same order, before and after ``release``; a plan past the bound holds none. The
+    segmentation counted during the survey is the one of a pass of its own."""
+    from babelrun.plan import segmentation
+
+    refs = _references()
+    monkeypatch.setattr(Plan, "HOLD_BYTES", {"none": 0, "all": 1 << 30}.get(hold, 40_000))
+    if hold == "made past it":  # the estimate says it fits, the items made say otherwise
+        monkeypatch.setattr(Plan, "_expected_bytes", lambda self: 0)
+    plan = Plan(refs, ALL, seed=3)
+    assert plan._expected_bytes() > 40_000 or hold == "made past it"
+    held = sum(len(h) for h in plan._held)
+    assert held == (plan.n_items if hold == "all" else 0)
+    generated = [it for _, it, _ in generate(refs, ALL, 3, perturb_reference) if it is not None]
+    assert list(plan.items()) == generated
+    assert list(plan.sharded(None).items()) == generated
+    plan.release()
+    assert sum(len(h) for h in plan._held) == 0
+    assert list(plan.items()) == generated
+    assert plan.segmentation == segmentation(refs)
+
+
+def test_a_replay_skips_the_items_a_caller_holds():
+    """``replay(skip=k)`` leaves out the first k items without perturbing them again."""
+    from babelrun.core.items import replay
+
+    refs = _references()[:30]
+    made = list(generate(refs, ALL, 3, perturb_reference))
+    items = [it for _, it, _ in made if it is not None]
+    calls = []
+
+    def counting(ref, name, severity, rng):
+        calls.append(1)
+        return perturb_reference(ref, name, severity, rng)
+
+    rest = list(replay(refs, ALL, 3, counting, iter([o for _, _, o in made]), iter([i.item_id for i in items]),
+                       skip=7))
+    assert rest == items[7:] and len(calls) == len(items) - 7

@@ -113,3 +113,54 @@ def test_small_segments_get_no_index(tmp_path):
     _write(tmp_path, [_record(i) for i in range(50)])
     assert log.segments(tmp_path) and not (tmp_path / "log" / log.INDEX_DIR).exists()
     assert len(DoneSet.from_log(tmp_path)) == 50
+
+
+def test_a_compaction_indexes_what_the_writer_left_unindexed(tmp_path, small_index, monkeypatch):
+    """An audit's writer leaves its last segment to the compaction that follows (one parse of
+    it, not two): the index that parse writes is the one ``index_segment`` writes, and a resume
+    reads it instead of the segment. A segment that already has an index is not rewritten."""
+    from babelrun.store import compact
+
+    records = [_record(i, "ok" if i % 5 else "error") for i in range(400)]
+    writer = log.LogWriter(tmp_path, segment_bytes=4000)
+    for start in range(0, len(records), 10):
+        writer.write_batch(records[start: start + 10])
+        if start < 300:
+            writer.index_sealed()  # the run's rotations indexed (the writer task does it)
+    writer.close(index=False)
+    segs = log.segments(tmp_path)
+    missing = [s for s in segs if not log.index_path(s).exists()]
+    assert missing and missing[-1] == segs[-1] and len(missing) < len(segs)
+    kept = {s.name: log.index_path(s).stat().st_mtime_ns for s in segs if s not in missing}
+    compact.write_parquet(tmp_path)  # a plain compaction writes no index
+    assert not any(log.index_path(s).exists() for s in missing)
+    compact.write_parquet(tmp_path, index=True)
+    assert all(log.index_path(s).exists() for s in segs)
+    assert {s.name: log.index_path(s).stat().st_mtime_ns for s in segs if s not in missing} == kept
+    written = {s.name: log.index_path(s).read_bytes() for s in missing}
+    for s in missing:
+        log.index_path(s).unlink()
+        log.index_segment(s)
+    assert {s.name: log.index_path(s).read_bytes() for s in missing} == written
+    expected = _parsed(tmp_path)
+    monkeypatch.setattr(done_module, "index_segment", lambda seg: pytest.fail(f"parsed {seg.name}"))
+    assert _same(DoneSet.from_log(tmp_path), expected)
+
+
+def test_a_segment_growing_under_a_compaction_gets_no_index(tmp_path, small_index, monkeypatch):
+    from babelrun.store import compact
+
+    writer = log.LogWriter(tmp_path)
+    writer.write_batch([_record(i) for i in range(20)])
+    writer.close(index=False)
+    (seg,) = log.segments(tmp_path)
+    parse = log.stream_segment
+
+    def appended(s, *args, **kwargs):  # another writer appends while the compaction reads
+        yield from parse(s, *args, **kwargs)
+        with s.open("ab") as f:
+            f.write(log._encoder.encode(_record(99)) + b"\n")
+
+    monkeypatch.setattr(log, "stream_segment", appended)
+    compact.write_parquet(tmp_path, index=True)
+    assert not log.index_path(seg).exists()

@@ -51,3 +51,17 @@ def test_a_link_at_plots_is_refused_by_the_painter(tmp_path):
     with plots.Painter(tmp_path / "out") as painter, pytest.raises(UnsafePath):
         painter.draw(synthetic(judges=1, langs=3))
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_the_second_group_is_forked_by_one_child_where_fork_is_safe(tmp_path):
+    """On Linux one child imports matplotlib and forks the drawer of the second group (one
+    import, not two): the plots are those of two separate children, byte for byte."""
+    if not plots._forks():
+        pytest.skip("no fork here: each group has a child of its own")
+    data = synthetic(judges=2, langs=8)
+    with plots.Painter(tmp_path / "forked", parts=2) as painter:
+        assert len(painter._procs) == 1
+        forked = painter.draw(data)
+    here = plots.render(data, tmp_path / "here")
+    assert forked == here
+    assert _files(tmp_path / "forked") == _files(tmp_path / "here")

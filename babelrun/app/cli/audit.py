@@ -63,7 +63,7 @@ def _audit(args: argparse.Namespace) -> int:
               f"{result.run_dir}`) writes the cards")
     if result.cards is not None:
         _cards(result)
-        return diagnose(Path(result.run_dir), result.exit_code)
+        return diagnose(Path(result.run_dir), result.exit_code, result.diagnoses)
     return result.exit_code
 
 

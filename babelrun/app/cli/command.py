@@ -57,13 +57,15 @@ def warn(lines: list[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-def diagnose(run_dir: Path, code: int) -> int:
+def diagnose(run_dir: Path, code: int, found: list | None = None) -> int:
     """Say, one line each, which judges are misconfigured (``score/diagnose.py``: replies that
     did not match the verdict pattern, refusals); ``EXIT_MISCONFIGURED`` where there is one
-    and ``code`` (what the command would return otherwise) is 0, else ``code``."""
+    and ``code`` (what the command would return otherwise) is 0, else ``code``. ``found``: the
+    diagnoses already made of the run (an audit's report), not made again."""
     from ...score.diagnose import EXIT_MISCONFIGURED, of_run
 
-    found = of_run(run_dir)
+    if found is None:
+        found = of_run(run_dir)
     for d in found:
         print(f"misconfigured: {d.line()}", file=sys.stderr)
     return EXIT_MISCONFIGURED if found and code == 0 else code
