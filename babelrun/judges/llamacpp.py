@@ -238,12 +238,14 @@ class LlamaCppJudge(LocalJudge):
         if self._decoder is None or self._decoder.n_cells < cells or self._decoder.n_seq < n_seq:
             old = self._decoder
             spent = (old.decode_s, old.evaluated, old.reused) if old else (0.0, 0, 0)
-            self._close_decoder()
             n_cells = max(512, 1 << (cells - 1).bit_length())  # a power of two: few rebuilds
-            self._decoder = llamacpp_batch.Decoder(llm, n_seq, n_cells, flash=self.flash_attention)
-            d = self._decoder
+            d = llamacpp_batch.Decoder(llm, n_seq, n_cells, flash=self.flash_attention)
+            if old is not None:
+                d.adopt(old)  # the kept prefixes survive the rebuild
+                self._close_decoder()
             d.decode_s, d.evaluated, d.reused = spent  # the judge's totals (bench/)
-            _DECODERS.append(self._decoder)
+            self._decoder = d
+            _DECODERS.append(d)
         return self._decoder
 
     def _close_decoder(self) -> None:

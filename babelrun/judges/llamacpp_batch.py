@@ -196,6 +196,30 @@ class Decoder:
         self._lib.llama_memory_clear(self._memory, True)
         self.resident = []
 
+    def adopt(self, old: Decoder) -> None:
+        """Take ``old``'s resident prompts into this (larger) context, their KV state copied
+        byte for byte (``llama_state_seq_get_data``/``set_data``), so that growing the context
+        for a longer prompt does not cost the next batch its kept prefixes. They land in
+        sequences 0.., below this decoder's other half; a prompt that does not copy is dropped
+        (it is only an accelerator)."""
+        import ctypes
+
+        if not (self.keep and old.keep and old.resident):
+            return
+        lib = self._lib
+        adopted: list[tuple[int, list[int]]] = []
+        for seq, tokens in old.resident[: self.n_seq]:
+            lib.llama_memory_seq_rm(old._memory, seq, len(tokens), -1)  # its generated tail
+            size = lib.llama_state_seq_get_size(old._ctx, seq)
+            buf = (ctypes.c_uint8 * size)()
+            dest = len(adopted)
+            if (size and lib.llama_state_seq_get_data(old._ctx, buf, size, seq) == size
+                    and lib.llama_state_seq_set_data(self._ctx, buf, size, dest) == size):
+                adopted.append((dest, tokens))
+            else:
+                lib.llama_memory_seq_rm(self._memory, dest, -1, -1)
+        self.resident = adopted
+
     def held(self) -> int:
         """Cells the resident prompts hold."""
         return sum(len(tokens) for _, tokens in self.resident)

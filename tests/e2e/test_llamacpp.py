@@ -227,3 +227,25 @@ def test_the_kept_cache_stays_bounded_over_many_micro_batches():
         assert decoder.held() == sum(len(tokens) for _, tokens in decoder.resident) <= 4 * decoder.n_cells
         others = {seq for seq in range(2 * decoder.n_seq)} - {seq for seq, _ in decoder.resident}
         assert all(llama_cpp.llama_memory_seq_pos_max(decoder._memory, seq) == -1 for seq in others)  # freed
+
+
+def test_a_decoder_made_larger_keeps_the_prefixes_of_the_batch_before():
+    # A longer prompt makes the decoder again, larger: the kept prompts' KV state is copied
+    # into the new context (Decoder.adopt), so the next batch still starts past the shared
+    # instructions, and its text is still the one-at-a-time text.
+    from babelrun.judges import llamacpp_batch
+    from babelrun.judges.protocol import slot_reader
+
+    requests = _distinct_requests(8)
+    one, multi = _judge(False, max_tokens=4), _judge(True, max_tokens=4)
+    expected = one._run_batch(requests)
+    got, (first,) = _in_batches(multi, requests[:4], 4)
+    small = multi._decoder
+    bigger = multi._decoder_for(multi._llm(), 4, 2 * small.n_cells)  # what a longer prompt does
+    assert bigger is not small and bigger.n_cells > small.n_cells
+    assert [tokens for _, tokens in bigger.resident] == first  # adopted, in sequences 0..
+    more, (second,) = _in_batches(multi, requests[4:], 4)
+    instructions = min(llamacpp_batch.common(first[0], p) for p in first + second)
+    assert instructions > 20 and min(bigger.first_evaluated) >= instructions  # none evaluated again
+    read = slot_reader(None)  # verdicts, as the other kept-prefix test compares them (near-ties)
+    assert [(read(r.raw), r.tokens_in) for r in got + more] == [(read(r.raw), r.tokens_in) for r in expected]
