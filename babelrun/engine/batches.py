@@ -52,7 +52,7 @@ from ..store.done import DoneSet
 from ..store.files import safe_dir, write_atomic
 from . import limits
 from . import records as build
-from .state import JudgeState
+from .state import Cancellable, JudgeState
 from .stopping import Stopper
 
 _T = TypeVar("_T")
@@ -270,7 +270,7 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
 
 
 async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
-                    run_dir: Path, producers: list[anyio.CancelScope], stopper: Stopper | None = None,
+                    run_dir: Path, producers: list[Cancellable], stopper: Stopper | None = None,
                     cache: ResponseCache | None = None, round_items: int = 0,
                     budget_usd: float | None = None) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first

@@ -7,12 +7,20 @@ import time
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from ..core.records import Record
 from ..store.rundir import JudgeStats
 from .ledger import Ledger
+
+
+class Cancellable(Protocol):
+    """What a drain ends: a judge's feed of calls (``pipeline._Feed``) or a provider batch's
+    cancel scope."""
+
+    def cancel(self) -> None: ...
 
 
 @dataclass
