@@ -34,6 +34,8 @@ def count(value: object) -> int | None:
     """A token count (or length) as babelrun keeps it: a whole number, clamped to
     ``[0, MAX_COUNT]`` above; a negative, fractional, non-finite or non-numeric value is
     unknown (None), never a value the log cannot read back."""
+    if value is None or (type(value) is int and 0 <= value <= MAX_COUNT):  # the usual: once per call
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, float):

@@ -122,9 +122,19 @@ class OpenAIJudge(HttpJudge):
         secrets = [headers.get("Authorization", "").removeprefix("Bearer ") or None, headers.get("api-key"),
                    *(os.environ.get(var) for var in spec.headers_env.values())]
         super().__init__(spec, judge_id, url_of(spec), headers, secrets=secrets)
+        self._frame: tuple[bytes, bytes] | None = None
 
     def body(self, request: JudgeRequest) -> bytes:
-        body: dict[str, Any] = {"model": self.spec.model, "messages": request.messages}
+        # Only the messages change from call to call: the rest is encoded once (``_frame``).
+        if self._frame is None:
+            self._frame = (b'{"model":' + msgspec.json.encode(self.spec.model) + b',"messages":',
+                           b"," + msgspec.json.encode(self._settings())[1:])
+        head, tail = self._frame
+        return head + msgspec.json.encode(request.messages) + tail
+
+    def _settings(self) -> dict[str, Any]:
+        """The body's fields after the messages, the same in every call."""
+        body: dict[str, Any] = {}
         if self.spec.reasoning or self.spec.reasoning_effort:  # reasoning models take no temperature
             body["max_completion_tokens"] = max_tokens(self.spec)
             if self.spec.reasoning_effort:
@@ -133,7 +143,7 @@ class OpenAIJudge(HttpJudge):
             body.update(temperature=self.spec.temperature, max_tokens=max_tokens(self.spec))
         if self.spec.soft:  # one token, and the probabilities of its likeliest values
             body.update(max_tokens=1, logprobs=True, top_logprobs=20)
-        return msgspec.json.encode(body)
+        return body
 
     def reply(self, payload: bytes) -> JudgeReply:
         try:

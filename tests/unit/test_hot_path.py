@@ -233,3 +233,37 @@ def test_a_replay_skips_the_items_a_caller_holds():
     rest = list(replay(refs, ALL, 3, counting, iter([o for _, _, o in made]), iter([i.item_id for i in items]),
                        skip=7))
     assert rest == items[7:] and len(calls) == len(items) - 7
+
+
+_FROM_THE_REPLY = {"status", "verdict", "slot", "score", "p_a", "p_b", "p_tie", "raw", "latency_ms", "attempts",
+                   "tokens_in", "tokens_out", "served_model", "fingerprint", "tokens_cached", "truncated",
+                   "tokens_cache_write", "ts", "error_kind", "error", "cached"}
+
+
+@pytest.mark.parametrize("protocol", ["pairwise", "pointwise"])
+def test_an_ok_record_carries_what_every_record_takes_from_its_item(protocol):
+    """``ok_record`` names every field itself (the call path's one construction); what it
+    takes from the item and the judge is what ``record`` (every other record) takes."""
+    from babelrun import judges
+    from babelrun.engine import records as build
+    from babelrun.judges import JudgeReply
+    from babelrun.plan import probes as probe_items
+    from babelrun.spec import PerturbationSpec
+
+    spec = msgspec.convert({"name": "j", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
+                            "protocol": protocol, **({"prompt": "pointwise"} if protocol == "pointwise" else {})},
+                           JudgeSpec)
+    judge = judges.build(spec, 0)
+    refs = _references()[:6]
+    items = list(Plan(refs, [("truncate", [0.5])], seed=1).items())
+    items += [it for _, it, _ in probe_items.generate(refs, [PerturbationSpec(name="authority")], 1) if it]
+    assert any(it.cue for it in items) and any(not it.cue for it in items)
+    reply = JudgeReply(raw="A" if protocol == "pairwise" else "7", served_model="x", fingerprint=None,
+                       tokens_in=12, tokens_out=1)
+    for item in items:
+        for key in judge.protocol.keys:
+            ok = build.ok_record(judge, judge.protocol.request(item, key), reply, 1, 0.01)
+            plain = build.record(judge, item, key, status="ok")
+            for field in msgspec.structs.fields(ok):
+                if field.name not in _FROM_THE_REPLY:
+                    assert getattr(ok, field.name) == getattr(plain, field.name), field.name
