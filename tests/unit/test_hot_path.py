@@ -192,47 +192,53 @@ def test_gazetteer_names_are_langcodes_names():
         assert len(fast) == len(set(fast)) and [len(n) for n in fast] == sorted(map(len, fast), reverse=True)
 
 
-@pytest.mark.parametrize("hold", ["none", "expected past it", "made past it", "all"])
-def test_held_items_are_the_generated_ones(monkeypatch, hold):
-    """The survey keeps its items when their texts fit in ``HOLD_BYTES`` (expected before the
-    survey, and counted as made) and every pass yields them: the same items as ``generate``'s,
-    in the same order, before and after ``release``; a plan past the bound holds none. The
-    segmentation counted during the survey is the one of a pass of its own."""
+@pytest.mark.parametrize("hold", ["none", "all"])
+def test_packed_texts_replay_the_generated_items(monkeypatch, hold):
+    """The survey keeps its perturbed texts packed when they fit in ``HOLD_BYTES`` and every
+    pass rebuilds the items from them without perturbing: the same items as ``generate``'s,
+    in the same order; after ``release`` (or past the bound) a pass perturbs every item
+    again, to the same items. The segmentation counted during the survey is the one of a
+    pass of its own."""
+    import babelrun.plan as plan_module
     from babelrun.plan import segmentation
 
     refs = _references()
-    monkeypatch.setattr(Plan, "HOLD_BYTES", {"none": 0, "all": 1 << 30}.get(hold, 40_000))
-    if hold == "made past it":  # the estimate says it fits, the items made say otherwise
-        monkeypatch.setattr(Plan, "_expected_bytes", lambda self: 0)
+    monkeypatch.setattr(Plan, "HOLD_BYTES", 0 if hold == "none" else 1 << 30)
     plan = Plan(refs, ALL, seed=3)
-    assert plan._expected_bytes() > 40_000 or hold == "made past it"
-    held = sum(len(h) for h in plan._held)
-    assert held == (plan.n_items if hold == "all" else 0)
-    generated = [it for _, it, _ in generate(refs, ALL, 3, perturb_reference) if it is not None]
-    assert list(plan.items()) == generated
-    assert list(plan.sharded(None).items()) == generated
-    plan.release()
-    assert sum(len(h) for h in plan._held) == 0
-    assert list(plan.items()) == generated
-    assert plan.segmentation == segmentation(refs)
-
-
-def test_a_replay_skips_the_items_a_caller_holds():
-    """``replay(skip=k)`` leaves out the first k items without perturbing them again."""
-    from babelrun.core.items import replay
-
-    refs = _references()[:30]
-    made = list(generate(refs, ALL, 3, perturb_reference))
-    items = [it for _, it, _ in made if it is not None]
+    assert (plan._packed[0] is None) == (hold == "none")  # the text items' (the code-switched: none here)
     calls = []
 
     def counting(ref, name, severity, rng):
         calls.append(1)
         return perturb_reference(ref, name, severity, rng)
 
-    rest = list(replay(refs, ALL, 3, counting, iter([o for _, _, o in made]), iter([i.item_id for i in items]),
-                       skip=7))
-    assert rest == items[7:] and len(calls) == len(items) - 7
+    monkeypatch.setattr(plan_module, "perturb_reference", counting)
+    generated = [it for _, it, _ in generate(refs, ALL, 3, perturb_reference) if it is not None]
+    assert list(plan.items()) == generated
+    assert list(plan.sharded(None).items()) == generated
+    assert len(calls) == (0 if hold == "all" else 2 * len(generated))
+    plan.release()
+    assert list(plan.items()) == generated
+    assert plan.segmentation == segmentation(refs)
+
+
+def test_packed_texts_give_back_every_text_as_it_was():
+    """Texts no corpus should hold, and a reference past zlib's 32 KB window: each comes
+    back equal, in order, across references sharing nothing."""
+    from babelrun.core.items import PackedTexts
+
+    long = "Lorem ipsum dolor sit amet. " * 3000
+    sources = [("ref one. two.", ["ref one.", "", "two. \x00 ref", "\ud800 lone", "😀 astral 中文"]),
+               (long, [long[:50_000], long[:-7], "x" * 40_000]), ("", ["a"]), ("same", ["same!"])]
+    packed = PackedTexts()
+    expected = []
+    for source, texts in sources:
+        for text in texts:
+            packed.add(Item("i", "text", "en", "r", "q", source, text, "truncate", 0.5, len(source), len(text)))
+            expected.append(text)
+    packed.close()
+    assert list(packed) == expected and list(packed) == expected
+    assert packed.nbytes < sum(len(t) for t in expected) / 5
 
 
 _FROM_THE_REPLY = {"status", "verdict", "slot", "score", "p_a", "p_b", "p_tie", "raw", "latency_ms", "attempts",
