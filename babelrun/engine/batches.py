@@ -270,7 +270,7 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
 
 
 async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
-                    run_dir: Path, producers: list[Cancellable], stopper: Stopper | None = None,
+                    run_dir: Path, feeds: list[Cancellable], stopper: Stopper | None = None,
                     cache: ResponseCache | None = None, round_items: int = 0,
                     budget_usd: float | None = None) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
@@ -279,7 +279,7 @@ async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneS
     with ``budget_usd`` (and a price), batches cut to what the budget has left."""
     api = judge.batch_api(judge, on_request=state.add_call)  # the backend's declared adapter
     scope = anyio.CancelScope()
-    producers.append(scope)
+    feeds.append(scope)  # a drain cancels it (pipeline: every judge's feed of calls)
     try:
         async with records:
             with scope:

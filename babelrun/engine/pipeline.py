@@ -99,7 +99,7 @@ class JudgeRunner:
     _reserved: float = 0.0  # the expected cost of the calls in flight (``_reserve``), and how many
     _reserving: int = 0
     _released: anyio.Event | None = None  # set when one of them answers
-    _producer: Cancellable | None = None
+    _feed: Cancellable | None = None
     # A backend whose calls a drain abandons (``abandon_on_drain``: a Python judge's call may
     # never return): its in-flight calls end without a record, like a wait.
     abandon: bool = False
@@ -194,8 +194,8 @@ class JudgeRunner:
             if not self._reserving:
                 self.state.stopped = (f"judge {self.state.name!r} stopped at its budget: {ledger.total:.4f} "
                                       f"of {self.budget_usd:g} {ledger.price.currency} spent")
-                if self._producer is not None:
-                    self._producer.cancel()
+                if self._feed is not None:
+                    self._feed.cancel()
                 break
             if self._released is None:
                 self._released = anyio.Event()
@@ -269,10 +269,7 @@ class JudgeRunner:
 
     async def work(self, feed: _Feed, records: ObjectSendStream[Record]) -> None:
         async with records:
-            while (request := feed.next()) is not None:
-                if self.stopper is not None and not self.stopper.needed(request.item.item_id):
-                    self.stopper.skip(request.item.item_id)  # its cell stopped since it was taken
-                    continue
+            while (request := feed.next()) is not None:  # (a stopped cell's keys: skipped there)
                 reserved = None
                 if self.budget_usd is not None:
                     try:
@@ -307,10 +304,10 @@ class JudgeRunner:
                     await anyio.lowlevel.checkpoint()
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
-                  producers: list[Cancellable], wanted: DoneSet | None = None) -> None:
+                  feeds: list[Cancellable], wanted: DoneSet | None = None) -> None:
         feed = _Feed(self, plan.pending(self.judge.judge_id, self.judge.protocol.keys, done, wanted))
-        producers.append(feed)
-        self._producer = feed
+        feeds.append(feed)
+        self._feed = feed
         try:
             async with records, anyio.create_task_group() as tg:
                 for _ in range(self.workers):
@@ -474,7 +471,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     if stoppers:
         plan = plan.ordered()
     result = EngineResult([r.state for r in runs])
-    producers: list[Cancellable] = []
+    feeds: list[Cancellable] = []
     judges_scope = anyio.CancelScope()
     started = time.monotonic()
     send, recv = anyio.create_memory_object_stream[Record](max_buffer_size=1024)
@@ -482,8 +479,8 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     def drain() -> None:
         result.interrupted = True
         progress.note("interrupted: finishing the calls in flight (press again to abort them)")
-        for scope in producers:
-            scope.cancel()
+        for feed in feeds:
+            feed.cancel()
         for r in runs:
             r.drain()
 
@@ -505,10 +502,10 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
                     for r in runs:
                         if r.judge.spec.batch:  # one provider batch instead of calls (an HTTP backend's)
                             tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, plan, done,
-                                          send.clone(), writer.run_dir, producers, r.stopper, r.cache,
+                                          send.clone(), writer.run_dir, feeds, r.stopper, r.cache,
                                           options.stopping.min_items if options.stopping else 0, r.budget_usd)
                         else:
-                            tg.start_soon(r.run, plan, done, send.clone(), producers, wanted)
+                            tg.start_soon(r.run, plan, done, send.clone(), feeds, wanted)
         helpers.cancel_scope.cancel()
 
     for r in runs:

@@ -402,9 +402,9 @@ def entity_spans(text: str, lang: str) -> list[tuple[int, int]]:
     return list(_entity_spans(text, lang))
 
 
-# A plan drops entities from each reference at every severity, in its survey pass and again as
-# the engine's producer replays it: the spans of the last references are kept (they depend on
-# the text and the language alone).
+# A plan drops entities from each reference at every severity (in its survey, and again in a
+# pass that has no packed texts to replay): the spans of the last references are kept (they
+# depend on the text and the language alone).
 @functools.lru_cache(maxsize=256)
 def _entity_spans(text: str, lang: str) -> tuple[tuple[int, int], ...]:
     spaced = " " in text.strip()
