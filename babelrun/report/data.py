@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..analyses import registry
 from ..analyses.agree import Agreement
@@ -208,25 +210,23 @@ def _plain(column) -> list:
     return array.to_pylist()
 
 
-def _identities(run_dir: Path, info, records: pa.Table) -> list[JudgeIdentity]:
+def _identities(run_dir: Path, info, seen: dict[str, dict[str, dict[str, None]]]) -> list[JudgeIdentity]:
+    """``seen``: per judge id, each identity column's distinct values in the order the records
+    first show them (``_Scan``)."""
     from ..judges.prompt import TEMPLATES
 
     specs = {info.judge_ids.get(s.name): s for s in info.manifest.judges}
-    # Per judge id the distinct values only (pc.unique on the dictionary columns): no
-    # column is decoded to strings, no judge's rows copied (a 500,000-record run's report
-    # peaked 50 MB higher on both).
-    masks = {jid: pc.equal(records["judge_id"], jid) for jid in _plain(pc.unique(records["judge_id"])) if jid}
 
     def distinct(column: str, jid: str) -> list[str]:
-        return [v for v in _plain(pc.unique(records[column].filter(masks[jid]))) if v]
+        return list(seen[jid][column])
 
-    ids = {jid: distinct("judge", jid)[-1] for jid in masks}  # a renamed judge: its last name
+    ids = {jid: distinct("judge", jid)[-1] for jid in seen}  # a renamed judge: its last name
     for jid, spec in specs.items():
         ids.setdefault(jid, spec.name)
     out = []
     for jid, name in sorted(ids.items(), key=lambda kv: (kv[1], kv[0])):
-        served = sorted(distinct("served_model", jid)) if jid in masks else []
-        prints = sorted(distinct("fingerprint", jid)) if jid in masks else []
+        served = sorted(distinct("served_model", jid)) if jid in seen else []
+        prints = sorted(distinct("fingerprint", jid)) if jid in seen else []
         spec = specs.get(jid)
         if spec is None:
             out.append(JudgeIdentity(name, jid, str(run_dir), served_models=served, fingerprints=prints))
@@ -253,76 +253,147 @@ def _composite_identities(run_dir: Path, info) -> list[JudgeIdentity]:
             for c in info.manifest.composites]
 
 
-def _in_mode(mine: pa.Table, mode: str) -> pa.Array:
-    """The ids of one judge's items that show ``mode``: a verdict of that kind in either
-    order, or (order_flip) two decisive verdicts that differ."""
-    verdict = mine["verdict"]
-    if mode != "order_flip":
-        return pc.unique(mine.filter(pc.equal(verdict, mode))["item_id"])
-    import numpy as np
-
-    decisive = pc.fill_null(pc.is_in(verdict, pa.array(["reference", "perturbed"])),
-                            False).to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero(decisive)
-    keys = mine["item_key"].to_numpy()[rows]  # the item's 60 bits (compact.py): sorts as integers
-    right = pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)[rows]
-    order = np.argsort(keys, kind="stable")
-    keys, right = keys[order], right[order]
-    flip = (keys[1:] == keys[:-1]) & (right[1:] != right[:-1])  # the item's two orders disagree
-    return mine["item_id"].take(pa.array(rows[order[1:][flip]]))
-
-
-def _pick(mine: pa.Table, mode: str, n: int, used: set[str]) -> list[str]:
-    """Up to ``n`` item ids of ``mode`` for one judge, the first by item id (a content hash),
-    so the same log always shows the same examples; items shown for an earlier mode (in
-    ``used``) are passed over while others remain. Selected in Arrow: Python sees ids only."""
-    ids = _in_mode(mine, mode)
-    first = ids.take(pc.sort_indices(ids)[: n + len(used)]).to_pylist()
-    chosen = [i for i in first if i not in used][:n]
-    chosen += [i for i in first if i in used][: n - len(chosen)]
-    used.update(chosen)
-    return chosen
-
-
 _NARROW = ["judge_id", "judge", "kind", "item_id", "item_key", "verdict", "served_model", "fingerprint",
            "perturbation"]
+_IDENTITY = ("judge", "served_model", "fingerprint")
 SELF_MATCH = probe_name("self_match")  # a robustness probe whose tie is the gold
+_VERDICT_MODES = [m for m in MODES if m != "order_flip"]
 
 
-def _failures(run_dir: Path, records: pa.Table, n: int) -> list[tuple[str, list[dict]]]:
-    """(mode, the item's records in both orders) for a few items per judge and mode. Items
-    are chosen on the narrow columns (``_NARROW``); only the chosen items' records are read
-    whole from judgements.parquet, so memory does not grow with the replies' text."""
-    import pyarrow.parquet as pq
+def _gold(t: pa.Table) -> pa.Array:
+    """The rows whose verdict can be a failure: not a tie probe's, nor a tie where a tie is
+    the gold (a tie-labelled pair, issue 27; a robustness probe's self match, issue 26)."""
+    kind = t["kind"].cast(pa.string())
+    gold = pc.invert(pc.is_in(kind, pa.array(["tie_probe"])))
+    gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(kind, "labelled_tie"),
+                                           pc.equal(t["verdict"].cast(pa.string()), "tie"))))
+    if "perturbation" in t.column_names:
+        gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(t["perturbation"], SELF_MATCH),
+                                               pc.equal(t["verdict"], "tie"))))
+    return pc.fill_null(gold, False)
 
-    gold = pc.invert(pc.is_in(records["kind"].cast(pa.string()), pa.array(["tie_probe"])))
-    # a tie on a tie-labelled pair (issue 27) is the right answer, no failure to show
-    gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(records["kind"].cast(pa.string()), "labelled_tie"),
-                                           pc.equal(records["verdict"].cast(pa.string()), "tie"))))
-    # nor on a robustness probe's self match (the same answer twice, issue 26)
-    if "perturbation" in records.column_names:
-        gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(records["perturbation"], SELF_MATCH),
-                                               pc.equal(records["verdict"], "tie"))))
-    # one judge's rows at a time, its strings decoded after the filter: no full copy of the
-    # records' narrow columns (a 500,000-record run's report peaked 40 MB higher on one)
-    narrow = pa.table({"item_id": records["item_id"], "item_key": records["item_key"],
-                       "verdict": records["verdict"]})
-    picked, used_all = [], set()
-    for jid in sorted(pc.unique(records["judge_id"].filter(gold)).cast(pa.string()).to_pylist()):
-        mine = narrow.filter(pc.and_(gold, pc.equal(records["judge_id"], jid)))
-        mine = mine.set_column(2, "verdict", mine["verdict"].cast(pa.string()))
-        used: set[str] = set()
-        picked += [(jid, mode, item) for mode in MODES for item in _pick(mine, mode, n, used)]
-        used_all |= used
+
+class _Scan:
+    """What the report needs of the counted records, gathered one row group at a time, so
+    that memory does not grow with the number of records: each judge id's identity values
+    (``seen``), and per judge and failure mode the ``keep`` first item ids (by id) that show
+    it. ``keep`` is ``n`` per mode times the modes: ``_pick`` passes over at most the items
+    the judge's earlier modes showed, so these are every id the whole-table choice could
+    reach. Order flips need an item's two orders, which may lie in different row groups: the
+    decisive rows keep 13 bytes each (key, right, judge), in arrays of the file's length
+    allocated once (per row group parts kept in a list pinned 20 MB more of the heap)."""
+
+    def __init__(self, n: int, rows: int):
+        self.n, self.keep = n, n * len(MODES)
+        self.seen: dict[str, dict[str, dict[str, None]]] = {}
+        self.first: dict[tuple[str, str], list[str]] = {}  # (judge id, mode) -> sorted ids
+        self.judges: list[str] = []  # the judges of decisive rows, in order seen
+        self.key = np.zeros(rows, dtype=np.uint64)  # the item's 60 bits (compact.py): sorts as integers
+        self.right = np.zeros(rows, dtype=bool)
+        self.judge = np.full(rows, -1, dtype=np.int32)  # index in ``judges``; -1: not a decisive gold row
+        self.rows = 0
+
+    def add(self, t: pa.Table) -> None:
+        base, self.rows = self.rows, self.rows + t.num_rows
+        for jid in _plain(pc.unique(t["judge_id"])):
+            if jid:
+                mine = t.filter(pc.equal(t["judge_id"], jid))
+                values = self.seen.setdefault(jid, {c: {} for c in _IDENTITY})
+                for column in _IDENTITY:
+                    values[column].update((v, None) for v in _plain(pc.unique(mine[column])) if v)
+        gold = _gold(t)
+        at = np.flatnonzero(gold.to_numpy(zero_copy_only=False)) + base  # the gold rows' places in the file
+        t = pa.table({"judge_id": t["judge_id"], "item_id": t["item_id"], "item_key": t["item_key"],
+                      "verdict": t["verdict"]}).filter(gold)
+        for jid in pc.unique(t["judge_id"]).cast(pa.string()).to_pylist():
+            mask = pc.equal(t["judge_id"], jid)
+            mine = t.filter(mask)
+            verdict = mine["verdict"].cast(pa.string())
+            for mode in _VERDICT_MODES:
+                ids = pc.unique(mine["item_id"].filter(pc.equal(verdict, mode)))
+                self._merge(jid, mode, ids.take(pc.sort_indices(ids)[: self.keep]).to_pylist(), unique=True)
+            decisive = pc.fill_null(pc.is_in(verdict, pa.array(["reference", "perturbed"])),
+                                    False).to_numpy(zero_copy_only=False)
+            rows = np.flatnonzero(decisive)
+            where = at[np.flatnonzero(mask.to_numpy(zero_copy_only=False))][rows]
+            if jid not in self.judges:
+                self.judges.append(jid)
+            self.judge[where] = self.judges.index(jid)
+            self.key[where] = mine["item_key"].to_numpy()[rows]
+            self.right[where] = pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)[rows]
+
+    def _merge(self, jid: str, mode: str, ids: list[str], *, unique: bool) -> None:
+        old = self.first.get((jid, mode), [])
+        self.first[(jid, mode)] = sorted(set(old) | set(ids) if unique else old + ids)[: self.keep]
+
+    def flips(self) -> dict[str, np.ndarray]:
+        """Per judge the file rows (sorted) of the items whose two orders gave different
+        decisive verdicts: each flipped item's later row, as the whole-table way took it."""
+        out = {}
+        for index, jid in enumerate(self.judges):
+            at = np.flatnonzero(self.judge == index)  # the judge's decisive rows, in file order
+            keys, right = self.key[at], self.right[at]
+            order = np.argsort(keys, kind="stable")
+            keys, right = keys[order], right[order]
+            flip = (keys[1:] == keys[:-1]) & (right[1:] != right[:-1])  # the item's two orders disagree
+            out[jid] = np.sort(at[order[1:][flip]])
+        del self.key, self.right, self.judge
+        return out
+
+    def add_flip_ids(self, flips: dict[str, np.ndarray], base: int, item_ids: pa.Array) -> None:
+        for jid, rows in flips.items():
+            lo, hi = np.searchsorted(rows, [base, base + len(item_ids)])
+            if hi > lo:
+                self._merge(jid, "order_flip", item_ids.take(pa.array(rows[lo:hi] - base)).to_pylist(),
+                            unique=False)
+
+    def picks(self) -> list[tuple[str, str, str]]:
+        """(judge id, mode, item id): up to ``n`` items per judge and mode, the first by item
+        id (a content hash), so the same log always shows the same examples; items shown for
+        an earlier mode are passed over while others remain."""
+        out = []
+        for jid in sorted({jid for jid, _ in self.first}):
+            used: set[str] = set()
+            for mode in MODES:
+                first = self.first.get((jid, mode), [])[: self.n + len(used)]
+                chosen = [i for i in first if i not in used][: self.n]
+                chosen += [i for i in first if i in used][: self.n - len(chosen)]
+                used.update(chosen)
+                out += [(jid, mode, item) for item in chosen]
+        return out
+
+
+def _scan(records: pq.ParquetFile, n: int) -> tuple[_Scan, list[tuple[str, str, str]]]:
+    """The identities' values and the example items (``_Scan``) of the counted records
+    (``compact.parquet_file``): the narrow columns one row group at a time, then the item ids
+    of the order flips' rows."""
+    scan = _Scan(n, records.metadata.num_rows)
+    groups = range(records.metadata.num_row_groups)
+    for i in groups:
+        scan.add(records.read_row_group(i, columns=_NARROW, use_threads=False))
+    flips = scan.flips()
+    if any(len(rows) for rows in flips.values()):
+        base = 0
+        for i in groups:
+            ids = records.read_row_group(i, columns=["item_id"], use_threads=False)["item_id"].combine_chunks()
+            scan.add_flip_ids(flips, base, ids)
+            base += len(ids)
+    return scan, scan.picks()
+
+
+def _failures(records: pq.ParquetFile, picked: list[tuple[str, str, str]]) -> list[tuple[str, list[dict]]]:
+    """(mode, the item's records in both orders) for the picked items (``_Scan.picks``). Only
+    the row groups that hold one are read whole, one at a time, so memory does not grow with
+    the records nor with the replies' text."""
     if not picked:
         return []
-    # one thread, no pre-buffering: the scan then holds a row group at a time, not a few
-    # decoded row groups per thread (80 MB more at the peak of a 500,000-record report)
-    rows = pq.read_table(run_dir / compact.PARQUET, columns=_COLUMNS, filters=[("item_id", "in", sorted(used_all))],
-                         use_threads=False, pre_buffer=False)
+    wanted = pa.array(sorted({item for _, _, item in picked}), type=pa.string())
     by_key: dict[tuple[str, str], list[dict]] = {}
-    for r in rows.to_pylist():
-        by_key.setdefault((r["judge_id"], r["item_id"]), []).append(r)
+    for i in range(records.metadata.num_row_groups):
+        mask = pc.is_in(records.read_row_group(i, columns=["item_id"], use_threads=False)["item_id"], value_set=wanted)
+        if pc.any(mask).as_py():
+            for r in records.read_row_group(i, columns=_COLUMNS, use_threads=False).filter(mask).to_pylist():
+                by_key.setdefault((r["judge_id"], r["item_id"]), []).append(r)
     out = [(mode, sorted(by_key[(jid, item)], key=lambda r: r["order"] != "ref_first")) for jid, mode, item in picked]
     return sorted(out, key=lambda x: (x[1][0]["judge"], x[1][0]["judge_id"], list(MODES).index(x[0])))
 
@@ -345,8 +416,8 @@ def _texts(info, wanted: list[dict]):
     return found, note
 
 
-def _examples(run_dir: Path, info, records: pa.Table, n: int) -> tuple[list[Example], str | None]:
-    failures = _failures(run_dir, records, n)
+def _examples(info, records: pq.ParquetFile, picked: list[tuple[str, str, str]]) -> tuple[list[Example], str | None]:
+    failures = _failures(records, picked)
     if not failures:
         return [], None
     items, note = _texts(info, [recs[0] for _, recs in failures])
@@ -425,10 +496,14 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     info = read_run_info(run_dir)
     if cards is None:
         cards = cards_of_run(run_dir)
-    records = compact.load(run_dir, _NARROW)
-    identities = _identities(run_dir, info, records)
-    found, note = _examples(run_dir, info, records, examples)
-    del records  # before the log is read again for the statistics
+    # The counted records a row group at a time (memory does not grow with them): the
+    # identities' values and the example items, then those items' records.
+    records = compact.parquet_file(run_dir)
+    scan, picked = _scan(records, examples)
+    identities = _identities(run_dir, info, scan.seen)
+    del scan
+    found, note = _examples(info, records, picked)
+    del records
     stats = _optional(run_dir / "stats.json", RunStats)
     return RunReport(
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),

@@ -206,17 +206,34 @@ def load(run_dir: str | Path, columns: list[str] | None = None,
     ``where`` (a row group's columns -> a boolean mask) keeps only the rows it selects, read a
     row group at a time: memory holds the kept rows, never the whole file's."""
     run_dir = Path(run_dir)
-    if not is_current(run_dir):
-        write_parquet(run_dir)
-    wanted = PARQUET_SCHEMA.names if columns is None else columns
-    dictionaries = [c for c in DICTIONARY_COLUMNS if c in wanted]
     if where is not None:
-        f = pq.ParquetFile(run_dir / PARQUET, read_dictionary=dictionaries)
+        f = parquet_file(run_dir)
         parts = [t.filter(where(t)) for t in (f.read_row_group(i, columns=columns)
                                                for i in range(f.metadata.num_row_groups))]
         if parts:
             return pa.concat_tables(parts).replace_schema_metadata(None)
-    data = pq.read_table(run_dir / PARQUET, columns=columns, read_dictionary=dictionaries)
+    else:
+        _current(run_dir)
+    data = pq.read_table(run_dir / PARQUET, columns=columns, read_dictionary=_dictionaries(columns))
     if where is not None:
         data = data.filter(where(data))
     return data.replace_schema_metadata(None)
+
+
+def parquet_file(run_dir: str | Path) -> pq.ParquetFile:
+    """The counted records' file, rebuilt first when stale, its dictionary columns
+    (``DICTIONARY_COLUMNS``) read as ``load`` reads them: for readers that go one row group
+    at a time (``read_row_group``), whose memory must not grow with the number of records."""
+    run_dir = Path(run_dir)
+    _current(run_dir)
+    return pq.ParquetFile(run_dir / PARQUET, read_dictionary=list(DICTIONARY_COLUMNS))
+
+
+def _current(run_dir: Path) -> None:
+    if not is_current(run_dir):
+        write_parquet(run_dir)
+
+
+def _dictionaries(columns: list[str] | None) -> list[str]:
+    wanted = PARQUET_SCHEMA.names if columns is None else columns
+    return [c for c in DICTIONARY_COLUMNS if c in wanted]

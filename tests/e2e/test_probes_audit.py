@@ -306,10 +306,10 @@ def test_probe_cards_in_the_export_and_probe_items_in_the_examples(tmp_path):
     from babelrun.report import data as report_data
     from babelrun.store import compact
 
-    records = compact.load(run, report_data._NARROW)
+    records = compact.parquet_file(run)
     self_ties = pq.read_table(run / "judgements.parquet", filters=[("perturbation", "=", "probe:self_match"),
                                                                      ("verdict", "=", "tie")]).num_rows
-    shown = report_data._failures(run, records, 1000)  # every candidate
+    shown = report_data._failures(records, report_data._scan(records, 1000)[1])  # every candidate
     assert self_ties and not [m for m, recs in shown if m == "tie" and recs[0]["perturbation"] == "probe:self_match"]
     assert [m for m, recs in shown if recs[0]["perturbation"] == "probe:self_match"]  # its decisive verdicts are
     assert any("said tie" in r for r in rows)  # ties elsewhere are failures still
