@@ -460,13 +460,6 @@ GROUPS: tuple[tuple[str, ...], ...] = (
 )
 
 
-# A Painter's child, at a lower CPU priority: it imports matplotlib while the audit judges, and
-# on a machine with few cores it then takes time from the judging (and from a local judge).
-_NICE_CHILD = ("import os, runpy\n"
-               "if hasattr(os, 'nice'):\n    os.nice(10)\n"
-               f"runpy.run_module({__name__!r}, run_name='__main__', alter_sys=True)")
-
-
 class Painter:
     """``render`` in child processes: matplotlib (about 40 MB once imported) and its figures
     never enter the caller's memory, so an audit's peak stays that of judging and scoring
@@ -490,7 +483,7 @@ class Painter:
         groups = GROUPS if parts >= 2 else (tuple(name for name, _, _ in PLOTS),)
         # each child's argument: its groups, one argument each (names joined by commas)
         children = [groups] if len(groups) > 1 and _forks() else [(group,) for group in groups]
-        self._procs = [subprocess.Popen([sys.executable, "-c", _NICE_CHILD, str(self.out_dir),
+        self._procs = [subprocess.Popen([sys.executable, "-m", __name__, str(self.out_dir),
                                          *(",".join(group) for group in child)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         start_new_session=True)  # a Ctrl-C drains the audit, not them

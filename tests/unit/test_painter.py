@@ -65,23 +65,3 @@ def test_the_second_group_is_forked_by_one_child_where_fork_is_safe(tmp_path):
     here = plots.render(data, tmp_path / "here")
     assert forked == here
     assert _files(tmp_path / "forked") == _files(tmp_path / "here")
-
-
-@pytest.mark.skipif(not hasattr(__import__("os"), "nice"), reason="no process priorities here")
-def test_the_children_run_at_a_lower_priority_than_the_audit(tmp_path):
-    """A child imports matplotlib while the audit judges: at a lower priority, it does not take
-    the judging's cores on a small machine. Its plots are still every plot."""
-    import os
-
-    mine = os.getpriority(os.PRIO_PROCESS, 0)
-    with plots.Painter(tmp_path, parts=2) as painter:
-        pid = painter._procs[0].pid
-        seen = set()
-        for _ in range(2000):  # the child lowers its priority first thing; read until it has
-            seen.add(os.getpriority(os.PRIO_PROCESS, pid))
-            if max(seen) >= min(mine + 10, 19):
-                break
-            __import__("time").sleep(0.005)
-        drawn = painter.draw(synthetic(judges=1, langs=3))
-    assert max(seen) == min(mine + 10, 19)
-    assert {p.name for p in drawn} >= {"metrics_heatmap", "radar"}
