@@ -3,10 +3,11 @@
 Items are not held in memory beyond a bound: ``Plan.items()`` regenerates them from the
 references on each pass (perturbing is deterministic), so memory stays flat however large
 the plan. One survey pass at construction counts the items, keeps their ids (for progress
-totals and the done count) and the perturbation audit, and keeps the perturbed texts it
-made, compressed (``core.items.PackedTexts``, ~3 % of their size): a pass rebuilds the items
-from them instead of perturbing every item a second time (an audit's engine did so in its
-event loop). Texts that pack past ``HOLD_BYTES`` are not kept: those passes perturb again.
+totals and the done count) and the perturbation audit, and keeps what it made for later
+passes (an audit's engine otherwise perturbed every item a second time, in its event loop):
+the items themselves when their texts fit in ``HOLD_BYTES``, else their texts compressed
+(``core.items.PackedTexts``, ~3 % of their size), from which a pass rebuilds the items; past
+that bound too, nothing (a pass perturbs again).
 Labelled pairs follow the perturbation items: already items, they are audited as
 ``pairs:<set>`` and counted as emitted; so are the parallel-corpus families
 (``parallel.py``): code-switched items (``cs:<perturbation>``) and translation tie probes.
@@ -22,7 +23,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import sys
+from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 
 from .. import agentic, corpus
 from ..core import languages
@@ -85,6 +89,12 @@ def _segmentation(counts: dict[str, list[int]]) -> list[Segmentation]:
             for lang, n in sorted(counts.items())]
 
 
+def _text_bytes(item: Item) -> int:
+    """What holding an item whole costs: its perturbed text and its id (the rest is shared
+    with its reference, or small)."""
+    return sys.getsizeof(item.perturbed) + 200
+
+
 def order_key(seed: int, item_id: str) -> int:
     """An item's place in the seeded random order of ``Plan.ordered`` (the same in every
     process): what makes a stopped cell's items a random sample (``engine.stopping``)."""
@@ -115,27 +125,42 @@ class Plan:
         # The survey's outcome of every perturbed cell (text, then code-switched), one byte
         # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
         self._surveyed: list[bytearray] = []
-        # The survey's perturbed texts, packed, by kind (None: past ``HOLD_BYTES``, not kept).
+        # What the survey keeps of its perturbed items, by kind, for later passes (``items``):
+        # the items themselves when their texts fit in ``HOLD_BYTES`` (a pass yields them as
+        # they are); else their texts packed (``PackedTexts``, ~3 % of their size: a pass
+        # rebuilds the items); past the bound packed too, nothing (a pass perturbs again).
+        self._held: list[list[Item]] = []
         self._packed: list[PackedTexts | None] = []
+        whole = self._expected_bytes() <= self.HOLD_BYTES
+        room = self.HOLD_BYTES
         sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         for kind, sources in self._perturbed():
             codes = bytearray()
-            packed: PackedTexts | None = PackedTexts()
+            held: list[Item] = []
+            packed = None if whole else PackedTexts()
             if kind == "text":
                 sources = _counting(sources, sentences)
             for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
                 cells.append((cell, outcome))
                 codes.append(_OUTCOMES.index(outcome))
-                if item is not None:
-                    self.item_ids.append(item.item_id)
-                    if packed is not None:
-                        packed.add(item)
-                        if packed.nbytes > self.HOLD_BYTES:
-                            packed = None
+                if item is None:
+                    continue
+                self.item_ids.append(item.item_id)
+                if whole and room >= 0:
+                    room -= _text_bytes(item)
+                    held.append(item)
+                elif packed is not None:
+                    packed.add(item)
+                    if packed.nbytes > self.HOLD_BYTES:
+                        packed = None
             if packed is not None:
                 packed.close()
             self._surveyed.append(codes)
+            self._held.append(held)
             self._packed.append(packed if packed is not None and packed.nbytes <= self.HOLD_BYTES else None)
+        if room < 0:  # more than the estimate said: hold none (its memory stays what it was, bench/full_plan.py)
+            for kept in self._held:
+                kept.clear()
         for cell, item, outcome in self._regenerated():
             cells.append((cell, outcome))
             if item is not None:
@@ -148,13 +173,26 @@ class Plan:
         self.shard: Shard | None = None
         self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
 
-    # The survey's packed texts are kept up to this many bytes (a corpus of references far past
-    # zlib's 32 KB window packs poorly): ~1.2 MB for a 118,000-call plan's texts.
+    # The survey's items are kept whole up to this many bytes of their texts (``_text_bytes``:
+    # ~200 bytes of id and fields and the perturbed text; the reference's text is the
+    # reference's own), their texts packed up to as many bytes (~1.2 MB for a 118,000-call
+    # plan; a corpus of references far past zlib's 32 KB window packs poorly).
     HOLD_BYTES = 32 << 20
 
+    def _expected_bytes(self) -> int:
+        """About what holding every perturbed item whole would cost, before any is made: each
+        source's text (as ``_text_bytes`` counts it) once per perturbation and severity. A
+        plan past ``HOLD_BYTES`` holds none whole, not even for a while (a transient hold
+        raised a 118,000-call audit's peak memory by ~20 MB)."""
+        cells = sum(len(severities) for _, severities in self.perturbations)
+        return sum(cells * (sys.getsizeof(source.response) + 200)
+                   for _, sources in self._perturbed() for source in sources)
+
     def release(self) -> None:
-        """Drop the packed texts (the passes that need them are over): later passes perturb
+        """Drop what the survey kept (the passes that need it are over): later passes perturb
         every item again. Shared with this plan's shard and ordered views."""
+        for held in self._held:
+            held.clear()
         for i in range(len(self._packed)):
             self._packed[i] = None
 
@@ -211,7 +249,13 @@ class Plan:
         no-ops or perturbing the cells that emitted nothing), then the agentic ones, then
         the ready ones."""
         ids = iter(self.item_ids)
-        for (kind, sources), codes, packed in zip(self._perturbed(), self._surveyed, list(self._packed), strict=True):
+        for (kind, sources), codes, held, packed in zip(self._perturbed(), self._surveyed, self._held,
+                                                        list(self._packed), strict=True):
+            kept = list(held)  # a copy: ``release`` may empty the list while this pass runs
+            if kept:
+                yield from kept
+                deque(islice(ids, len(kept)), maxlen=0)  # their ids: taken
+                continue
             yield from replay(sources, self.perturbations, self.seed, perturb_reference,
                               map(_OUTCOMES.__getitem__, codes), ids, kind, None if packed is None else iter(packed))
         for _, item, _ in self._regenerated():

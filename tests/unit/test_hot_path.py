@@ -192,20 +192,25 @@ def test_gazetteer_names_are_langcodes_names():
         assert len(fast) == len(set(fast)) and [len(n) for n in fast] == sorted(map(len, fast), reverse=True)
 
 
-@pytest.mark.parametrize("hold", ["none", "all"])
-def test_packed_texts_replay_the_generated_items(monkeypatch, hold):
-    """The survey keeps its perturbed texts packed when they fit in ``HOLD_BYTES`` and every
-    pass rebuilds the items from them without perturbing: the same items as ``generate``'s,
-    in the same order; after ``release`` (or past the bound) a pass perturbs every item
-    again, to the same items. The segmentation counted during the survey is the one of a
-    pass of its own."""
+@pytest.mark.parametrize("hold", ["none", "whole", "packed", "made past it"])
+def test_kept_items_replay_the_generated_ones(monkeypatch, hold):
+    """The survey keeps its items whole when their texts fit in ``HOLD_BYTES`` (expected before
+    the survey, and counted as made), else their texts packed; every pass then yields the
+    same items as ``generate``'s, in the same order, without perturbing. After ``release``,
+    or past the bound, a pass perturbs every item again, to the same items. The segmentation
+    counted during the survey is the one of a pass of its own."""
     import babelrun.plan as plan_module
     from babelrun.plan import segmentation
 
     refs = _references()
-    monkeypatch.setattr(Plan, "HOLD_BYTES", 0 if hold == "none" else 1 << 30)
+    monkeypatch.setattr(Plan, "HOLD_BYTES", {"none": 0, "made past it": 40_000}.get(hold, 1 << 30))
+    if hold == "packed":  # the texts would not fit whole: packed
+        monkeypatch.setattr(Plan, "_expected_bytes", lambda self: 1 << 31)
+    if hold == "made past it":  # the estimate says they fit, the items made say otherwise
+        monkeypatch.setattr(Plan, "_expected_bytes", lambda self: 0)
     plan = Plan(refs, ALL, seed=3)
-    assert (plan._packed[0] is None) == (hold == "none")  # the text items' (the code-switched: none here)
+    assert sum(len(h) for h in plan._held) == (plan.n_items if hold == "whole" else 0)
+    assert (plan._packed[0] is not None) == (hold == "packed")  # the text items' (no code-switched here)
     calls = []
 
     def counting(ref, name, severity, rng):
@@ -216,9 +221,10 @@ def test_packed_texts_replay_the_generated_items(monkeypatch, hold):
     generated = [it for _, it, _ in generate(refs, ALL, 3, perturb_reference) if it is not None]
     assert list(plan.items()) == generated
     assert list(plan.sharded(None).items()) == generated
-    assert len(calls) == (0 if hold == "all" else 2 * len(generated))
+    assert len(calls) == (0 if hold in ("whole", "packed") else 2 * len(generated))
     plan.release()
     assert list(plan.items()) == generated
+    assert sum(len(h) for h in plan._held) == 0 and all(p is None for p in plan._packed)
     assert plan.segmentation == segmentation(refs)
 
 
