@@ -279,3 +279,33 @@ def test_an_ok_record_carries_what_every_record_takes_from_its_item(protocol):
             for field in msgspec.structs.fields(ok):
                 if field.name not in _FROM_THE_REPLY:
                     assert getattr(ok, field.name) == getattr(plain, field.name), field.name
+
+
+def test_a_verdict_rule_remembers_its_readings_of_short_replies_only(monkeypatch):
+    """A declared pattern's reader searches a short reply once, a long one every time, and
+    remembers no search that timed out; every reading is the one a fresh search gives."""
+    from babelrun.judges import protocol, safe_regex
+    from babelrun.spec import VerdictSpec
+
+    searched = []
+    real = safe_regex.search
+
+    def counting(pattern, text, match="first"):
+        searched.append(text)
+        if text == "slow [[A]]":
+            raise safe_regex.PatternTimeout(pattern.pattern)
+        return real(pattern, text, match)
+
+    monkeypatch.setattr(safe_regex, "search", counting)
+    read = protocol.slot_reader(VerdictSpec(pattern=r"\[\[(A|B|C)\]\]", labels={"A": "A", "B": "B", "C": "tie"}))
+    long = "Answer B misses the point; " * 10 + "[[A]]"
+    assert [read("[[A]]"), read("[[A]]"), read("[[C]]"), read(long), read(long), read("none")] == \
+           ["A", "A", "tie", "A", "A", "invalid"]
+    assert searched == ["[[A]]", "[[C]]", long, long, "none"]
+    for _ in range(2):
+        with pytest.raises(safe_regex.PatternTimeout):
+            read("slow [[A]]")
+    assert searched[-2:] == ["slow [[A]]"] * 2
+    score = protocol.score_reader(VerdictSpec(pattern=r"Rating: (\d+)", scale=(1, 10)))
+    assert [score("Rating: 7"), score("Rating: 7"), score("Rating: 11")] == [7.0, 7.0, None]
+    assert searched[-2:] == ["Rating: 7", "Rating: 11"]
