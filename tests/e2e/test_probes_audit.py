@@ -16,6 +16,15 @@ ACCURACY = 0.9
 KNOBS = {"authority": 0.5, "injection": 0.8, "master_key": 0.3}
 
 
+
+def _cards_by_judge(family: dict) -> dict[str, dict[str, dict]]:
+    """A probe family's cards: judge -> probe name -> card."""
+    return {jc["judge"]: {p["perturbation"]: p["card"] for p in jc["probes"]} for jc in family["judges"]}
+
+
+def _cue_and_master_key_names(cards: dict[str, dict]) -> list[str]:
+    return [n for n in cards if probes.probe_of(n) in (*probes.CUE_PROBES, "master_key")]
+
 def _cards(run) -> dict:
     return json.loads((run / "cards.json").read_text())
 
@@ -131,8 +140,8 @@ def test_a_gullible_and_an_immune_http_judge(tmp_path):
                               corpus={"languages": langs, "references_per_language": 10})
         assert quiet_audit(path).exit_code == 0
     (family,) = _cards(tmp_path / "run")["probes"]
-    by = {jc["judge"]: {p["perturbation"]: p["card"] for p in jc["probes"]} for jc in family["judges"]}
-    cue_names = [n for n in by["gullible"] if probes.probe_of(n) in (*probes.CUE_PROBES, "master_key")]
+    by = _cards_by_judge(family)
+    cue_names = _cue_and_master_key_names(by["gullible"])
     assert "probe:injection@en" in cue_names and len(cue_names) == 6
     for name in cue_names:
         g, i = by["gullible"][name], by["immune"][name]
@@ -223,8 +232,8 @@ def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
     doc = _cards(tmp_path / "run")
     (family,) = doc["probes"]
     assert family["family"] == "probes:pointwise"
-    by = {jc["judge"]: {p["perturbation"]: p["card"] for p in jc["probes"]} for jc in family["judges"]}
-    cue_names = [n for n in by["gullible-pw"] if probes.probe_of(n) in (*probes.CUE_PROBES, "master_key")]
+    by = _cards_by_judge(family)
+    cue_names = _cue_and_master_key_names(by["gullible-pw"])
     assert "probe:injection@en" in cue_names and len(cue_names) == 6
     for name in cue_names:
         g, i = by["gullible-pw"][name], by["immune-pw"][name]
