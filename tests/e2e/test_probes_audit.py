@@ -16,7 +16,6 @@ ACCURACY = 0.9
 KNOBS = {"authority": 0.5, "injection": 0.8, "master_key": 0.3}
 
 
-
 def _cards_by_judge(family: dict) -> dict[str, dict[str, dict]]:
     """A probe family's cards: judge -> probe name -> card."""
     return {jc["judge"]: {p["perturbation"]: p["card"] for p in jc["probes"]} for jc in family["judges"]}
