@@ -275,14 +275,29 @@ def _squeezed(text: str) -> str:
     return "".join(text.split())
 
 
+class AuditTally:
+    """``audit_counts``' counts, taken as the (cell, outcome) pairs come: a plan's survey
+    keeps a count per distinct cell, not a tuple per item (~25 MB of small objects for a
+    127,000-item plan, whose freed pages Python's allocator kept through the audit)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[Outcome, Counter[Cell]] = {"emitted": Counter(), "no-op": Counter(), "merged": Counter()}
+
+    def add(self, cell: Cell, outcome: Outcome) -> None:
+        self._counts[outcome][cell] += 1
+
+    def audit(self) -> list[PerturbationAudit]:
+        emitted, skipped, merged = self._counts["emitted"], self._counts["no-op"], self._counts["merged"]
+        return [PerturbationAudit(lang, name, sev, emitted[c], skipped[c], merged[c])
+                for c in sorted(set(emitted) | set(skipped) | set(merged)) for lang, name, sev in [c]]
+
+
 def audit_counts(cells: Iterable[tuple[Cell, Outcome]]) -> list[PerturbationAudit]:
     """Emitted / skipped / merged per cell from (cell, outcome) pairs."""
-    counts: dict[Outcome, Counter[Cell]] = {"emitted": Counter(), "no-op": Counter(), "merged": Counter()}
+    tally = AuditTally()
     for cell, outcome in cells:
-        counts[outcome][cell] += 1
-    emitted, skipped, merged = counts["emitted"], counts["no-op"], counts["merged"]
-    return [PerturbationAudit(lang, name, sev, emitted[c], skipped[c], merged[c])
-            for c in sorted(set(emitted) | set(skipped) | set(merged)) for lang, name, sev in [c]]
+        tally.add(cell, outcome)
+    return tally.audit()
 
 
 def pair_item(pair: LabelledPair, seed: int) -> Item:

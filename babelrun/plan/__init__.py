@@ -31,13 +31,13 @@ from itertools import islice
 from .. import agentic, corpus
 from ..core import languages
 from ..core.items import (
+    AuditTally,
     Item,
     ItemKind,
     Outcome,
     PackedTexts,
     PerturbationAudit,
     Segmentation,
-    audit_counts,
     generate,
     pair_item,
     replay,
@@ -120,7 +120,7 @@ class Plan:
         self.tie_probes = [tie_probe(p, t, seed) for p, t in units] if parallel and parallel.tie_probes else []
         if parallel and parallel.tie_probes:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
-        cells = []
+        cells = AuditTally()
         self.item_ids: list[str] = []
         # The survey's outcome of every perturbed cell (text, then code-switched), one byte
         # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
@@ -141,7 +141,7 @@ class Plan:
             if kind == "text":
                 sources = _counting(sources, sentences)
             for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
-                cells.append((cell, outcome))
+                cells.add(cell, outcome)
                 codes.append(_OUTCOMES.index(outcome))
                 if item is None:
                     continue
@@ -162,13 +162,13 @@ class Plan:
             for kept in self._held:
                 kept.clear()
         for cell, item, outcome in self._regenerated():
-            cells.append((cell, outcome))
+            cells.add(cell, outcome)
             if item is not None:
                 self.item_ids.append(item.item_id)
         for item in self._ready_items():
-            cells.append(((item.lang, item.perturbation, item.severity), "emitted"))
+            cells.add((item.lang, item.perturbation, item.severity), "emitted")
             self.item_ids.append(item.item_id)
-        self.audit: list[PerturbationAudit] = audit_counts(cells)
+        self.audit: list[PerturbationAudit] = cells.audit()
         self.segmentation: list[Segmentation] = _segmentation(sentences)
         self.shard: Shard | None = None
         self.shuffled = False  # items in the seeded random order (``ordered``: stopping)

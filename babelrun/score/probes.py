@@ -64,10 +64,13 @@ def cards(data: pa.Table, *, replicates: int, confidence: float, seed: int,
     ``columnar.cells`` (passed in: columnar calls this module)."""
     out = []
     pointwise = pc.is_in(data["order"].cast(pa.string()), pa.array(["reference", "degraded"]))
-    pairwise = data.filter(pc.invert(pointwise))
+    some_pointwise = pc.any(pointwise).as_py()
+    # a run of pairwise judges only is scored from ``data`` itself, not from a copy of it
+    pairwise = data.filter(pc.invert(pointwise)) if some_pointwise else data
     if pairwise.num_rows:
         out.append(ProbeFamilyCards(FAMILY, _per_judge(pairwise, replicates, confidence, seed, cells)))
-    if pc.any(pointwise).as_py():
+    del pairwise
+    if some_pointwise:
         table = as_presentations(data.filter(pointwise))
         if table.num_rows:
             out.append(ProbeFamilyCards(POINTWISE_FAMILY, _per_judge(table, replicates, confidence, seed, cells)))
@@ -145,6 +148,7 @@ def _family(data: pa.Table, replicates: int, confidence: float, seed: int,
     main = cells(scored, [], replicates=replicates, confidence=confidence, seed=seed).judges if scored.num_rows else []
     selfs = {jc.judge_id: jc for jc in cells(matched, [], replicates=replicates, confidence=confidence,
                                               seed=seed).judges} if matched.num_rows else {}
+    del scored, matched  # copies of the judge's rows: gone before the cue statistics' pass
     stats = _CueStats(_presentations(data, parsed), replicates, confidence, seed)
     out = []
     ids = [jc.judge_id for jc in main] + [j for j in selfs if j not in {jc.judge_id for jc in main}]
