@@ -5,6 +5,11 @@ card, not judged, weakly segmented; items and calls; wall time; peak RSS — and
 all / 45 (calls, wall, RSS): how the run scales with the corpus.
 
     python bench/udhr_all.py [--data ../shared/data] [--bootstrap 1000]
+    python bench/udhr_all.py --probes [--rounds 2]
+
+``--probes`` (issue 26) compares instead the 512-declaration run with the six robustness
+probes on top of the five degradations (``PROBES``) against the same run without them, in
+alternating rounds, and prints the ratios with / without per round.
 
 The data is third-party (``../shared/data/README.md``) and read in place.
 """
@@ -31,11 +36,18 @@ sys.exit(code)
 """
 
 
-def run(example: str, data: Path, folder: Path, bootstrap: int) -> dict:
+PROBES = [{"name": name} for name in ("truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad",
+                                       "authority", "bandwagon", "injection", "refinement", "master_key",
+                                       "self_match")]
+
+
+def run(example: str, data: Path, folder: Path, bootstrap: int, perturbations: list | None = None) -> dict:
     manifest = msgspec.yaml.decode((ROOT / "examples" / example).read_bytes())
     source = manifest["corpus"]["sources"][0]
     source["path"] = str(data / Path(source["path"]).name)
     manifest.update(output_dir=str(folder / "run"), scoring={"bootstrap": bootstrap})
+    if perturbations is not None:
+        manifest["perturbations"] = perturbations
     (folder / "m.yaml").write_bytes(msgspec.yaml.encode(manifest))
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", CHILD, str(folder / "m.yaml")], capture_output=True, text=True,
@@ -65,7 +77,11 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--probes", action="store_true", help="udhr-all with the probes ÷ without them")
+    p.add_argument("--rounds", type=int, default=2, help="with --probes: alternating rounds")
     args = p.parse_args()
+    if args.probes:
+        return probes(args)
     results = []
     for example in ("udhr.yaml", "udhr-all.yaml"):
         with tempfile.TemporaryDirectory() as tmp:
@@ -74,6 +90,19 @@ def main() -> None:
     base, full = results
     print(json.dumps({key + "_ratio": round(full[key] / base[key], 2)
                       for key in ("languages", "calls", "wall_s", "peak_rss_mb")}))
+
+
+def probes(args: argparse.Namespace) -> None:
+    for _ in range(args.rounds):
+        pair = []
+        for perturbations in (PROBES, None):
+            with tempfile.TemporaryDirectory() as tmp:
+                pair.append(run("udhr-all.yaml", args.data.resolve(), Path(tmp), args.bootstrap, perturbations))
+            print(json.dumps({"probes": perturbations is not None} | {k: pair[-1][k] for k in
+                             ("items", "calls", "wall_s", "peak_rss_mb")}), flush=True)
+        with_, without = pair
+        print(json.dumps({key + "_ratio": round(with_[key] / without[key], 3)
+                          for key in ("calls", "wall_s", "peak_rss_mb")}), flush=True)
 
 
 if __name__ == "__main__":
