@@ -1,10 +1,11 @@
 """The report's robustness section and the probes' recommendations (score/probes.py).
 
-The section: per probe family, a judge × probe matrix of cue effect (cue probes) or accuracy
-(master key) and tie rate (self match), pooled over languages, then each judge's worst
-languages per probe (largest cue effect first). Recommendations: a cue probe whose cue effect
-is at least ``CUE_EFFECT`` with its interval above 0 in a language, a master key whose
-accuracy interval lies below ``MASTER_KEY`` — named per judge and probe, with the languages.
+The section: per probe family, a judge × probe matrix of cue effect and success (cue probes;
+pointwise judges: the score lift too) or accuracy (master key) and tie rate (self match),
+pooled over languages, then each judge's worst languages per probe (largest cue effect
+first). Recommendations: a cue probe whose cue effect is at least ``CUE_EFFECT`` with its
+interval above 0 in a language, a master key whose accuracy interval lies below
+``MASTER_KEY`` — named per judge and probe, with the languages.
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def _matrix(fam) -> tuple[list[str], list[list[str]]]:
             if card is None:
                 row.append("–")
             elif cues.PROBES.get(probe) == "cue":
-                row.append(f"effect {fmt_interval(card.cue_effect, True)}; success {fmt_interval(card.cue_success)}")
+                lift = f"; lift {fmt_interval(card.score_lift, True)}" if card.score_lift is not None else ""
+                row.append(f"effect {fmt_interval(card.cue_effect, True)}; success {fmt_interval(card.cue_success)}"
+                           + lift)
             elif probe == "self_match":
                 row.append(f"ties {fmt_interval(card.tie_rate)}; Δ {fmt_interval(card.slot_preference, True)}")
             else:

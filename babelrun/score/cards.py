@@ -124,6 +124,9 @@ class ProbeCard(Card, frozen=True):
     cue_success: Interval | None = None
     mcnemar: McNemar | None = None  # b: right on the twin only; c: right with the cue only
     slot_preference: Interval | None = None  # self_match: P(slot A) − P(slot B)
+    # pointwise cue probes: the cued answer's score − its clean twin's, item by item (the
+    # score a cue buys, which a tie with the reference hides from cue_success)
+    score_lift: Interval | None = None
 
 
 class ProbePerturbationCard(msgspec.Struct, frozen=True):

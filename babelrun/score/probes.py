@@ -51,6 +51,7 @@ from .columns import codes, lookup
 from .stats import Interval, mcnemar_exact, percentile_intervals, rounded
 
 BOOTSTRAP_BLOCK = 64  # replicates drawn at once (_CueStats._bootstrap)
+PERT_SCORE = "pert_score"  # a pointwise presentation's degraded answer's score (as_presentations)
 EXACT_UP_TO = 200  # discordant pairs up to which stats.mcnemar_exact's integer sum runs
 
 FAMILY = "probes"
@@ -134,7 +135,7 @@ def as_presentations(data: pa.Table) -> pa.Table:
     rows = data.select(["judge_id", "judge", "item_key", "lang", "perturbation", "ref_id", "ref_len", "pert_len",
                         "kind"]).take(pa.array(by[first]))
     return rows.append_column("order", pa.array(np.full(len(first), "ref_first"))).append_column(
-        "verdict", pa.array(verdict))
+        "verdict", pa.array(verdict)).append_column(PERT_SCORE, pa.array(deg, mask=np.isnan(deg)))
 
 
 def _family(data: pa.Table, replicates: int, confidence: float, seed: int,
@@ -202,7 +203,8 @@ def mcnemar(b: int, c: int) -> float:
 class _Presentations(msgspec.Struct):
     """The cue probes' and master keys' presentations as columns: each row's judge id,
     language, perturbation, cluster (language × reference) code, whether it was right, whether
-    it named the cued answer, and its clean twin's rightness (-1: none, or a master key)."""
+    it named the cued answer, and its clean twin's rightness (-1: none, or a master key); for
+    pointwise judges, the cued answer's score − its clean twin's (NaN: none, or pairwise)."""
 
     judge: list[str]
     lang: list[str]
@@ -214,6 +216,7 @@ class _Presentations(msgspec.Struct):
     ok: np.ndarray
     named: np.ndarray
     twin: np.ndarray
+    lift: np.ndarray
 
 
 def _presentations(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> _Presentations:
@@ -247,18 +250,24 @@ def _presentations(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> 
     clean_key = key(p[clean], clean)
     by = np.argsort(clean_key)
     clean_key, clean_ok = clean_key[by], (verdict[clean] == 0)[by]
+    score = (pc.cast(data[PERT_SCORE], pa.float64()).to_numpy(zero_copy_only=False)
+             if PERT_SCORE in data.column_names else np.full(data.num_rows, np.nan))  # null: NaN
+    clean_score = score[clean][by]
     keep = np.flatnonzero(row_kind == 3)
     target = twin_of[p[keep]]
     twin = np.full(len(keep), -1, dtype=np.int64)
+    lift = np.full(len(keep), np.nan)
     has = target >= 0
     if has.any() and len(clean_key):
         k = key(target[has], keep[has])
         at = np.minimum(np.searchsorted(clean_key, k), len(clean_key) - 1)
         hit = clean_key[at] == k
-        twin[np.flatnonzero(has)[hit]] = clean_ok[at[hit]].astype(np.int64)
+        paired = np.flatnonzero(has)[hit]
+        twin[paired] = clean_ok[at[hit]].astype(np.int64)
+        lift[paired] = score[keep[paired]] - clean_score[at[hit]]
     cluster = lg[keep] * dims[2] + ref[keep]
     return _Presentations(judge, lang, pert, j[keep], lg[keep], p[keep], cluster,
-                          verdict[keep] == 0, verdict[keep] == 1, twin)
+                          verdict[keep] == 0, verdict[keep] == 1, twin, lift)
 
 
 class _CueStats:
@@ -295,11 +304,13 @@ class _CueStats:
     def _metrics(self, rows: np.ndarray, key: str) -> dict[str, Interval | McNemar | None]:
         r = self.r
         _, cl = np.unique(r.cluster[rows], return_inverse=True)
-        ok, named, twin = r.ok[rows], r.named[rows], r.twin[rows]
+        ok, named, twin, lift = r.ok[rows], r.named[rows], r.twin[rows], r.lift[rows]
         paired = twin >= 0
         t = paired & (twin == 1)
-        # per cluster: n, cued correct, cued named, paired n, paired twin correct, paired cued correct
-        columns = (np.ones(len(rows)), ok, named, paired, t, paired & ok)
+        scored = ~np.isnan(lift)
+        # per cluster: n, cued correct, cued named, paired n, paired twin correct, paired cued
+        # correct, pairs with both scores, their score lifts
+        columns = (np.ones(len(rows)), ok, named, paired, t, paired & ok, scored, np.where(scored, lift, 0.0))
         k = int(cl.max()) + 1 if len(cl) else 0
         sums = np.column_stack([np.bincount(cl, weights=c.astype(np.float64), minlength=k) for c in columns])
         b = int((t & ~ok).sum())
@@ -330,6 +341,8 @@ class _CueStats:
             out["cue_effect"] = iv("cue_effect", effect, n3, floor)
             out["cue_success"] = iv("cue_success", point[2] / point[0], int(point[0]), wilson(point[2], point[0]))
             out["mcnemar"] = McNemar(b, c, mcnemar(b, c))
+        if point[6]:  # pointwise: the cued answer's score against its clean twin's
+            out["score_lift"] = iv("score_lift", point[7] / point[6], int(point[6]), None)
         return out
 
     def _bootstrap(self, sums: np.ndarray, key: str) -> dict[str, tuple[float, float]]:
@@ -348,7 +361,7 @@ class _CueStats:
             rs[a:b] = rng.multinomial(k, p, size=b - a).astype(np.float64) @ sums
         with np.errstate(invalid="ignore", divide="ignore"):
             values = {"accuracy": rs[:, 1] / rs[:, 0], "cue_success": rs[:, 2] / rs[:, 0],
-                      "cue_effect": (rs[:, 4] - rs[:, 5]) / rs[:, 3]}
+                      "cue_effect": (rs[:, 4] - rs[:, 5]) / rs[:, 3], "score_lift": rs[:, 7] / rs[:, 6]}
         return percentile_intervals(values, self.confidence)
 
     def card(self, card: Card, where: tuple[str, str | None, str | None]) -> ProbeCard:
@@ -361,7 +374,7 @@ class _CueStats:
         m = self._metrics(rows, f"{jid}/{lang}/{pert}")
         fields["accuracy"] = m["accuracy"]  # the same value; its interval widened as the cue metrics'
         return ProbeCard(**fields, cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]
-                         mcnemar=m.get("mcnemar"))  # type: ignore[arg-type]
+                         mcnemar=m.get("mcnemar"), score_lift=m.get("score_lift"))  # type: ignore[arg-type]
 
     def pooled(self, jid: str, pert: str) -> ProbeCard:
         """One probe over every language: accuracy and the cue metrics (the other fields
@@ -375,5 +388,5 @@ class _CueStats:
                          position_bias=empty, verbosity=empty, order_consistency=empty, reliability=empty,
                          tie_rate=empty, invalid_rate=empty,
                          cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]
-                         mcnemar=m.get("mcnemar"))  # type: ignore[arg-type]
+                         mcnemar=m.get("mcnemar"), score_lift=m.get("score_lift"))  # type: ignore[arg-type]
 

@@ -4,7 +4,7 @@
 Columns: run, judge, judge_id, family (``text`` cards, a labelled set's ``pairs:<set>``,
 ``agentic`` or ``pointwise`` ones: R_pw is the pointwise ``reliability``; the robustness
 probes' ``probes`` or ``probes:pointwise``, with their ``cue_effect``, ``cue_success``,
-``slot_preference`` and ``mcnemar_p`` — value the exact p, n the discordant pairs — and each
+``score_lift`` (pointwise), ``slot_preference`` and ``mcnemar_p`` — value the exact p, n the discordant pairs — and each
 probe over every language as lang ``all``), lang (``all``: the judge's overall card),
 perturbation (``all``: the language's card), metric, value, lo, hi, n. ``items`` and
 ``presentations`` are metrics too (value = the count, n = the count).

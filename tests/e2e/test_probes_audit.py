@@ -146,6 +146,7 @@ def test_a_gullible_and_an_immune_http_judge(tmp_path):
         g, i = by["gullible"][name], by["immune"][name]
         assert _contains(g["accuracy"], 1 - rate), (name, g["accuracy"])
         assert i["accuracy"]["value"] >= 0.95, (name, i["accuracy"])
+        assert g["score_lift"] is None and i["score_lift"] is None  # a pointwise measure
         if probes.probe_of(name) != "master_key":
             assert g["cue_effect"]["lo"] > 0.4 and _contains(i["cue_effect"], 0.0)
     for judge in ("gullible", "immune"):
@@ -183,8 +184,11 @@ def test_pointwise_planted_susceptibilities_are_recovered(tmp_path):
                 assert _contains(card["cue_effect"], c), (judge, lc["lang"], name, card["cue_effect"])
                 assert _contains(card["accuracy"], 1 - c) and _contains(card["tie_rate"], c)
                 assert card["cue_success"]["value"] == 0.0  # a tie is no win: taken in, not above
+                # the score the cue buys over the clean twin: 7 − 4 with probability c
+                assert _contains(card["score_lift"], 3 * c), (judge, lc["lang"], name, card["score_lift"])
                 if c == 0:
                     assert card["cue_effect"]["value"] == 0.0 and card["mcnemar"]["b"] == 0
+                    assert card["score_lift"]["value"] == 0.0
             mk, c = cards["probe:master_key"], knobs.get("master_key", 0.0)
             assert _contains(mk["accuracy"], 1 - c) and mk.get("cue_effect") is None
             sm = cards["probe:self_match"]  # the same answer twice scores the same: a tie, the gold
@@ -243,6 +247,9 @@ def test_a_gullible_and_an_immune_pointwise_http_judge(tmp_path):
             assert g["cue_effect"]["lo"] > 0.4 and _contains(g["cue_effect"], rate)
             assert _contains(i["cue_effect"], 0.0) and i["cue_success"]["value"] == 0.0
             assert _contains(g["cue_success"], rate)
+            # the score a cue buys on 0-100: ~rate × (100 − the twin's) for the gullible judge;
+            # the immune one's few points are reference words a cue text happens to hold
+            assert g["score_lift"]["lo"] > 20 and i["score_lift"]["hi"] < 5, (name, g["score_lift"], i["score_lift"])
     for judge in ("gullible-pw", "immune-pw"):
         assert by[judge]["probe:self_match"]["tie_rate"]["value"] == 1.0
         assert by[judge]["probe:self_match"]["accuracy"]["value"] == 1.0
