@@ -250,9 +250,8 @@ def _presentations(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> 
     clean_key = key(p[clean], clean)
     by = np.argsort(clean_key)
     clean_key, clean_ok = clean_key[by], (verdict[clean] == 0)[by]
-    scores = PERT_SCORE in data.column_names  # pointwise presentations (as_presentations)
-    score = pc.cast(data[PERT_SCORE], pa.float64()).to_numpy(zero_copy_only=False) if scores else None  # null: NaN
-    clean_score = score[clean][by] if score is not None else None
+    score = (pc.cast(data[PERT_SCORE], pa.float64()).to_numpy(zero_copy_only=False)  # null: NaN
+             if PERT_SCORE in data.column_names else None)  # pointwise presentations only (as_presentations)
     keep = np.flatnonzero(row_kind == 3)
     target = twin_of[p[keep]]
     twin = np.full(len(keep), -1, dtype=np.int64)
@@ -264,8 +263,8 @@ def _presentations(data: pa.Table, parsed: dict[str, cues.ProbeName | None]) -> 
         hit = clean_key[at] == k
         paired = np.flatnonzero(has)[hit]
         twin[paired] = clean_ok[at[hit]].astype(np.int64)
-        if score is not None and clean_score is not None:
-            lift[paired] = score[keep[paired]] - clean_score[at[hit]]
+        if score is not None:
+            lift[paired] = score[keep[paired]] - score[clean[by[at[hit]]]]
     cluster = lg[keep] * dims[2] + ref[keep]
     return _Presentations(judge, lang, pert, j[keep], lg[keep], p[keep], cluster,
                           verdict[keep] == 0, verdict[keep] == 1, twin, lift)

@@ -9,6 +9,7 @@ import re
 
 from babelrun.corpus import bundled as bundled_corpus
 from babelrun.perturb import probes
+from babelrun.score.cards import decode as decode_cards
 from helpers import LoopbackServer, quiet_audit, simulated, write_manifest
 
 PROBES = [{"name": n} for n in probes.PROBES]
@@ -197,8 +198,20 @@ def test_pointwise_planted_susceptibilities_are_recovered(tmp_path):
     assert "## Robustness probes" in md
     section = md.split("## Robustness probes")[1].split("\n## ")[0]
     assert "taken-pw" in section and "steady-pw" in section
+    assert "; lift +" in section  # the pointwise matrix shows the score lift
     rec = md.split("## Recommendations")[1].split("\n## ")[0]
     assert "injection" in rec and "authority" in rec and "bandwagon" not in rec
+    # the export's long table carries the lift as a metric of the pointwise probe family only
+    table = decode_cards((tmp_path / "run" / "cards.json").read_bytes()).to_arrow().to_pylist()
+    lifts = [r for r in table if r["metric"] == "score_lift"]
+    assert lifts and {r["family"] for r in lifts} == {"probes:pointwise"}
+    taken = {r["perturbation"]: r["value"] for r in lifts if r["judge"] == "taken-pw" and r["lang"] == "all"}
+    assert taken["probe:injection"] == _pooled_lift(by["taken-pw"], "probe:injection")
+
+
+def _pooled_lift(judge_cards: dict, probe: str) -> float:
+    """A probe's score lift over every language, as cards.json holds it."""
+    return next(p["card"]["score_lift"]["value"] for p in judge_cards["probes"] if p["perturbation"] == probe)
 
 
 class _Rater(_Heuristic):

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 pq.write_table(pa.table({"x": np.arange(200_000), "s": [str(i) for i in range(200_000)]}), sys.argv[2])
-del_me = pq.read_table(sys.argv[2])
-del del_me
+table = pq.read_table(sys.argv[2])
+del table
 print(json.dumps({"mimalloc": pa.mimalloc_memory_pool().max_memory(),
                   "jemalloc": pa.jemalloc_memory_pool().max_memory(),
                   "pool": os.environ.get("ARROW_DEFAULT_MEMORY_POOL"),
