@@ -1,5 +1,5 @@
-"""Agreement with human labels (``babelrun.agree``), drift between two runs
-(``babelrun.drift``), and the small statistics both rest on, each checked against an
+"""Agreement with human labels (``babelrun.analyses.agree``), drift between two runs
+(``babelrun.analyses.drift``), and the small statistics both rest on, each checked against an
 independent implementation (scikit-learn, statsmodels: test-only dependencies)."""
 
 import io
