@@ -304,7 +304,7 @@ def _icu_boundaries(text: str, lang: str) -> list[int]:
 
 
 if __name__ == "__main__":
-    # python tests/test_segmentation.py [icu]: agreement with the independent check per
+    # python tests/unit/test_segmentation.py [icu]: agreement with the independent check per
     # script, for babelrun's segmenter or ICU's (``pip install icu4py``).
     import sys
 
