@@ -49,7 +49,7 @@ async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> float:
         return time.perf_counter() - started
 
 
-# A user's judge as the issue-15 path runs it: their template, their verdict pattern.
+# A user's judge as the user-judge path runs it: their template, their verdict pattern.
 USER_JUDGE = {
     "prompt": {"system": "Judge impartially.",
                "user": ("[Question]\n{question}\n\n[Answer A]\n{answer_a}\n[End of Answer A]\n\n"

@@ -1,4 +1,4 @@
-"""The hardening load test (issue 16): about 120,000 judge calls through the openai backend
+"""The hardening load test: about 120,000 judge calls through the openai backend
 against the fake judge in its own process, with 20 % of requests faulted (429 with
 Retry-After, 500/502/503, dropped connections, malformed 200 bodies), as a real
 `babelrun audit` process. Prints the share of planned keys with a verdict after ONE run

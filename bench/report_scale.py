@@ -1,5 +1,5 @@
 """The report's size and drawing time from 1 judge × 1 language to 20 judges × 500 languages
-(the synthetic cards of tests/test_report_scale.py). The ratio: the plots' SVG bytes at 20 × 500
+(the synthetic cards of tests/unit/test_report_scale.py). The ratio: the plots' SVG bytes at 20 × 500
 ÷ at 10 × 200, against a cell count 5× larger — the figures show the worst languages once there
 are many, so they grow far slower than the run.
 

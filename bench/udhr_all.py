@@ -7,7 +7,7 @@ all / 45 (calls, wall, RSS): how the run scales with the corpus.
     python bench/udhr_all.py [--data ../shared/data] [--bootstrap 1000]
     python bench/udhr_all.py --probes [--rounds 2]
 
-``--probes`` (issue 26) compares instead the 512-declaration run with the six robustness
+``--probes`` compares instead the 512-declaration run with the six robustness
 probes on top of the five degradations (``PROBES``) against the same run without them, in
 alternating rounds, and prints the ratios with / without per round.
 

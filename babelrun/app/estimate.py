@@ -6,7 +6,7 @@ the prompt's UTF-8 bytes / 3, a deliberate overestimate for most tokenizers and 
 scripts that spend a token per character); output tokens at each judge's ``max_tokens``, the
 most it may reply. Every item is rendered once per (template, prompt language, protocol), not per judge.
 
-With ``stopping:`` (issue 29) the counts are an upper bound for the judges it applies to
+With ``stopping:`` (early stopping, docs/stopping.md) the counts are an upper bound for the judges it applies to
 (pairwise, not a provider batch): a cell may stop after ``min_items`` items, which gives the
 floor (``calls_at_least``). With ``cache:`` the requests the cache already holds for a judge
 (the same key the engine looks up) are left out of its calls, tokens and cost, and counted

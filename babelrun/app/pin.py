@@ -161,7 +161,7 @@ def _labelled_accuracy(mine: pa.Table) -> Interval | None:
     labelled = mine.filter(pc.is_in(kind, pa.array(["labelled", "labelled_tie"])))
     if not labelled.num_rows:
         return None
-    # a tie-labelled pair (issue 27) is right when the judge says tie
+    # a tie-labelled pair (kind labelled_tie) is right when the judge says tie
     wanted = pc.if_else(pc.equal(labelled["kind"].cast(pa.string()), "labelled_tie"), "tie", "reference")
     right = pc.sum(pc.equal(labelled["verdict"].cast(pa.string()), wanted)).as_py() or 0
     lo, hi = stats.wilson(right, labelled.num_rows)

@@ -92,7 +92,7 @@ class JudgeRunner:
     workers: int = 1  # worker tasks in ``run`` (``limits.CallLimits.workers``)
     draining: bool = False
     _waits: set[anyio.CancelScope] | None = None  # cancel scopes of the waits a drain ends
-    # Off by default, each a None check on the call path (issue 29):
+    # The stopping, cache and spend options, off by default, each a None check on the call path:
     stopper: Stopper | None = None  # early stopping per cell (engine/stopping.py)
     cache: ResponseCache | None = None  # the response cache (store/cache.py)
     budget_usd: float | None = None  # ``audit --budget``: stop issuing calls at this spend
@@ -325,7 +325,7 @@ class _Feed:
 
     No producer task and no stream between them: each hand-off through a memory stream
     cost the producer a checkpoint and a wake-up, ~2–3 % of the engine's time at 8,000
-    calls/s (issue 28's profile). ``next`` never awaits, so the workers, all on the event
+    calls/s (py-spy profile of bench/engine_overhead.py). ``next`` never awaits, so the workers, all on the event
     loop's thread, take turns on one iterator safely; memory stays flat (nothing is queued).
     ``cancel`` (a drain, the budget spent) ends it: every worker's next ``next`` is None.
     """
@@ -406,7 +406,7 @@ class RunOptions:
     wanted: DoneSet | None = None
     accounts: dict[str, limits.Budget] | None = None
     limit: int | None = None
-    # Issue 29, each off by default: early stopping, the response cache (with whether judges
+    # Each off by default: early stopping, the response cache (with whether judges
     # with temperature > 0 use it), each judge's price by name (the ledger), --budget in USD.
     stopping: StoppingSpec | None = None
     cache: ResponseCache | None = None

@@ -1,6 +1,6 @@
 """Robustness probes: a cue added to a worse answer, a non-answer, the reference against itself.
 
-Each probe keeps its gold label by construction (the issue-26 table):
+Each probe keeps its gold label by construction (the table in docs/probes.md):
 
 - **cue probes** (``authority``, ``bandwagon``, ``injection``, ``refinement``): the reference
   against a degraded answer (``base``, default ``truncate`` at 0.6) with a cue added — a fake

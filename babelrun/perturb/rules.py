@@ -44,9 +44,9 @@ CONDITIONAL_TERMINALS: dict[str, tuple[str, str]] = {
 # (whether it ends a sentence with no space after it, source).
 SUBSTITUTE_TERMINALS: dict[str, tuple[bool, str]] = {
     # Ethiopic: the full stop ። (U+1362) looks like two wordspaces ፡ (U+1361), and texts
-    # typed without it write two of them (issue 30's measurement; core spec ch. 19 names
-    # ። the full stop and ፡ the word separator). No Ethiopic file is in udhr-all.
-    "\u1361{2,}": (True, "Ethiopic wordspace written twice for the full stop; issue 30, core spec ch. 19"),
+    # typed without it write two of them (the Unicode core spec, ch. 19, names ። the full stop
+    # and ፡ the word separator). No Ethiopic file is in udhr-all.
+    "\u1361{2,}": (True, "Ethiopic wordspace written twice for the full stop; Unicode core spec ch. 19"),
     # Armenian: the full stop ։ (U+0589, UCD "ARMENIAN FULL STOP") looks like a colon, and
     # texts typed on a Latin keyboard write ASCII ``:`` for it; after an Armenian letter a
     # colon ends the sentence (Armenian uses no colon of its own). No Armenian file is in

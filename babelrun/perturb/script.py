@@ -26,7 +26,7 @@ Sentences
     with no word in it (a stray ``.``) stays with the sentence before. Each sentence keeps
     the separator that followed it, so ``"".join`` of the pieces gives back the text exactly.
     ICU's sentence rules (the ``icu4py`` wheel, root and language locales) were measured
-    against this on the same sample (``python tests/test_segmentation.py icu``): they agree
+    against this on the same sample (``python tests/unit/test_segmentation.py icu``): they agree
     with an independent per-declaration check on 92 % of units against 99.9 % here: they
     split ``am 9. November`` and at Myanmar ``၊``, find one sentence a unit in Thai, Tai Tham
     and Tibetan, and none at ``፡፡``; so ICU is not used.

@@ -262,7 +262,7 @@ _VERDICT_MODES = [m for m in MODES if m != "order_flip"]
 
 def _gold(t: pa.Table) -> pa.Array:
     """The rows whose verdict can be a failure: not a tie probe's, nor a tie where a tie is
-    the gold (a tie-labelled pair, issue 27; a robustness probe's self match, issue 26)."""
+    the gold (a tie-labelled pair; a robustness probe's self match)."""
     kind = t["kind"].cast(pa.string())
     gold = pc.invert(pc.is_in(kind, pa.array(["tie_probe"])))
     gold = pc.and_(gold, pc.invert(pc.and_(pc.equal(kind, "labelled_tie"),

@@ -147,7 +147,7 @@ def _recommendations(data: ReportData, plots: list[Plot]) -> str:
 MATRIX_VIEW_ROWS = 50  # a re-sorted view shows this many worst languages; the default view all
 # Up to this many judges, each judge's sorted view shows every judge's column; beyond, only its
 # own: the matrix then grows with judges × languages, never judges² (100 judges × 200
-# languages: 35.8 MB of views before, tests/hostile/test_report_size.py).
+# languages: 35.8 MB of views before, tests/hostile/test_csv_and_report_size.py).
 MATRIX_FULL_VIEWS = 12
 
 

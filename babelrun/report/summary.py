@@ -347,7 +347,7 @@ _SPEND_KINDS = ("fresh", "retried", "batch")
 def spend_rows(data) -> list[list[str]]:
     """The cost ledger (stats.json ``spend``, every audit process summed) per run, judge and
     language, a judge's total first: amounts in the judge's currency; cached calls cost none
-    (issue 29). Empty when no judge has a price."""
+    (docs/stopping.md). Empty when no judge has a price."""
     rows = []
     for run in data.runs:
         for j in run.stats:

@@ -87,7 +87,7 @@ class LanguageDrift(msgspec.Struct, frozen=True):
 
 
 class CompositeCard(msgspec.Struct, frozen=True):
-    """A mitigation judge's facts beside its card (babelrun/composite.py): what it costs and
+    """A mitigation judge's facts beside its card (score/composite.py): what it costs and
     what it changed against its base judge, on the same presentations."""
 
     name: str

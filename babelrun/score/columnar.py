@@ -27,7 +27,7 @@ from .stats import Interval, rounded
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
                    "ref_len", "pert_len", "kind", "p_a", "p_b", "score", "ref_id"]
-UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see babelrun.invariance
+UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see analyses/invariance.py
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
 

@@ -126,7 +126,7 @@ class _Items(msgspec.Struct):
     pert: np.ndarray
     longer_is_ref: np.ndarray
     differs: np.ndarray
-    tie_gold: np.ndarray | None = None  # tie-labelled pairs (issue 27): equal scores are right
+    tie_gold: np.ndarray | None = None  # tie-labelled pairs (kind labelled_tie): equal scores are right
 
 
 def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:

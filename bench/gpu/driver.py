@@ -1,8 +1,8 @@
-"""The GPU driver of ``bench/gpu/run.sh`` (issue 28): the llama.cpp backend with every layer
+"""The GPU driver of ``bench/gpu/run.sh``: the llama.cpp backend with every layer
 offloaded (``n_gpu_layers=-1``), then (1) ``bench/llamacpp_batching.py``'s rows — calls/s and
 prompt tokens/s per batch size, shared prefix and not, against one-at-a-time in the same
 run — and (2) a ``babelrun bench-judge`` sweep of the in-process backend at batch_size 1..N,
-concurrency = batch size: calls/s per level. Not a test: a benchmark for a lent GPU.
+concurrency = batch size: calls/s per level. Not a test: a benchmark for a machine with a GPU.
 
     python bench/gpu/driver.py --model PATH.gguf [--sizes 1 2 4 8 16 32] [--calls 64]
                                [--rounds 2] [--gpu-layers -1] [--sample 32]

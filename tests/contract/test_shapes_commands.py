@@ -1,4 +1,4 @@
-"""Every judge shape through every command (issue 24): ONE matrix, generated from the
+"""Every judge shape through every command: ONE matrix, generated from the
 registries. The shapes are declared in ``SHAPES`` below (one list); the commands are the
 command table ``babelrun.app.cli.COMMANDS`` (the analyses registry's commands among them), so
 a command added tomorrow is run on every shape the day it is added.

@@ -1,5 +1,5 @@
-"""Agreement with human labels (``babelrun.agree``), drift between two runs
-(``babelrun.drift``), and the small statistics both rest on, each checked against an
+"""Agreement with human labels (``babelrun.analyses.agree``), drift between two runs
+(``babelrun.analyses.drift``), and the small statistics both rest on, each checked against an
 independent implementation (scikit-learn, statsmodels: test-only dependencies)."""
 
 import io
@@ -155,7 +155,7 @@ def test_agree_with_a_csv_reports_unknown_and_unjudged_items(pairs_run, tmp_path
             _check(figures[key][view], cases)
     assert "unknown items (no labelled pair of the run): 1 (nope-0001)" in agree.text(result)
 
-    (tmp_path / "bad.csv").write_text("item,label\nLLMBar_Natural-0000,3\n")  # tie is a label (issue 27); 3 is none
+    (tmp_path / "bad.csv").write_text("item,label\nLLMBar_Natural-0000,3\n")  # tie is a label; 3 is none
     with pytest.raises(UserError, match="bad.csv:2"):
         agree.run(pairs_run, tmp_path / "bad.csv")
 

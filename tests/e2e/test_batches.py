@@ -303,7 +303,7 @@ def test_sigkill_during_a_slow_create_never_creates_a_second_batch(backend, tmp_
     assert len(ok) == len(Plan.from_manifest(babelrun.load_manifest(path)).item_ids) * 2 and max(ok.values()) == 1
 
 
-# -- issue 29: stopping between batches, the response cache, the batch discount ----------------
+# -- stopping between batches, the response cache, the batch discount ----------------
 
 STOP_CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 6}
 STOPPING = {"on": "verdict", "confidence": 0.95, "min_items": 10}

@@ -1,4 +1,4 @@
-"""The response cache (issue 29, ``cache: {dir}``): shared across run directories, keyed by
+"""The response cache (``cache: {dir}``): shared across run directories, keyed by
 the judge id and the exact request. Calls are counted at the loopback server."""
 
 from __future__ import annotations

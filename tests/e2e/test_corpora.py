@@ -158,7 +158,7 @@ def test_llmbar_labelled_pairs_are_a_second_item_family(tmp_path):
         "languages": ["en"], "references_per_language": 2})
     result = _audit(path)
     (english,) = result.cards.judges[0].languages
-    # The degradation card holds no labelled pair (issue 17: families never pool); each set
+    # The degradation card holds no labelled pair (families never pool); each set
     # has its own cards.
     assert "truncate" in {pc.perturbation for pc in english.perturbations}
     assert not any(pc.perturbation.startswith("pairs:") for pc in english.perturbations)

@@ -1,4 +1,4 @@
-"""validate's estimate under issue 29: stopping makes it an upper bound (with a floor), and the
+"""validate's estimate with stopping and the cache: stopping makes it an upper bound (with a floor), and the
 response cache's hits it can already see are left out of the calls and the cost."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cost ledger (issue 29): spend from the loopback server's reported usage and the
+"""The cost ledger: spend from the loopback server's reported usage and the
 manifest's prices, per judge, language and call kind; ``audit --budget``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`babelrun pin` then `babelrun check` against a loopback judge server (issue 19): an
+"""`babelrun pin` then `babelrun check` against a loopback judge server: an
 unchanged server passes; one that flips 30 % of its answers, or reports another served model,
 fails naming the judge; the lock file keeps every check."""
 

@@ -1,4 +1,4 @@
-"""Pointwise judges through the commands (issue 24): a pointwise-only run and a mixed run put
+"""Pointwise judges through the commands: a pointwise-only run and a mixed run put
 their pointwise judges in the judge × language matrix, the leaderboard, the recommendations,
 ``score``'s count, ``export`` and ``Cards.to_pandas``; ``pin`` keeps their scores as canaries
 and ``check`` exits 0 unchanged, 1 after a silent change of scores. And a judge whose every

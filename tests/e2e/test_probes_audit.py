@@ -1,4 +1,4 @@
-"""Robustness probes end to end (issue 26): planted susceptibilities recovered per language,
+"""Robustness probes end to end: planted susceptibilities recovered per language,
 a gullible and an immune HTTP judge, the cards' probe family and the report's section."""
 
 from __future__ import annotations

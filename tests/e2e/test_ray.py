@@ -257,7 +257,7 @@ def test_a_run_started_on_ray_is_finished_locally(tmp_path, local_ray):
     assert reference.new_records == finished.planned_calls
 
 
-# -- issue 29 on Ray: --budget split among the workers, the spend summed, the cache and stopping --
+# -- on Ray: --budget split among the workers, the spend summed, the cache and stopping --
 
 PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
 

@@ -1,4 +1,4 @@
-"""``backend: replay`` (issue 27): LLMBar's published GPT-4 verdicts, replayed from a file,
+"""``backend: replay``: LLMBar's published GPT-4 verdicts, replayed from a file,
 give the same cards as a live (loopback) judge answering the same verdicts, with no call made.
 
 ``data/llmbar_natural_gpt4_vanilla.jsonl`` holds the verdicts of GPT-4 (LLMBar's "Vanilla"

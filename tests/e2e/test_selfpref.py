@@ -1,4 +1,4 @@
-"""Self-preference (issue 19): a simulated judge's self_preference knob is recovered by the
+"""Self-preference: a simulated judge's self_preference knob is recovered by the
 self-preference card, and reads 0 when off."""
 
 from __future__ import annotations

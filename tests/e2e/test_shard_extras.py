@@ -1,4 +1,4 @@
-"""Shards with issue 29's features: ``--budget`` split among the shards (not multiplied by
+"""Shards with stopping, the cache and the spend limit: ``--budget`` split among the shards (not multiplied by
 their number), the response cache shared by shard processes, and stopping's keys not needed
 agreeing with one process. (The Ray executor's: tests/e2e/test_ray.py.)"""
 

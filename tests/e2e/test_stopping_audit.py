@@ -1,4 +1,4 @@
-"""Early stopping on a many-language panel (issue 29): the 45 UDHR languages, ~30 references
+"""Early stopping on a many-language panel: the 45 UDHR languages, ~30 references
 each, 4 simulated judges, every cell clearly above or below the deployment R."""
 
 from __future__ import annotations

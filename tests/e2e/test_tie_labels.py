@@ -1,4 +1,4 @@
-"""Issue 27: a labelled set of our own with tie-labelled pairs, judged by a judge that says tie
+"""A labelled set of our own with tie-labelled pairs, judged by a judge that says tie
 on them (a replay judge: its verdicts from a table keyed by pair id and order), through the
 whole pipeline: cards, ``agree`` against three annotators, the human–human ceiling."""
 
@@ -68,7 +68,7 @@ def test_a_judge_that_says_tie_on_tie_labelled_pairs_is_right(tie_run):
     assert card["accuracy"]["value"] == 1.0 and card["order_consistency"]["value"] == 1.0
     assert card["position_bias"]["n"] == 2 * N_DECISIVE  # measured on decisive-labelled pairs
     assert card["tie_rate"]["value"] == 0.4
-    # Today's rules (before issue 27: a tie is never correct, never consistent) on the same records:
+    # The rules without tie labels (a tie is never correct, never consistent) on the same records:
     data = compact.load(tie_run / "run", columnar.SCORING_COLUMNS)
     tie = np.array(data["kind"].cast(pa.string()).to_pylist()) == "labelled_tie"
     order = metrics.ORDER_CODES

@@ -1,4 +1,4 @@
-"""What a card may claim (issue 17): the below-chance flag, the minimum-items rule, family
+"""What a card may claim: the below-chance flag, the minimum-items rule, family
 separation (degradation / labelled pairs / agentic), not-judged rows for every planned
 language, an empty plan refused, and the report of a run with only one family.
 

@@ -1,4 +1,4 @@
-"""Issue 25, untrusted inputs: user regexes never hang a run (M1/M2), numbers from outside are
+"""Untrusted inputs: user regexes never hang a run (M1/M2), numbers from outside are
 bounded where they enter (M3, M4, M5, a Python judge's reply), a slow Python judge never holds
 a drain (M9), templates and template files are bounded (M7, the 2 GB file, /proc/self/environ),
 and YAML/JSON inputs are bounded before they are expanded (M8, 100,000 nested ``[``).
@@ -89,7 +89,7 @@ def test_a_redos_verdict_pattern_finishes_with_the_replies_invalid(pattern, time
         manifest = write_manifest(tmp_path, [_openai(server, verdict={"pattern": pattern}, concurrency=2)],
                                   corpus=CORPUS, perturbations=ONE)
         done = _audit(manifest)
-    # The audit ends; every reply invalid makes the judge misconfigured (issue 24: exit 3, a
+    # The audit ends; every reply invalid makes the judge misconfigured (exit 3, a
     # diagnosis line naming the pattern), not a hang and not a crash.
     assert done.returncode == EXIT_MISCONFIGURED, done.stderr
     assert "did not match the verdict pattern" in done.stderr and pattern in done.stderr

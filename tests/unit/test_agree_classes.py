@@ -1,4 +1,4 @@
-"""Issue 27: tie labels, several annotators and class-conditional rates, checked against
+"""Tie labels, several annotators and class-conditional rates, checked against
 independent implementations (scikit-learn, statsmodels) and Krippendorff's published example."""
 
 from __future__ import annotations

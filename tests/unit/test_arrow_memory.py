@@ -1,7 +1,7 @@
 """The CLI's Arrow allocator settings (``app.cli._lean_arrow``) reach every Arrow allocation,
 the Parquet reader's included: ``pa.set_memory_pool`` alone leaves the reader on the C++
 default pool (mimalloc), which kept ~100 MB resident through a 508,820-call audit's report
-with no Arrow buffer alive (issue 26). Each case runs in a fresh interpreter: the settings
+with no Arrow buffer alive. Each case runs in a fresh interpreter: the settings
 are read when libarrow loads."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CBC (babelrun.calibrate): the statistics against independent implementations, recovery of a
+"""CBC (babelrun.analyses.calibrate): the statistics against independent implementations, recovery of a
 known judge × language interaction from the additive model, and an end-to-end run over two
 run directories audited with the simulated judge."""
 

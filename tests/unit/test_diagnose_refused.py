@@ -1,4 +1,4 @@
-"""``diagnose.refused`` column-wise (issue 28: no Python loop per logged record) says what the
+"""``diagnose.refused`` column-wise (no Python loop per logged record) says what the
 row-by-row definition says: per judge, its logged calls, those that ended ``rejected``, and
 the first rejected messages in log order (cut, terminal-safe), over several segments and
 blocks."""

@@ -1,4 +1,4 @@
-"""``babelrun diff --fail-if-worse [METRICS]`` gates on what the user names (issue 24): a
+"""``babelrun diff --fail-if-worse [METRICS]`` gates on what the user names: a
 metric named trips when its paired change is significantly for the worse; the bare flag is
 ``accuracy,reliability`` (docs/analyses.md, *Drift gate*)."""
 

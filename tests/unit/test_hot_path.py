@@ -1,4 +1,4 @@
-"""The engine's hot path gives what the plain definitions give (issue 28): a plan's items
+"""The engine's hot path gives what the plain definitions give: a plan's items
 replayed from its survey are the items ``generate`` makes, and a render through the
 precomputed template is the render of ``str.format_map`` over every field and alias."""
 

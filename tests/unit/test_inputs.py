@@ -1,4 +1,4 @@
-"""Corpus inputs as users have them (issue 17): nested column paths, chat exports with
+"""Corpus inputs as users have them: nested column paths, chat exports with
 several turns, a CSV delimiter, references repeated across sources reported, and "not
 found" messages that say where each public data set comes from."""
 

@@ -1,4 +1,4 @@
-"""The Judge-LS protocol on labelled pairs (issue 19): conditions, alignment, the
+"""The Judge-LS protocol on labelled pairs: conditions, alignment, the
 transformation audit, flips against the pivot recovered in the full and the filtered analysis,
 and the FLORES parallel options that cannot be honoured."""
 

@@ -1,4 +1,4 @@
-"""The keys index of a sealed log segment (issue 28): a resume reads the keys of the ok
+"""The keys index of a sealed log segment: a resume reads the keys of the ok
 records from ``log/keys/<segment>.keys`` while the segment is still what was indexed (size
 and CRC-32), and parses the segment, by the one validity rule, whenever it is not."""
 

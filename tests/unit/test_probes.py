@@ -1,4 +1,4 @@
-"""Robustness probes (issue 26): cue texts, item construction and gold, names, manifest checks."""
+"""Robustness probes: cue texts, item construction and gold, names, manifest checks."""
 
 from __future__ import annotations
 

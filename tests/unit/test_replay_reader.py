@@ -1,4 +1,4 @@
-"""``backend: replay`` (issue 27): how a replay file is read and checked."""
+"""``backend: replay``: how a replay file is read and checked."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """store/cache.py: entries are whole or absent, kept apart per judge id, pruned least recently
-used first; and the provider usage fields of cached input tokens (issue 29)."""
+used first; and the provider usage fields of cached input tokens."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`backend: rule` (issue 19): a deterministic scorer as a judge, and as a cascade's cheap
+"""`backend: rule`: a deterministic scorer as a judge, and as a cascade's cheap
 triage stage whose card shows the calls it saves and the accuracy it costs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sentence segmentation a reader of each script would accept (issue 30), checked three ways:
+"""Sentence segmentation a reader of each script would accept, checked three ways:
 
 - an independent per-declaration check over all of ``../shared/data/udhr-all`` (written here,
   not reusing the segmenter): a declaration's full stops are the punctuation marks that end
@@ -142,11 +142,12 @@ def test_independent_check_agrees_on_every_script(samples):
     # Japanese kana count with Han), 1,071 sampled units.
     assert len(per_script) >= 29, sorted(per_script)
     # Measured: 1,789 of 1,790 (the one: a Cebuano ``?`` the check does not count as a stop,
-    # since few paragraphs end with one). Before issue 30: 1,739; ICU's root rules: 1,650.
+    # since few paragraphs end with one). Before the per-script rules (perturb/rules.py): 1,739;
+    # ICU's root rules: 1,650.
     assert same / total >= 0.99, (same, total)
     worst = {name: s / n for name, (s, n) in per_script.items() if s / n < 0.9}
     assert not worst, worst
-    # The classes issue 30 names, in the data: Myanmar's little section is a comma (the
+    # The hard classes, in the data: Myanmar's little section is a comma (the
     # segmenter found 4.6 sentences a unit, the check 2.3); Sanskrit, Magahi, Grantha and
     # Dzongkha write the danda or shad straight before the next sentence.
     for name in ("MYANMAR", "DEVANAGARI", "GRANTHA", "TIBETAN"):
@@ -303,7 +304,7 @@ def _icu_boundaries(text: str, lang: str) -> list[int]:
 
 
 if __name__ == "__main__":
-    # python tests/test_segmentation.py [icu]: agreement with the independent check per
+    # python tests/unit/test_segmentation.py [icu]: agreement with the independent check per
     # script, for babelrun's segmenter or ICU's (``pip install icu4py``).
     import sys
 

@@ -1,4 +1,4 @@
-"""Coverage under optional stopping (issue 29): simulated judges of known R, many seeded runs.
+"""Coverage under optional stopping: simulated judges of known R, many seeded runs.
 The confidence sequence's stopped intervals hold the truth at least at the nominal rate; a
 naive stop-when-the-bootstrap-interval-clears rule does not."""
 

@@ -73,7 +73,7 @@ def _lean_arrow() -> None:
     # compute kernels take the C++ default pool (mimalloc, unless ARROW_DEFAULT_MEMORY_POOL
     # says otherwise), and ``jemalloc_set_decay_ms`` reaches only the arenas made after it.
     # Both are read when libarrow loads, so they are set here, before pyarrow is imported (a
-    # user's own values win). On the 508,820-call probes audit (issue 26) the report's reads
+    # user's own values win). On the 508,820-call probes audit (``bench/udhr_all.py --probes``) the report's reads
     # had left ~100 MB resident in the two allocators with no Arrow buffer alive.
     import os
 
