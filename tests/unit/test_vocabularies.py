@@ -77,7 +77,8 @@ def test_unset_perturbations_are_every_registered_one(monkeypatch):
 
     monkeypatch.setitem(perturb.TEXT_PERTURBATIONS, "extra", perturb.TEXT_PERTURBATIONS["truncate"])
     filled = manifest.with_defaults(Manifest(name="m", judges=[], agentic=AgenticSpec()))
-    assert [p.name for p in filled.perturbations] == list(perturb.TEXT_PERTURBATIONS) and "extra" in perturb.TEXT_PERTURBATIONS
+    assert [p.name for p in filled.perturbations] == list(perturb.TEXT_PERTURBATIONS)
+    assert filled.perturbations[-1].name == "extra"
     assert [p.name for p in filled.agentic.perturbations] == list(AGENTIC_PERTURBATIONS)
     assert all(p.severities == [0.3, 0.6] for p in filled.perturbations)
     given = Manifest(name="m", judges=[], perturbations=[manifest.PerturbationSpec(name="shuffle")])
