@@ -28,8 +28,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "extending.md"
 RECIPES = ("perturbation", "backend", "metric", "report-section", "analysis", "command")
-_MARK = re.compile(r"^(?P<indent>[ ]*)<!-- recipe: (?P<name>[a-z-]+) -->\n(?P=indent)```python\n(?P<body>.*?)^(?P=indent)```$",
-                   re.M | re.S)
+_MARK = re.compile(r"^(?P<indent>[ ]*)<!-- recipe: (?P<name>[a-z-]+) -->\n(?P=indent)```python\n"
+                   r"(?P<body>.*?)^(?P=indent)```$", re.M | re.S)
 _GAP = ("...", "...,")
 
 
