@@ -26,6 +26,7 @@ from .judges.protocol import MULTI_TURN, Judging, TemplateError
 from .perturb import TEXT_PERTURBATIONS, probes
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
 from .spec import (
+    AgenticSpec,
     CalibratedSpec,
     CascadeSpec,
     CorpusSpec,
@@ -148,6 +149,7 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         problem = " ".join(str(e).split())
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
     environ = os.environ if environ is None else environ
+    manifest = with_defaults(manifest)
     try:
         manifest = _resolve_paths(manifest, path.parent.resolve())
         manifest = _resolve_judges(manifest, path.parent.resolve(), environ)
@@ -157,6 +159,30 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         e.args = (f"{source}: {e}",)
         raise
     return manifest
+
+
+def text_perturbations(manifest: Manifest) -> list[PerturbationSpec]:
+    """The manifest's text perturbations: as given, or (unset) every one the registry
+    (``perturb.TEXT_PERTURBATIONS``) holds, in its order, at the default severities."""
+    given = manifest.perturbations
+    return [PerturbationSpec(name=name) for name in TEXT_PERTURBATIONS] if given is None else given
+
+
+def agentic_perturbations(agentic: AgenticSpec | None) -> list[PerturbationSpec]:
+    """An agentic section's perturbations: as given, or (unset, or no section) every one the
+    registry (``agentic.AGENTIC_PERTURBATIONS``) holds, in its order, at the default severities."""
+    given = agentic.perturbations if agentic is not None else None
+    return [PerturbationSpec(name=name) for name in AGENTIC_PERTURBATIONS] if given is None else given
+
+
+def with_defaults(manifest: Manifest) -> Manifest:
+    """``manifest`` with every perturbation list it leaves unset filled in from the registries
+    (what run.yaml keeps: the lists the plan was made from). The types (``spec``) cannot do it:
+    the registries live in layers above them."""
+    agentic = manifest.agentic
+    if agentic is not None and agentic.perturbations is None:
+        agentic = msgspec.structs.replace(agentic, perturbations=agentic_perturbations(agentic))
+    return msgspec.structs.replace(manifest, perturbations=text_perturbations(manifest), agentic=agentic)
 
 
 def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
@@ -256,14 +282,16 @@ def check(manifest: Manifest, environ) -> None:
     _check_reference_guided(manifest, protocols)
     _check_multi_turn(manifest, protocols)
 
-    if not manifest.perturbations and manifest.agentic is None:
+    perturbations = text_perturbations(manifest)
+    if not perturbations and manifest.agentic is None:
         raise ManifestError("perturbations", "at least one perturbation (or leave it out for all of them)")
     if manifest.corpus.languages != "all" and not manifest.corpus.languages:
         raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
-    _check_perturbations(manifest.perturbations, "perturbations", {**TEXT_PERTURBATIONS, **probes.PROBES})
-    _check_probes(manifest.perturbations)
+    _check_perturbations(perturbations, "perturbations", {**TEXT_PERTURBATIONS, **probes.PROBES})
+    _check_probes(perturbations)
     if manifest.agentic is not None:
-        _check_perturbations(manifest.agentic.perturbations, "agentic.perturbations", AGENTIC_PERTURBATIONS)
+        _check_perturbations(agentic_perturbations(manifest.agentic), "agentic.perturbations",
+                             AGENTIC_PERTURBATIONS)
         if not any(isinstance(s, TrajectoriesSource) for s in manifest.corpus.sources):
             raise ManifestError("agentic", "needs a corpus source of kind: trajectories")
 

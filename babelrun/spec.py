@@ -33,13 +33,6 @@ MAX_BATCH_SIZE = 4096
 MAX_WORKERS = 4096
 
 DEFAULT_SEVERITIES = (0.3, 0.6)
-# The perturbations a manifest gets when it names none: every one of each registry
-# (``perturb.TEXT_PERTURBATIONS``, ``agentic.AGENTIC_PERTURBATIONS``; a test holds these equal
-# to the registries, which live in layers above this one).
-DEFAULT_TEXT_PERTURBATIONS = ("truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad")
-DEFAULT_AGENTIC_PERTURBATIONS = (
-    "argument_corrupt", "tool_name_swap", "hallucinated_tool", "missing_required_arg", "extra_spurious_arg",
-    "drop_intermediate_step", "corrupt_tool_result", "early_termination", "step_pad")
 
 
 class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -181,21 +174,15 @@ class PerturbationSpec(_Spec, frozen=True):
     cues: str | None = None
 
 
-def _default_perturbations() -> list[PerturbationSpec]:
-    return [PerturbationSpec(name=n) for n in DEFAULT_TEXT_PERTURBATIONS]
-
-
-def _default_agentic_perturbations() -> list[PerturbationSpec]:
-    return [PerturbationSpec(name=n) for n in DEFAULT_AGENTIC_PERTURBATIONS]
-
-
 class AgenticSpec(_Spec, frozen=True):
     """How the corpus's trajectories are degraded and shown: ``focus`` is what the judge
     reads (``tool_calls``: calls, results and the final answer; ``full_trace``: thoughts
-    too); ``perturbations`` default to all nine at the default severities."""
+    too). ``perturbations`` unset (None): every registered agentic perturbation at the default
+    severities, filled in by the manifest layer (``babelrun.manifest.agentic_perturbations``:
+    the registries live in layers above this one)."""
 
     focus: Literal["tool_calls", "full_trace"] = "full_trace"
-    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_agentic_perturbations)
+    perturbations: list[PerturbationSpec] | None = None
 
 
 # ---- judges -------------------------------------------------------------------------------
@@ -562,7 +549,9 @@ class Manifest(_Spec, frozen=True):
     judges: list[JudgeSpec]
     composites: list[CompositeSpec] = []
     corpus: CorpusSpec = CorpusSpec()
-    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_perturbations)
+    # None (unset): every registered text perturbation at the default severities, filled in by
+    # the manifest layer (``babelrun.manifest.text_perturbations``), which sees the registries.
+    perturbations: list[PerturbationSpec] | None = None
     # Trajectory items (a ``trajectories`` corpus source); defaults apply when it is absent.
     agentic: AgenticSpec | None = None
     output_dir: str = "runs/{name}"

@@ -173,10 +173,10 @@ def _no_running_loop() -> None:
 
 
 def _manifest(manifest: Manifest | str | Path) -> Manifest:
-    if isinstance(manifest, Manifest):
-        return manifest
-    from ..manifest import load
+    from ..manifest import load, with_defaults
 
+    if isinstance(manifest, Manifest):
+        return with_defaults(manifest)  # run.yaml keeps the perturbation lists the plan was made from
     return load(Path(manifest))
 
 

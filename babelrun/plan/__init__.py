@@ -45,6 +45,7 @@ from ..core.items import (
 from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
+from ..manifest import agentic_perturbations, text_perturbations
 from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec, PerturbationSpec
 from ..store.done import DoneSet
@@ -110,7 +111,7 @@ class Plan:
         self.probes = list(probes)  # robustness probes (plan/probes.py), apart from the degradations
         spec = agentic_spec or AgenticSpec()
         self.trajectories = agentic.references(trajectories, spec.focus)
-        self.agentic_perturbations = [(p.name, list(p.severities)) for p in spec.perturbations]
+        self.agentic_perturbations = [(p.name, list(p.severities)) for p in agentic_perturbations(spec)]
         self.perturbations = perturbations
         self.seed = seed
         self.pairs = list(pairs)
@@ -198,7 +199,7 @@ class Plan:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
-        degradations, probes = probe_items.split(manifest.perturbations)
+        degradations, probes = probe_items.split(text_perturbations(manifest))
         perturbations = [(p.name, list(p.severities)) for p in degradations]
         chosen = corpus.select(manifest)
         plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,

@@ -52,7 +52,7 @@ class Metric(NamedTuple):
 
     Adding a metric: its computation in ``from_sums`` (and, for a bootstrap interval, nothing
     more: ``bootstrap`` resamples every metric ``from_sums`` returns), its field on
-    ``score.cards.Card``, and one line here.
+    ``score.cards.Card``, and one line here (docs/extending.md, *A metric*).
     """
 
     name: str  # the Card field and from_sums key
@@ -62,23 +62,28 @@ class Metric(NamedTuple):
     signed: bool = False  # printed with a sign (a bias whose direction matters)
     rate: bool = False  # reports print the value alone (0 where undefined), right-aligned
     higher_is_better: bool | None = True  # None: neither (0 or 0.5 is the neutral point)
-    compared: bool = False  # shown in a mitigation's change against its base judge (summary.COMPARED)
+    # Compared between two sets of verdicts (``babelrun diff`` and its --fail-if-worse gate, a
+    # mitigation's change against its base judge): the metric's place, 1 first, in a comparison's
+    # list of changes (cards.json keeps that order); 0: not compared.
+    compared: int = 0
     flag: str | None = None  # a remark the reports append: "verdict", "below_chance", "consistently_wrong"
     kinds: tuple[str, ...] = ("degradation", "pairs")  # the card families the metric is on
     less: tuple[str, ...] = ()  # STATS columns taken off the count (tie-labelled presentations)
 
 
 REGISTRY: tuple[Metric, ...] = (
-    Metric("reliability", "R", (), compared=True, flag="verdict"),
-    Metric("accuracy", "accuracy", ("n",), compared=True, flag="below_chance"),
-    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=True,
+    Metric("reliability", "R", (), compared=5, flag="verdict"),
+    Metric("accuracy", "accuracy", ("n",), compared=1, flag="below_chance"),
+    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=2,
            less=("gold_tie",)),
-    Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=True),
-    Metric("order_consistency", "κ_ord", ("pairs",), compared=True, flag="consistently_wrong"),
+    Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=4),
+    Metric("order_consistency", "κ_ord", ("pairs",), compared=3, flag="consistently_wrong"),
     Metric("tie_rate", "ties", ("n",), wilson="tie", rate=True, higher_is_better=None),
     Metric("invalid_rate", "invalid", ("n",), wilson="invalid", rate=True, higher_is_better=False),
 )
 BY_NAME = {m.name: m for m in REGISTRY}
+# The metrics a comparison (score.paired: diff, a mitigation's change) computes, in its order.
+COMPARED: tuple[str, ...] = tuple(m.name for m in sorted((m for m in REGISTRY if m.compared), key=lambda m: m.compared))
 
 
 def interval_n(sums: np.ndarray, items: int) -> dict[str, int]:

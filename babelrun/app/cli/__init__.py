@@ -45,9 +45,11 @@ DESCRIPTION = (
 
 def commands() -> tuple[Command, ...]:
     """Every command, in ``--help`` order; the analyses' as the registry has them now."""
-    return (audit.AUDIT, audit.VALIDATE, outputs.SCORE, outputs.REPORT, outputs.COMPACT, audit.MERGE,
-            judge.LANGUAGES, *analyses.commands(), analyses.DIFF, outputs.SHOW, outputs.EXPORT, judge.PIN,
-            judge.CHECK, judge.BENCH_JUDGE, cache.CACHE)
+    return (
+        audit.AUDIT, audit.VALIDATE, outputs.SCORE, outputs.REPORT, outputs.COMPACT, audit.MERGE,
+        judge.LANGUAGES, *analyses.commands(), analyses.DIFF, outputs.SHOW, outputs.EXPORT, judge.PIN,
+        judge.CHECK, judge.BENCH_JUDGE, cache.CACHE,
+    )
 
 
 COMMANDS: tuple[Command, ...] = commands()
