@@ -124,20 +124,82 @@ def _score(row: Mapping[str, Any]) -> float | None:
     return float(value)
 
 
-def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict[tuple[str, ...], Any]:
+Key = tuple[str, ...]
+
+
+def _shown(row: Mapping[str, Any], swapped: bool) -> tuple[Any, Any]:
+    """The data's two outputs in the order they were shown: output_2 first when ``swapped``."""
+    return (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
+
+
+def _llmbar(row: Mapping[str, Any]) -> Iterator[tuple[Key, Verdict]]:
+    """LLMBar's evaluator output: each swap's winner and completion, keyed by the texts shown."""
+    for result in row["results"][:1]:
+        for label, swapped in (("swap = False", False), ("swap = True", True)):
+            if isinstance(result, dict) and isinstance(result.get(label), dict):
+                got = result[label]
+                completion = got.get("completion")
+                raw = str(completion[0]) if isinstance(completion, list) and completion else None
+                a, b = _shown(row, swapped)
+                yield ("text", str(a), str(b)), Verdict(_winner_slot(got.get("winner"), swapped), None, raw)
+
+
+def _by_swap(row: Mapping[str, Any], score: float | None, raw: str | None) -> tuple[Key, Verdict]:
+    """A row keyed by ``swap``: the texts it shows say which output stood in slot A."""
+    swapped = _swap(row["swap"])
+    if row.get("output_1") is None or row.get("output_2") is None:
+        raise ValueError("a row keyed by swap carries the texts shown (output_1, output_2); "
+                         "or key it by order (ref_first / pert_first)")
+    a, b = _shown(row, swapped)
+    slot = _winner_slot(row["winner"], swapped) if row.get("winner") not in (None, "") else _slot(row, None)
+    return ("text", str(a), str(b)), Verdict(slot, score, raw)
+
+
+def _by_order(row: Mapping[str, Any], score: float | None, raw: str | None) -> Iterator[tuple[Key, Verdict]]:
+    """A row keyed by ``order``: under each of its ids, or by ``answer_a`` / ``answer_b``."""
+    order = _text(row.get("order"))
+    slot = _slot(row, order)
+    if slot is None and score is None:
+        raise ValueError("no verdict (slot, verdict, winner or score)")
+    verdict = Verdict(slot, score, raw)
+    if row.get("answer_a") is not None and row.get("answer_b") is not None:
+        yield ("text", str(row["answer_a"]), str(row["answer_b"])), verdict
+        return
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)} (or give swap and the texts)")
+    ids = [i for i in (_text(row.get(k)) for k in ("item_id", "id", "ref_id")) if i is not None]
+    if not ids:
+        raise ValueError("no id (item_id, id or ref_id), swap or answer_a / answer_b")
+    for i in dict.fromkeys(ids):
+        yield ("id", i, order), verdict
+
+
+def _row_entries(row: Mapping[str, Any]) -> Iterator[tuple[Key, Verdict]]:
+    """One row's verdicts, each with its key, in whichever of the three shapes the row has."""
+    if isinstance(row.get("results"), list):
+        yield from _llmbar(row)
+        return
+    raw = None if row.get("raw") is None else str(row["raw"])
+    score = _score(row)
+    if row.get("swap") not in (None, ""):
+        yield _by_swap(row, score, raw)
+        return
+    yield from _by_order(row, score, raw)
+
+
+def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict[Key, Any]:
     """The file's verdicts by key: ``("id", id, order)`` and ``("text", answer_a, answer_b)``.
     An id that names two different verdicts for one order is ambiguous and no key."""
-    out: dict[tuple[str, ...], Any] = {}
+    out: dict[Key, Any] = {}
     judges: set[str] = set()
 
-    def put(key: tuple[str, ...], verdict: Verdict) -> None:
+    def put(key: Key, verdict: Verdict) -> None:
         if key in out and out[key] != verdict:
             out[key] = _AMBIGUOUS
         else:
             out.setdefault(key, verdict)
 
     for n, row in enumerate(rows):
-        where = f"row {n}"
         name = _text(row.get("judge"))
         if judge is not None and name is not None and name != judge:
             continue
@@ -146,45 +208,10 @@ def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict
         if _text(row.get("status")) not in (None, "ok"):
             continue  # an export's failed record: no verdict
         try:
-            if isinstance(row.get("results"), list):  # LLMBar's evaluator output
-                for result in row["results"][:1]:
-                    for label, swapped in (("swap = False", False), ("swap = True", True)):
-                        if isinstance(result, dict) and isinstance(result.get(label), dict):
-                            got = result[label]
-                            completion = got.get("completion")
-                            raw = str(completion[0]) if isinstance(completion, list) and completion else None
-                            a, b = (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
-                            put(("text", str(a), str(b)), Verdict(_winner_slot(got.get("winner"), swapped), None, raw))
-                continue
-            raw = None if row.get("raw") is None else str(row["raw"])
-            score = _score(row)
-            if row.get("swap") not in (None, ""):
-                swapped = _swap(row["swap"])
-                if row.get("output_1") is None or row.get("output_2") is None:
-                    raise ValueError("a row keyed by swap carries the texts shown (output_1, output_2); "
-                                     "or key it by order (ref_first / pert_first)")
-                a, b = (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
-                slot = (_winner_slot(row["winner"], swapped) if row.get("winner") not in (None, "")
-                        else _slot(row, None))
-                put(("text", str(a), str(b)), Verdict(slot, score, raw))
-                continue
-            order = _text(row.get("order"))
-            slot = _slot(row, order)
-            if slot is None and score is None:
-                raise ValueError("no verdict (slot, verdict, winner or score)")
-            verdict = Verdict(slot, score, raw)
-            if row.get("answer_a") is not None and row.get("answer_b") is not None:
-                put(("text", str(row["answer_a"]), str(row["answer_b"])), verdict)
-                continue
-            if order not in ORDERS:
-                raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)} (or give swap and the texts)")
-            ids = [i for i in (_text(row.get(k)) for k in ("item_id", "id", "ref_id")) if i is not None]
-            if not ids:
-                raise ValueError("no id (item_id, id or ref_id), swap or answer_a / answer_b")
-            for i in dict.fromkeys(ids):
-                put(("id", i, order), verdict)
+            for key, verdict in _row_entries(row):
+                put(key, verdict)
         except (KeyError, ValueError, TypeError) as e:
-            raise ValueError(f"{where}: {e}") from None
+            raise ValueError(f"row {n}: {e}") from None
     if judge is None and len(judges) > 1:
         raise ValueError(f"the file holds verdicts of several judges ({', '.join(sorted(judges)[:5])}): "
                          "set replay.judge to one of them")
