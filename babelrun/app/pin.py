@@ -60,7 +60,7 @@ from ..score import Interval, stats
 from ..spec import JudgeSpec, Manifest
 from ..store import compact
 from ..store.files import write_atomic
-from ..store.rundir import read_run_info
+from ..store.rundir import RunDir
 
 LOCK_NAME = "judge.lock.json"
 MAX_LOCK_BYTES = 64 << 20  # a lock file larger than this is refused before it is read
@@ -172,7 +172,7 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
         tolerance: float = 0.05) -> LockFile:
     """The lock file of every judge of a finished run (composites make no calls: not pinned)."""
     check_numbers(canary, alpha, tolerance)
-    info = read_run_info(run_dir)
+    info = RunDir(run_dir).info()
     manifest = info.manifest
     data = compact.load(Path(run_dir), _COLUMNS)
     if not data.num_rows:
