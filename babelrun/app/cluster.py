@@ -50,7 +50,7 @@ from ..store import log
 from ..store.done import DoneSet
 from ..store.rundir import RunDir
 from . import judging, runfiles
-from .outcome import AuditResult, result_of
+from .outcome import AuditResult, combine_shards, result_of
 from .replicas import ReplicaPool, require_ray, start_replicas
 from .scoring import score_run
 
@@ -142,26 +142,6 @@ def _run_shard(manifest: Manifest, judge_ids: dict[str, str], plan: Plan, shard:
     return outcome.judges, outcome.written, outcome.interrupted
 
 
-def _combine(parts: list) -> list:
-    """Each judge's counters summed over the shards (latencies pooled for the percentiles)."""
-    merged = {}
-    for states in parts:
-        for s in states:
-            m = merged.get(s.judge_id)
-            if m is None:
-                merged[s.judge_id] = s
-                continue
-            for name in ("planned", "done_before", "ok", "failed", "calls", "retries", "rate_limited",
-                         "tokens_in", "tokens_out", "cached", "not_needed"):
-                setattr(m, name, getattr(m, name) + getattr(s, name))
-            if m.ledger is not None and s.ledger is not None:  # the shards' spend, summed
-                m.ledger.merge(s.ledger)
-            m.errors.update(s.errors)
-            m.latencies.extend(s.latencies)
-            m.stopped = m.stopped or s.stopped
-    return list(merged.values())
-
-
 def _report_replicas(ray, replicas: dict[str, list], progress: Progress | None) -> None:
     for name, actors in replicas.items():
         served = ray.get([a.count.remote() for a in actors])
@@ -243,7 +223,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None, budget: float
         if budget is not None:
             judging.engine_options(manifest, budget)  # no price: one clear line here, before any worker starts
         parts = _launch(ray, manifest, info.judge_ids, plan, progress, budget)
-        states = _combine([states for states, _, _ in parts])
+        states = combine_shards([states for states, _, _ in parts])
         elapsed = time.monotonic() - started
         for s in states:  # the run's clock is the driver's
             s.started, s.ended = started, started + elapsed

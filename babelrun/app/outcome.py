@@ -43,3 +43,24 @@ def result_of(run_dir: Path, outcome: engine.EngineResult) -> AuditResult:
         interrupted=outcome.interrupted, stop_reasons=[s.stopped for s in states if s.stopped],
         failed_calls=sum(s.unfinished for s in states), stats=stats,
     )
+
+
+def combine_shards(parts: list[list[engine.JudgeState]]) -> list[engine.JudgeState]:
+    """Each judge's counters summed over the shards' states (latencies pooled for the
+    percentiles): the Ray executor's shards, as one process's."""
+    merged: dict[str, engine.JudgeState] = {}
+    for states in parts:
+        for s in states:
+            m = merged.get(s.judge_id)
+            if m is None:
+                merged[s.judge_id] = s
+                continue
+            for name in ("planned", "done_before", "ok", "failed", "calls", "retries", "rate_limited",
+                         "tokens_in", "tokens_out", "cached", "not_needed"):
+                setattr(m, name, getattr(m, name) + getattr(s, name))
+            if m.ledger is not None and s.ledger is not None:  # the shards' spend, summed
+                m.ledger.merge(s.ledger)
+            m.errors.update(s.errors)
+            m.latencies.extend(s.latencies)
+            m.stopped = m.stopped or s.stopped
+    return list(merged.values())

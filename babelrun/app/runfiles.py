@@ -44,9 +44,9 @@ def written_names() -> frozenset[str]:
     named by its own layer: the cards, the report, every analysis's result (its registry
     entry) and ``pin``'s default lock."""
     from ..analyses import registry
-    from . import pin
+    from .lockfile import LOCK_NAME
 
-    return frozenset({*score_run.WRITTEN, *report.WRITTEN, *registry.outputs(), pin.LOCK_NAME})
+    return frozenset({*score_run.WRITTEN, *report.WRITTEN, *registry.outputs(), LOCK_NAME})
 
 
 def remove_stale_tmp(run_dir: RunDir) -> None:
