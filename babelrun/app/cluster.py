@@ -9,7 +9,7 @@ tasks, started when every shard of the first has ended, over the keys the driver
 from the cheap judges' records.
 
 The driver builds the plan once and hands it to every task (``ray.put``); it holds the run
-directory's lock shared, and each task locks its shard (``log.RunLock``). Records go
+directory's lock shared, and each task locks its shard (``RunDir.lock``). Records go
 straight from each worker to its own segments (``s<i>of<N>-host-pid-…jsonl``) in the run
 directory, which must therefore be on storage every worker can write: one machine, or a
 shared file system with working ``flock``. Nothing crosses Ray but the plan, budget calls
@@ -135,7 +135,7 @@ def _run_shard(manifest: Manifest, judge_ids: dict[str, str], plan: Plan, shard:
     accounts = {spec.name: RemoteAccount(budgets[limits.account_key(spec)], *lims[limits.account_key(spec)])
                 for spec in manifest.judges}
     progress = Progress(stream=sys.stderr, interval=interval, live=False)
-    with log.RunLock(manifest.run_dir, shard):
+    with RunDir(manifest.run_dir).lock(shard):
         outcome = judging.run_shard(manifest, plan.sharded(shard), judge_ids, accounts=accounts, progress=progress,
                                 handle_signals=False, build=build, phases=phases, wanted=wanted,
                                 budget_usd=budget_usd)

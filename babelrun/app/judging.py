@@ -121,8 +121,8 @@ def escalations(manifest: Manifest, judge_ids: dict[str, str]) -> DoneSet:
     return DoneSet(composite.escalations(data, manifest.composites, judge_ids, strong))
 
 
-def _judge(backends: list[judges.Judge], plan: Plan, done: DoneSet, writer: log.LogWriter, escalated: Callable[[], DoneSet],
-           **options: Any) -> engine.EngineResult:
+def _judge(backends: list[judges.Judge], plan: Plan, done: DoneSet, writer: log.LogWriter,
+           escalated: Callable[[], DoneSet], **options: Any) -> engine.EngineResult:
     """The engine over the judges, in two phases when a cascade's strong judge is called on
     escalations only: first every other judge, then the strong judges on what the cheap
     judges' records escalate."""

@@ -78,9 +78,6 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    def __truediv__(self, name: str) -> Path:
-        return self.path / name
-
     def stats_path(self, shard: Shard | None = None) -> Path:
         """stats.json, or a shard's own ``stats.<shard tag>.json``."""
         return self.path / (STATS_JSON if shard is None else f"stats.{shard.tag}.json")
