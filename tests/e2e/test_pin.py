@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from babelrun.app import pin
+from babelrun.app import lockfile
 from babelrun.app.cli import main
 from babelrun.testing import FakeJudgeServer
 from helpers import write_manifest
@@ -40,7 +40,7 @@ def _check(lock, manifest, capsys, **server) -> tuple[int, str]:
 
 def test_the_lock_file_pins_identity_and_a_canary_set(pinned):
     lock, _, _ = pinned
-    data = pin.read(lock)
+    data = lockfile.read(lock)
     (judge,) = data.judges
     assert judge.served_model == "fake-judge-1" and judge.fingerprint == "fp_fake"
     assert judge.template == "pairwise@v1" and len(judge.template_sha) == 24
@@ -57,7 +57,7 @@ def test_check_passes_an_unchanged_judge_and_fails_a_drifted_one(pinned, capsys)
     # wrong; the judge is named with its p-value
     code, out = _check(lock, manifest, capsys, port=port, flip_rate=0.3)
     assert code == 1
-    (result,) = pin.read(lock).checks[-1:]
+    (result,) = lockfile.read(lock).checks[-1:]
     assert result.judge == "remote" and result.drift and result.flip_p < 0.05
     # every flip of a two-answer judge changes correctness one way or the other
     assert result.verdict_flips == result.right_then_only + result.right_now_only
@@ -66,7 +66,7 @@ def test_check_passes_an_unchanged_judge_and_fails_a_drifted_one(pinned, capsys)
     # another served model: an identity change, whatever the verdicts
     code, out = _check(lock, manifest, capsys, port=port, model="fake-judge-2")
     assert code == 1 and "served_model: fake-judge-1 -> fake-judge-2" in out
-    checks = pin.read(lock).checks
+    checks = lockfile.read(lock).checks
     assert [c.ok for c in checks] == [True, False, False]  # the lock file is the changelog
 
 

@@ -26,7 +26,7 @@ def _audit(path, **kw):
 def test_second_process_on_one_run_dir_is_refused(tmp_path, small_corpus):
     path = write_manifest(tmp_path, [simulated()], corpus=small_corpus)
     (tmp_path / "run").mkdir()
-    rundir.mark(tmp_path / "run")  # a run directory (as the first audit makes it), held by another process
+    rundir.RunDir(tmp_path / "run").mark()  # a run directory (as the first audit makes it), held by another process
     with log.RunLock(tmp_path / "run"):
         other = subprocess.run([sys.executable, "-m", "babelrun", "audit", str(path)], cwd=ROOT,
                                capture_output=True, text=True, timeout=60)

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from babelrun import judges
-from babelrun.app import pin
+from babelrun.app import lockfile
 from babelrun.app.cli import main
 from babelrun.spec import JudgeSpec
 from babelrun.testing import FakeJudgeServer
@@ -183,7 +183,7 @@ def test_check_against_a_401_is_one_line(pinned, capsys, monkeypatch):
     assert code == 1 and 0 < mine.requests <= 2  # stopped at the first 401 (2 workers)
     assert "ExceptionGroup" not in out + err and "Traceback" not in out + err
     assert "stopped:" in out and "401" in out
-    (result,) = pin.read(lock).checks
+    (result,) = lockfile.read(lock).checks
     assert result.stopped and not result.ok
 
 
@@ -201,35 +201,35 @@ def test_two_checks_at_once_keep_both_appended_checks(pinned):
         codes = [p.wait(timeout=120) for p in procs]
         assert server.gathered
     assert codes == [0, 0], [p.stderr.read() for p in procs]
-    assert len(pin.read(lock).checks) == 2
+    assert len(lockfile.read(lock).checks) == 2
 
 
 def test_appends_from_threads_are_never_lost(pinned):
     lock, _, _ = pinned
-    result = pin.CheckResult("remote", "x", "now", 0, 0, 0, 0, 0, 0, 1.0, 1.0, None, None, [], False, True)
+    result = lockfile.CheckResult("remote", "x", "now", 0, 0, 0, 0, 0, 0, 1.0, 1.0, None, None, [], False, True)
     barrier = threading.Barrier(4)
 
     def append() -> None:
         barrier.wait()
         for _ in range(10):
-            pin.append_checks(lock, [result])
+            lockfile.append_checks(lock, [result])
 
     threads = [threading.Thread(target=append) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(pin.read(lock).checks) == 40
+    assert len(lockfile.read(lock).checks) == 40
 
 
 def test_pin_over_an_existing_lock_keeps_its_checks(pinned, capsys):
     lock, manifest, port = pinned
     with FakeJudgeServer(port=port):
         assert main(["check", str(lock), "--manifest", str(manifest)]) == 0
-    first = pin.read(lock)
+    first = lockfile.read(lock)
     assert len(first.checks) == 1
     assert main(["pin", str(lock.parent / "run"), "--out", str(lock), "--canary", "4"]) == 0
-    again = pin.read(lock)
+    again = lockfile.read(lock)
     assert again.checks == first.checks and again.repinned == [first.pinned_at]
     assert "1 earlier check(s) kept" in capsys.readouterr().out
 
