@@ -59,16 +59,35 @@ def files_bytes(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
 
 
-def quiet_audit(path: Path):
-    """``babelrun audit`` in-process: no signal handlers, no progress output."""
+def quiet_progress():
+    """Progress written into a buffer, at most a line a minute: an audit in a test prints nothing,
+    and a test that asserts on progress lines reads them from ``progress.stream.getvalue()``."""
     import io
 
-    import babelrun
-    from babelrun.app import audit as run
     from babelrun.engine.progress import Progress
 
-    return run.audit(babelrun.load_manifest(path), handle_signals=False,
-                     progress=Progress(stream=io.StringIO(), interval=60))
+    return Progress(stream=io.StringIO(), interval=60)
+
+
+def quiet_audit(manifest, *, folder: Path | None = None, progress=None, **options):
+    """``babelrun audit`` in-process, the one way the tests run it: no signal handlers, progress
+    into a buffer (``quiet_progress``) unless ``progress`` is given.
+
+    ``manifest``: a manifest file, a loaded ``Manifest``, or the fields of one as a dict (``judges``
+    and whatever else ``write_manifest`` takes), written to ``folder``/manifest.yaml first (the
+    run directory is then ``folder``/run). ``options``: ``audit``'s own keywords the tests vary
+    (``judges``, ``limit``, ``shard``, ``budget``, ``stop``)."""
+    import babelrun
+
+    if isinstance(manifest, dict):
+        if folder is None:
+            raise TypeError("quiet_audit: a manifest given as a dict needs the folder to write it in")
+        folder.mkdir(parents=True, exist_ok=True)
+        fields = dict(manifest)
+        manifest = write_manifest(folder, fields.pop("judges"), **fields)
+    if isinstance(manifest, str | os.PathLike):
+        manifest = babelrun.load_manifest(manifest)
+    return babelrun.audit(manifest, handle_signals=False, progress=progress or quiet_progress(), **options)
 
 
 class LoopbackServer:
