@@ -69,14 +69,15 @@ def quiet_progress():
     return Progress(stream=io.StringIO(), interval=60)
 
 
-def quiet_audit(manifest, *, folder: Path | None = None, progress=None, **options):
+def quiet_audit(manifest, *, folder: Path | None = None, progress=None, expect_exit: int | None = None, **options):
     """``babelrun audit`` in-process, the one way the tests run it: no signal handlers, progress
     into a buffer (``quiet_progress``) unless ``progress`` is given.
 
     ``manifest``: a manifest file, a loaded ``Manifest``, or the fields of one as a dict (``judges``
     and whatever else ``write_manifest`` takes), written to ``folder``/manifest.yaml first (the
-    run directory is then ``folder``/run). ``options``: ``audit``'s own keywords the tests vary
-    (``judges``, ``limit``, ``shard``, ``budget``, ``stop``)."""
+    run directory is then ``folder``/run). ``expect_exit``: fail unless the audit ends with this
+    exit code (the message names its stop reasons). ``options``: ``audit``'s own keywords the
+    tests vary (``judges``, ``limit``, ``shard``, ``budget``, ``stop``)."""
     import babelrun
 
     if isinstance(manifest, dict):
@@ -87,7 +88,11 @@ def quiet_audit(manifest, *, folder: Path | None = None, progress=None, **option
         manifest = write_manifest(folder, fields.pop("judges"), **fields)
     if isinstance(manifest, str | os.PathLike):
         manifest = babelrun.load_manifest(manifest)
-    return babelrun.audit(manifest, handle_signals=False, progress=progress or quiet_progress(), **options)
+    result = babelrun.audit(manifest, handle_signals=False, progress=progress or quiet_progress(), **options)
+    if expect_exit is not None and result.exit_code != expect_exit:
+        raise AssertionError(f"the audit exited {result.exit_code}, not {expect_exit} "
+                             f"(stop reasons {result.stop_reasons}, {result.failed_calls} failed calls)")
+    return result
 
 
 class LoopbackServer:
