@@ -54,6 +54,17 @@ def kill_after_records(cmd: list[str], run_dir: Path, records: int, poll_s: floa
     proc.wait()
 
 
+def tiny_flores(folder: Path) -> dict:
+    """A FLORES-200 ``devtest`` layout in ``folder``/flores (English, Hindi, Spanish; six
+    parallel lines with numbers) and the corpus source that reads it."""
+    devtest = folder / "flores" / "devtest"
+    devtest.mkdir(parents=True)
+    for code, text in (("eng_Latn", "Sentence {i} about 1{i} boats."), ("hin_Deva", "वाक्य {i} में 1{i} नावें।"),
+                       ("spa_Latn", "La frase {i} habla de 1{i} barcos.")):
+        (devtest / f"{code}.devtest").write_text("\n".join(text.format(i=i) for i in range(6)) + "\n", encoding="utf-8")
+    return {"kind": "flores", "path": "flores", "lines_per_reference": 3}
+
+
 def files_bytes(folder: Path) -> bytes:
     """Every file under ``folder``, concatenated: to assert a secret appears in none."""
     return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())

@@ -13,7 +13,7 @@ from babelrun.analyses import invariance, judge_ls
 from babelrun.app.cli import main
 from babelrun.core.items import LabelledPair
 from babelrun.corpus import labelled
-from helpers import SHARED_DATA, quiet_audit, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated, tiny_flores, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 
@@ -81,18 +81,9 @@ def test_tie_half_accuracy_counts_a_tie_as_half(tmp_path):
     assert 0.4 < ties < 0.6
 
 
-def _flores(tmp_path):
-    folder = tmp_path / "flores" / "devtest"
-    folder.mkdir(parents=True)
-    for code, text in (("eng_Latn", "Sentence {i} about 1{i} boats."), ("hin_Deva", "वाक्य {i} में 1{i} नावें।"),
-                       ("spa_Latn", "La frase {i} habla de 1{i} barcos.")):
-        (folder / f"{code}.devtest").write_text("\n".join(text.format(i=i) for i in range(6)) + "\n", encoding="utf-8")
-    return {"kind": "flores", "path": "flores", "lines_per_reference": 3}
-
-
 def test_flores_with_a_target_pivot_makes_every_family_and_invariance_finds_it(tmp_path, capsys):
     path = write_manifest(tmp_path, [simulated()], corpus={
-        "sources": [_flores(tmp_path)], "parallel": {"pivot": "es", "code_switched": True, "tie_probes": True}},
+        "sources": [tiny_flores(tmp_path)], "parallel": {"pivot": "es", "code_switched": True, "tie_probes": True}},
         perturbations=[{"name": "truncate", "severities": [0.5]}], scoring={"bootstrap": 20})
     quiet_audit(path)
     # no --pivot: the manifest's pivot, not English
