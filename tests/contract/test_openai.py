@@ -1,10 +1,9 @@
 """The openai backend against a real OpenAI-compatible aiohttp server on 127.0.0.1."""
 
 import babelrun
-from babelrun.app import audit as run
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import write_manifest
+from helpers import quiet_audit, write_manifest
 
 SECRET = "sk-test-abc123-never-log-me"
 
@@ -24,7 +23,7 @@ def test_soft_verdicts_from_logprobs(tmp_path, small_corpus):
     with FakeJudgeServer() as server:
         judge = {"name": "soft", "backend": "openai", "model": "m", "endpoint": server.url, "soft": True}
         path = write_manifest(tmp_path, [judge], corpus=small_corpus)
-        result = run.audit(babelrun.load_manifest(path), handle_signals=False)
+        result = quiet_audit(path)
     assert result.exit_code == 0
     records = list(log.read(tmp_path / "run"))
     slot_mass = SOFT[0] + SOFT[1] + SOFT[2]  # the stray token names no slot
@@ -80,5 +79,5 @@ def test_a_preset_audits_through_the_loopback_server(tmp_path, small_corpus):
     with FakeJudgeServer() as server:
         judge = {"name": "v", "backend": "vllm", "model": "m", "endpoint": server.url, "soft": True}
         path = write_manifest(tmp_path, [judge], corpus=small_corpus)
-        result = run.audit(babelrun.load_manifest(path), handle_signals=False)
+        result = quiet_audit(path)
     assert result.exit_code == 0 and result.cards.judges[0].overall.soft_margin is not None

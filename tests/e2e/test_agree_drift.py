@@ -2,33 +2,22 @@
 (``babelrun.analyses.drift``), and the small statistics both rest on, each checked against an
 independent implementation (scikit-learn, statsmodels: test-only dependencies)."""
 
-import io
 import json
 import re
 
 import pytest
 
-import babelrun
 from babelrun.analyses import agree, drift
-from babelrun.app import audit as run
-from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
 from babelrun.score import paired
 from babelrun.score.stats import landis_koch
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 needs_llmbar = pytest.mark.skipif(not LLMBAR.exists(), reason="shared LLMBar data absent")
 PAIRS_PER_SET = 20
-
-
-def _audit(path):
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
-    assert result.exit_code == 0
-    return result
 
 
 # ---------------------------------------------------------------- statistics
@@ -48,7 +37,7 @@ def pairs_run(tmp_path_factory):
         simulated("strict", default_accuracy=0.95),
     ], corpus={"sources": [{"kind": "labelled_pairs", "path": str(LLMBAR),
                             "pairs_per_set": PAIRS_PER_SET}], "languages": ["en"]})
-    _audit(path)
+    quiet_audit(path, expect_exit=0)
     return folder / "run"
 
 
@@ -194,8 +183,8 @@ def _drift_manifest(folder, **knobs):
 @pytest.fixture(scope="module")
 def drift_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("drift")
-    _audit(_drift_manifest(root / "a"))
-    _audit(_drift_manifest(root / "b", accuracy={"sw": 0.45}))
+    quiet_audit(_drift_manifest(root / "a"), expect_exit=0)
+    quiet_audit(_drift_manifest(root / "b", accuracy={"sw": 0.45}), expect_exit=0)
     return root / "a" / "run", root / "b" / "run"
 
 
@@ -246,8 +235,8 @@ def test_drift_flags_a_changed_served_model(tmp_path, monkeypatch):
         with FakeJudgeServer(model=model) as server:
             judge = {"name": "remote", "backend": "openai", "model": "judge", "endpoint": server.url,
                      "api_key_env": "BABELRUN_TEST_KEY", "concurrency": 8}
-            _audit(write_manifest(folder, [judge], corpus={
-                "sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2}))
+            quiet_audit(write_manifest(folder, [judge], corpus={
+                "sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2}), expect_exit=0)
         runs.append(folder / "run")
     result = drift.run(*runs, replicates=100)
     (pair,) = result.judges

@@ -3,19 +3,15 @@ self-preference card, and reads 0 when off."""
 
 from __future__ import annotations
 
-import io
 import json
 import random
 
 import pytest
 
-import babelrun
 from babelrun.analyses import selfpref
-from babelrun.app import audit as run
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
 from babelrun.score import stats as stats_
-from helpers import simulated, write_manifest
+from helpers import quiet_audit, simulated, write_manifest
 
 # (better family, worse family): the worse output alpha's, beside beta's or gamma's; neither
 # output alpha's; and alpha's the better one
@@ -47,7 +43,7 @@ def preference(tmp_path_factory):
               {**simulated("no-family", default_accuracy=0.8), "model": "other"}]
     path = write_manifest(tmp, judges, corpus={"sources": [{"kind": "labelled_pairs", "path": "pairs.json"}]},
                           scoring={"bootstrap": 20})
-    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
+    quiet_audit(path)
     return tmp / "run", selfpref.run(tmp / "run", confidence=0.99)
 
 

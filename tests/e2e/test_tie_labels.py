@@ -47,14 +47,18 @@ def _verdicts(folder: Path) -> Path:
     return path
 
 
+def _ties(folder: Path) -> dict:
+    """The corpus of the pairs ``_pairs`` wrote under ``folder``, tie coded 0."""
+    return {"sources": [{"kind": "labelled_pairs", "path": str(folder / "ties" / "dataset.json"),
+                         "label_map": {0: "tie", 1: 1, 2: 2}}], "languages": ["en"]}
+
+
 @pytest.fixture(scope="module")
 def tie_run(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("ties")
-    data = _pairs(folder)
+    _pairs(folder)
     judge = {"name": "tie-aware", "backend": "replay", "replay": {"path": str(_verdicts(folder))}}
-    path = write_manifest(folder, [judge],
-                          corpus={"sources": [{"kind": "labelled_pairs", "path": str(data),
-                                               "label_map": {0: "tie", 1: 1, 2: 2}}], "languages": ["en"]})
+    path = write_manifest(folder, [judge], corpus=_ties(folder))
     assert quiet_audit(path).exit_code == 0
     return folder
 
@@ -130,10 +134,7 @@ def test_a_run_exported_and_replayed_gives_the_same_verdicts(tie_run, tmp_path, 
     folder = tmp_path / "again"
     folder.mkdir()
     judge = {"name": "again", "backend": "replay", "replay": {"path": str(presentations)}}
-    path = write_manifest(folder, [judge], corpus={"sources": [{"kind": "labelled_pairs",
-                                                                "path": str(tie_run / "ties" / "dataset.json"),
-                                                                "label_map": {0: "tie", 1: 1, 2: 2}}],
-                                                   "languages": ["en"]})
+    path = write_manifest(folder, [judge], corpus=_ties(tie_run))
     result = quiet_audit(path)
     assert result.exit_code == 0
 
@@ -155,10 +156,7 @@ def test_a_pointwise_judge_giving_equal_scores_on_tie_labelled_pairs_is_right(ti
     folder.mkdir()
     judge = {"name": "scorer", "backend": "replay", "protocol": "pointwise", "prompt": "pointwise",
              "replay": {"path": str(scores)}}
-    path = write_manifest(folder, [judge], corpus={"sources": [{"kind": "labelled_pairs",
-                                                                "path": str(tie_run / "ties" / "dataset.json"),
-                                                                "label_map": {0: "tie", 1: 1, 2: 2}}],
-                                                   "languages": ["en"]})
+    path = write_manifest(folder, [judge], corpus=_ties(tie_run))
     result = quiet_audit(path)
     assert result.exit_code == 0
     (jc,) = result.cards.pointwise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -35,22 +36,37 @@ def grade(request):
 """
 
 
-@pytest.fixture
-def pinned(tmp_path, monkeypatch):
-    """A remote judge's run, pinned with 4 canaries (8 calls); (lock, manifest, port)."""
+def _secrets(monkeypatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     monkeypatch.setenv(OTHER_ENV, OTHER)
-    with FakeJudgeServer() as server:
+
+
+@pytest.fixture(scope="module")
+def _pinned_once(tmp_path_factory):
+    """The audit and pin behind ``pinned``, made once for the module: (folder, port)."""
+    folder = tmp_path_factory.mktemp("pinned")
+    with pytest.MonkeyPatch.context() as monkeypatch, FakeJudgeServer() as server:
+        _secrets(monkeypatch)
         judge = {"name": "remote", "backend": "openai", "model": "judge-model", "endpoint": server.url,
                  "api_key_env": KEY_ENV, "concurrency": 2, "retries": 0, "timeout_s": 5}
-        manifest = write_manifest(tmp_path, [judge], corpus={"references_per_language": 3, "languages": ["en", "es"]},
+        manifest = write_manifest(folder, [judge], corpus={"references_per_language": 3, "languages": ["en", "es"]},
                                   perturbations=[{"name": "truncate", "severities": [0.5]}])
         assert main(["audit", str(manifest)]) == 0
         port = server.port
-    lock = tmp_path / "judge.lock.json"
-    assert main(["pin", str(tmp_path / "run"), "--out", str(lock), "--canary", "4"]) == 0
-    (tmp_path / "ci_helpers.py").write_text(CI_HELPERS)  # beside the lock, on `python -m`'s path
-    return lock, manifest, port
+        assert main(["pin", str(folder / "run"), "--out", str(folder / "judge.lock.json"), "--canary", "4"]) == 0
+    (folder / "ci_helpers.py").write_text(CI_HELPERS)  # beside the lock, on `python -m`'s path
+    return folder, port
+
+
+@pytest.fixture
+def pinned(_pinned_once, tmp_path, monkeypatch):
+    """A remote judge's run, pinned with 4 canaries (8 calls): a copy of the module's, for this
+    test to tamper with; (lock, manifest, port), the key variables set."""
+    _secrets(monkeypatch)
+    once, port = _pinned_once
+    folder = tmp_path / "pinned"
+    shutil.copytree(once, folder)
+    return folder / "judge.lock.json", folder / "manifest.yaml", port
 
 
 def _tamper(lock, recompute: bool, **spec_fields) -> None:
