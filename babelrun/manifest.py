@@ -22,6 +22,7 @@ from .core import bounds, languages
 from .corpus import available_languages, check_source, has_reference_answers, read_pairs
 from .errors import ManifestError
 from .judges import templates
+from .judges.options import batch_of
 from .judges.protocol import MULTI_TURN, Judging, TemplateError
 from .perturb import TEXT_PERTURBATIONS, probes
 from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
@@ -34,10 +35,13 @@ from .spec import (
     JudgeSpec,
     LabelledPairsSource,
     Manifest,
+    OptionsError,
     PerturbationSpec,
     Price,
     TrajectoriesSource,
+    decode_judges,
     inner_judges,
+    typed_options,
 )
 from .store.rundir import MARKER, is_run_dir
 
@@ -98,6 +102,40 @@ def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
     return path, msg[0].lower() + msg[1:] if msg else msg
 
 
+def decode(raw: object) -> Manifest:
+    """A manifest from its decoded YAML: the common fields of each judge by ``JudgeSpec``, the
+    rest by its backend's options struct. A field no struct of the judge has is refused, naming
+    it (``judges[1].batch_size``), with the did-you-mean drawn from that backend's fields, or
+    the backends whose field it is."""
+    common, extras = decode_judges(raw)
+    manifest = msgspec.convert(common, Manifest)
+    typed = []
+    for i, (judge, own) in enumerate(zip(manifest.judges, extras, strict=True)):
+        where = f"judges[{i}]"
+        if not judges.known(judge.backend):
+            raise ManifestError(f"{where}.backend", f"unknown backend {judge.backend!r}"
+                                                    f"{_did_you_mean(judge.backend, judges.BACKENDS)} "
+                                                    f"(known: {', '.join(judges.names())})")
+        try:
+            typed.append(msgspec.structs.replace(judge, options=typed_options(judge.backend, own,
+                                                                                judges.options_type)))
+        except OptionsError as e:
+            raise _option_error(judge, where, e) from None
+    return msgspec.structs.replace(manifest, judges=typed)
+
+
+def _option_error(judge: JudgeSpec, where: str, e: OptionsError) -> ManifestError:
+    """A judge option its backend refuses, in the manifest's terms."""
+    if e.problem != "unknown field":
+        return ManifestError(f"{where}.{e.field}", e.problem)
+    owners = judges.owners(e.field)
+    if owners:
+        return ManifestError(f"{where}.{e.field}", f"does not apply to the {judge.backend} backend "
+                                                   f"(it is an option of: {', '.join(owners)})")
+    return ManifestError(f"{where}.{e.field}", "unknown field"
+                         + _did_you_mean(e.field, judges.option_fields(judge.backend)))
+
+
 def _duplicate_key(raw: bytes) -> tuple[str, str] | None:
     """The first mapping key given twice, as (field path, key): YAML loaders keep the last
     silently, so a manifest could say two things and mean one."""
@@ -140,13 +178,17 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         path_, key = twice
         raise ManifestError(f"{path_}.{key}" if path_ else key, "given twice (the last would win silently)", source)
     try:
-        manifest = msgspec.yaml.decode(raw, type=Manifest)
+        manifest = decode(msgspec.yaml.decode(raw))
     except msgspec.ValidationError as e:
         field, problem = _field_path(e)
         raise ManifestError(field, problem, source) from None
     except msgspec.DecodeError as e:
         problem = " ".join(str(e).split())
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
+    except ManifestError as e:
+        e.source = source
+        e.args = (f"{source}: {e}",)
+        raise
     environ = os.environ if environ is None else environ
     try:
         manifest = _resolve_paths(manifest, path.parent.resolve())
@@ -403,7 +445,7 @@ def _check_composites(manifest: Manifest) -> None:
         strong = {c.strong for c in manifest.composites if isinstance(c, CascadeSpec)}
         if judge.calls == "escalations" and judge.name not in strong:
             raise ManifestError(f"judges[{i}].calls", "escalations: the judge must be the strong judge of a cascade")
-        if judge.calls == "escalations" and judge.batch:
+        if judge.calls == "escalations" and batch_of(judge):
             raise ManifestError(f"judges[{i}].calls", "escalations and batch cannot be combined")
 
 
@@ -505,7 +547,9 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
                                                 f"{_did_you_mean(judge.backend, judges.BACKENDS)} "
                                                 f"(known: {', '.join(judges.names())})")
     caps = judges.capabilities(judge.backend)
-    _check_options(judge, where, caps)
+    if batch_of(judge) and not caps.batch_api:
+        raise ManifestError(f"{where}.batch", f"the {judge.backend} backend has no batch API "
+                                              f"(batch: {', '.join(_having('batch_api'))})")
     try:
         protocol = Judging.of(judge)
     except TemplateError as e:
@@ -519,7 +563,7 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
     if judge.soft and not caps.soft:
         raise ManifestError(f"{where}.soft", f"the {judge.backend} backend gives no token log-probabilities "
                                              f"(soft verdicts: {', '.join(_having('soft'))})")
-    if judge.batch and judge.soft:
+    if batch_of(judge) and judge.soft:
         raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
     return protocol
 
@@ -531,8 +575,9 @@ def _warn_patterns(judge: JudgeSpec, where: str) -> None:
 
     from .judges import safe_regex
 
+    rule = getattr(judges.options_of(judge), "rule", None)  # a rule judge's pattern (judges/rule.py)
     patterns = {f"{where}.verdict.pattern": judge.verdict.pattern if judge.verdict is not None else None,
-                f"{where}.rule.pattern": judge.rule.pattern if judge.rule is not None else None}
+                f"{where}.rule.pattern": getattr(rule, "pattern", None)}
     for field, pattern in patterns.items():
         if pattern and safe_regex.risky(pattern):
             print(f"babelrun: warning: {field}: {pattern[:60]!r} nests quantifiers over the same text: it can "
@@ -548,26 +593,10 @@ def _check_protocol(judge: JudgeSpec, where: str) -> None:
         raise ManifestError(f"{where}.verdict", f"judge {judge.name!r}: a soft judge reads probabilities, "
                                                 "not a verdict pattern (its own label tokens: "
                                                 "verdict: {labels: {m: A, M: B}}, no pattern)")
-    if judge.callable is not None and not re.fullmatch(r"[\w.]+:[\w.]+", judge.callable):
-        raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: expected 'package.module:function'")
 
 
 def _having(capability: str) -> list[str]:
     return [name for name, b in judges.BACKENDS.items() if getattr(b.capabilities, capability)]
-
-
-_DEFAULTS = JudgeSpec(name="", backend="")
-
-
-def _check_options(judge: JudgeSpec, where: str, caps: judges.Capabilities) -> None:
-    """Refuse a field that does not apply to the judge's backend, set away from its default
-    (it would be ignored, or worse: an ``endpoint`` on a simulated judge renames it)."""
-    for field in judge.__struct_fields__:
-        if caps.applies(field) or getattr(judge, field) == getattr(_DEFAULTS, field):
-            continue
-        takers = [n for n in judges.names() if judges.capabilities(n).applies(field)]
-        raise ManifestError(f"{where}.{field}", f"does not apply to the {judge.backend} backend "
-                                                f"(it applies to: {', '.join(takers)})")
 
 
 def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilities) -> None:
@@ -585,9 +614,6 @@ def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilitie
     variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)
     if variable and variable not in environ:
         raise ManifestError(f"{where}.api_key_env", f"environment variable {variable} is not set")
-    for name, var in judge.headers_env.items():
-        if var not in environ:
-            raise ManifestError(f"{where}.headers_env.{name}", f"environment variable {var} is not set")
 
 
 MAX_PRICE_FILE_BYTES = 1 << 20  # a price table: 1 MiB

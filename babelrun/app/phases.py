@@ -80,7 +80,7 @@ def plan_summary(plan: Plan) -> PlanSummary:
 def write_run_files(manifest: Manifest, plan: Plan) -> None:
     """run.yaml and plan.json: the same bytes from every process of one run."""
     run_dir = manifest.run_dir
-    write_atomic(run_dir / RUN_YAML, msgspec.yaml.encode(run_info(manifest)))
+    write_atomic(run_dir / RUN_YAML, run_info(manifest).encode())
     write_atomic(run_dir / PLAN_JSON, msgspec.json.encode(plan_summary(plan)))
 
 
@@ -99,7 +99,7 @@ def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> No
     where an executor runs them in a round after every shard's other judges
     (``escalation_round``: the Ray executor); a lone ``--shard`` process cannot."""
     for i, spec in enumerate(manifest.judges):
-        if spec.batch:  # its pending-batch file is one per judge, not per shard
+        if judges.batch_of(spec):  # its pending-batch file is one per judge, not per shard
             raise UserError(f"judges[{i}] ({spec.name!r}) uses a provider batch (batch: true), which "
                             "cannot be split into shards; audit it without --shard or the Ray executor")
         if spec.calls == "escalations" and not escalation_round:  # its keys need every shard's records

@@ -22,7 +22,7 @@ class Preset(msgspec.Struct, frozen=True):
     # The endpoint is always the user's own resource (so the preset's key applies to it).
     own_endpoint: bool = False
     model_required: bool = True  # False where another field names the model (Azure's deployment)
-    options: frozenset[str] = frozenset()  # JudgeSpec fields of this preset alone
+    options: frozenset[str] = frozenset()  # OpenAIOptions fields of this preset alone (refused elsewhere)
     requires: dict[str, str] = {}  # field -> what to say when it is missing (``check``)
 
 
@@ -78,9 +78,24 @@ def key_env(backend: str, explicit: str | None, endpoint: str | None) -> str | N
 
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """A preset's own requirements (Azure: the deployment and the resource's URL)."""
+    """A preset's own requirements (Azure: the deployment and the resource's URL), the options
+    of one preset alone (``azure``) refused on the others, and the header variables set."""
+    from .openai import OpenAIOptions
+    from .registry import options_of
+
+    options = options_of(spec, OpenAIOptions)
     preset = PRESETS.get(spec.backend)
     for field, problem in (preset.requires if preset else {}).items():
-        if getattr(spec, field) is None:
+        if getattr(options if field in options.__struct_fields__ else spec, field) is None:
             return field, problem
+    for field in sorted(_ONE_PRESETS - (preset.options if preset else frozenset())):
+        if getattr(options, field) is not None:
+            takers = [name for name, p in PRESETS.items() if field in p.options]
+            return field, f"does not apply to the {spec.backend} backend (it is an option of: {', '.join(takers)})"
+    for name, var in options.headers_env.items():
+        if var not in environ:
+            return f"headers_env.{name}", f"environment variable {var} is not set"
     return None
+
+
+_ONE_PRESETS = frozenset().union(*(p.options for p in PRESETS.values()))  # fields of one preset alone

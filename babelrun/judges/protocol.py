@@ -42,6 +42,7 @@ from ..spec import JudgeSpec, VerdictSpec
 from . import safe_regex
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
+from .registry import options_of
 
 # MT-Bench's two-turn pairwise fields: the earlier turn (``_1``, from the item's ``turns``) and
 # the last (``_2``: the item's own question and answers).
@@ -586,7 +587,7 @@ def max_tokens(spec: JudgeSpec) -> int:
     if spec.max_tokens is not None:
         return spec.max_tokens
     one_word = (builtin(spec) and spec.protocol == "pairwise" and spec.verdict is None
-                and not (spec.reasoning or spec.reasoning_effort))  # hidden reasoning needs room
+                and not options_of(spec).hidden_reasoning())  # hidden reasoning needs room
     return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
 
 

@@ -28,7 +28,7 @@ import msgspec
 
 from ..core.items import PerturbationAudit, Removed, Segmentation
 from ..errors import NotApplicable, UserError
-from ..spec import Manifest
+from ..spec import Manifest, decode_manifest, flat_manifest
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -88,6 +88,26 @@ class RunInfo(msgspec.Struct, frozen=True):
     babelrun_version: str
     judge_ids: dict[str, str]
     manifest: Manifest
+
+    def encode(self) -> bytes:
+        """run.yaml's bytes: the manifest in its flat shape (each judge's options beside its
+        common fields, as the user wrote them)."""
+        return msgspec.yaml.encode({"babelrun_version": self.babelrun_version, "judge_ids": self.judge_ids,
+                                    "manifest": flat_manifest(self.manifest)})
+
+    @classmethod
+    def decode(cls, data: bytes) -> RunInfo:
+        """A run.yaml, of this version or one written when every option sat in one struct."""
+        raw = msgspec.yaml.decode(data)
+        if not isinstance(raw, dict) or "manifest" not in raw:
+            raise msgspec.ValidationError("Object missing required field `manifest`")
+        head = msgspec.convert({k: v for k, v in raw.items() if k != "manifest"}, _RunHead)
+        return cls(head.babelrun_version, head.judge_ids, decode_manifest(raw["manifest"], legacy=True))
+
+
+class _RunHead(msgspec.Struct, frozen=True):
+    babelrun_version: str
+    judge_ids: dict[str, str]
 
 
 class PlanSummary(msgspec.Struct, frozen=True):
@@ -218,10 +238,10 @@ def accumulate(previous: RunStats | None, this: RunStats) -> RunStats:
 def read_run_info(run_dir: Path) -> RunInfo:
     """The run directory's run.yaml; a clear error when it is not a run directory."""
     try:
-        return msgspec.yaml.decode((Path(run_dir) / RUN_YAML).read_bytes(), type=RunInfo)
+        return RunInfo.decode((Path(run_dir) / RUN_YAML).read_bytes())
     except FileNotFoundError:
         raise NotApplicable(f"{run_dir} is not a babelrun run directory (no run.yaml)") from None
-    except (OSError, msgspec.DecodeError) as e:  # the only record of the manifest: not guessed
+    except (OSError, msgspec.DecodeError, ValueError) as e:  # the only record of the manifest: not guessed
         why = " ".join(str(e).split())[:120]
         raise UserError(f"{Path(run_dir) / RUN_YAML} is unreadable ({why}); `babelrun audit MANIFEST` "
                         "writes it again") from None
