@@ -53,7 +53,7 @@ _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 _NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
 
 
-def fields_at(path: str) -> list[str]:
+def fields_at(path: str, root: type[msgspec.Struct] = Manifest) -> list[str]:
     """The field names valid at ``path`` of the manifest (``judges[0].simulated``: the
     simulated knobs; a union, such as a corpus source: every member's), the vocabulary of
     did-you-mean there; empty where the path leaves the manifest's structs."""
@@ -66,7 +66,7 @@ def fields_at(path: str) -> list[str]:
             return members(typing.get_args(tp)[0])
         return [] if tp is type(None) else [tp]
 
-    current: list[object] = [Manifest]
+    current: list[object] = [root]
     for part in re.findall(r"\[[^\]]*\]|[^.\[\]]+", path):
         step: list[object] = []
         for tp in current:
@@ -78,6 +78,10 @@ def fields_at(path: str) -> list[str]:
                     step.extend(members(args[1]))
             elif isinstance(tp, type) and issubclass(tp, msgspec.Struct) and part in tp.__struct_fields__:
                 step.extend(members(typing.get_type_hints(tp)[part]))
+            elif tp is JudgeSpec:  # a backend's own option: every backend's struct that has it
+                kinds = {judges.options_type(name) for name in judges.BACKENDS}
+                step.extend(m for kind in kinds if part in kind.__struct_fields__
+                            for m in members(typing.get_type_hints(kind)[part]))
         current = step
     return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
                    for f in tp.__struct_fields__})
@@ -125,15 +129,22 @@ def decode(raw: object) -> Manifest:
 
 
 def _option_error(judge: JudgeSpec, where: str, e: OptionsError) -> ManifestError:
-    """A judge option its backend refuses, in the manifest's terms."""
-    if e.problem != "unknown field":
-        return ManifestError(f"{where}.{e.field}", e.problem)
-    owners = judges.owners(e.field)
+    """A judge option its backend refuses, in the manifest's terms: a field of another
+    backend's says whose it is; an unknown one gets the did-you-mean of this backend's fields."""
+    m = _AT.match(e.message)
+    msg, path = (m.group("msg"), (m.group("path") or "").lstrip(".")) if m else (e.message, "")
+    found = _UNKNOWN.match(msg)
+    if found is None:
+        return ManifestError(f"{where}.{path}", msg[:1].lower() + msg[1:])
+    field = found.group("field")
+    if path:  # inside one of the backend's own sections (``simulated: {acuracy: …}``)
+        return ManifestError(f"{where}.{path}.{field}", "unknown field" + _did_you_mean(field, fields_at(path, e.kind)))
+    owners = judges.owners(field)
     if owners:
-        return ManifestError(f"{where}.{e.field}", f"does not apply to the {judge.backend} backend "
-                                                   f"(it is an option of: {', '.join(owners)})")
-    return ManifestError(f"{where}.{e.field}", "unknown field"
-                         + _did_you_mean(e.field, judges.option_fields(judge.backend)))
+        return ManifestError(f"{where}.{field}", f"does not apply to the {judge.backend} backend "
+                                                 f"(it is an option of: {', '.join(owners)})")
+    suggestion = _did_you_mean(field, judges.option_fields(judge.backend))
+    return ManifestError(f"{where}.{field}", "unknown field" + suggestion)
 
 
 def _duplicate_key(raw: bytes) -> tuple[str, str] | None:
@@ -270,9 +281,13 @@ def _openai_defaults(judge: JudgeSpec, environ) -> JudgeSpec:
         changes["endpoint"] = environ[defaults.endpoint_env]
         if judge.api_key_env is None and defaults.key_env in environ:
             changes["api_key_env"] = defaults.key_env
+    options = judges.options_of(judge)
+    own = {}
     for field, variable in (("organization", defaults.organization_env), ("project", defaults.project_env)):
-        if variable and getattr(judge, field) is None and environ.get(variable):
-            changes[field] = environ[variable]
+        if variable and getattr(options, field, None) is None and environ.get(variable):
+            own[field] = environ[variable]
+    if own:
+        changes["options"] = msgspec.structs.replace(options, **own)
     return msgspec.structs.replace(judge, **changes) if changes else judge
 
 
@@ -547,6 +562,11 @@ def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
                                                 f"{_did_you_mean(judge.backend, judges.BACKENDS)} "
                                                 f"(known: {', '.join(judges.names())})")
     caps = judges.capabilities(judge.backend)
+    for field in ("endpoint", "api_key_env"):  # an HTTP API's (``Capabilities.remote``)
+        if getattr(judge, field) is not None and not caps.remote:
+            http = ", ".join(_having("remote"))
+            raise ManifestError(f"{where}.{field}", f"does not apply to the {judge.backend} backend "
+                                                    f"(it applies to the HTTP backends: {http})")
     if batch_of(judge) and not caps.batch_api:
         raise ManifestError(f"{where}.batch", f"the {judge.backend} backend has no batch API "
                                               f"(batch: {', '.join(_having('batch_api'))})")

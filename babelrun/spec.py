@@ -455,11 +455,12 @@ def set_options_resolver(resolve: OptionsResolver) -> None:
 
 
 class OptionsError(ValueError):
-    """A judge option its backend refuses: ``field`` under the judge, and the problem."""
+    """A judge's options its backend's struct refuses: msgspec's message (naming the path
+    under the judge) and the struct, for the manifest to say it in its own terms."""
 
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field, self.problem = field, problem
+    def __init__(self, message: str, kind: type[JudgeOptions]) -> None:
+        super().__init__(message)
+        self.message, self.kind = message, kind
 
 
 def split_judge(raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -509,18 +510,7 @@ def typed_options(backend: str, values: Mapping[str, Any], resolve: OptionsResol
     try:
         return msgspec.convert(dict(values), kind)
     except msgspec.ValidationError as e:
-        raise OptionsError(*_options_problem(str(e), kind)) from None
-
-
-def _options_problem(message: str, kind: type[JudgeOptions]) -> tuple[str, str]:
-    import re
-
-    m = re.match(r"^(?P<msg>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?$", message, re.S)
-    msg, path = (m.group("msg"), m.group("path") or "") if m else (message, "")
-    unknown = re.match(r"Object contains unknown field `(?P<field>[^`]+)`", msg)
-    if unknown and not path:
-        return unknown.group("field"), "unknown field"
-    return path, msg[0].lower() + msg[1:] if msg else msg
+        raise OptionsError(str(e), kind) from None
 
 
 def with_options(extras: list[dict[str, Any]], manifest: Manifest, resolve: OptionsResolver | None = None, *,
@@ -533,7 +523,7 @@ def with_options(extras: list[dict[str, Any]], manifest: Manifest, resolve: Opti
 
 def flat_judge(judge: JudgeSpec) -> dict[str, Any]:
     """A judge as the manifest writes it: common fields and the backend's options side by side."""
-    out = msgspec.to_builtins(judge)
+    out: dict[str, Any] = msgspec.to_builtins(judge)
     options = out.pop("options", {}) or {}
     if isinstance(judge.options, UnresolvedOptions):
         options = msgspec.to_builtins(judge.options.values)
@@ -542,7 +532,7 @@ def flat_judge(judge: JudgeSpec) -> dict[str, Any]:
 
 def flat_manifest(manifest: Manifest) -> dict[str, Any]:
     """The manifest as builtins in its flat YAML shape (run.yaml)."""
-    out = msgspec.to_builtins(manifest)
+    out: dict[str, Any] = msgspec.to_builtins(manifest)
     out["judges"] = [flat_judge(j) for j in manifest.judges]
     return out
 

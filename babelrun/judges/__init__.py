@@ -73,7 +73,7 @@ register("python", "python", "PythonJudge", Capabilities(in_process=True), check
 for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers
     register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api,
                                                      model_required=_preset.model_required),
-             checks="presets", options="OpenAIOptions")
+             checks="openai", options="OpenAIOptions")
 # A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
 register("rule", "rule", "RuleJudge", Capabilities(in_process=True), checks="rule", options="RuleOptions")
 # Verdicts a judge already gave, read from a file: no call is made (replay.py).

@@ -256,3 +256,24 @@ class OpenAIBatches(BatchApi):
 
 
 OpenAIJudge.batch_api = OpenAIBatches
+
+
+ONE_PRESET = frozenset().union(*(p.options for p in PRESETS.values()))  # fields of one preset alone
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """A preset's own requirements (Azure: the deployment and the resource's URL), the options
+    of one preset alone (``azure``) refused on the others, and the header variables set."""
+    options = options_of(spec, OpenAIOptions)
+    preset = PRESETS.get(spec.backend)
+    for field, problem in (preset.requires if preset else {}).items():
+        if getattr(options if field in options.__struct_fields__ else spec, field) is None:
+            return field, problem
+    for field in sorted(ONE_PRESET - (preset.options if preset else frozenset())):
+        if getattr(options, field) is not None:
+            takers = [name for name, p in PRESETS.items() if field in p.options]
+            return field, f"does not apply to the {spec.backend} backend (it is an option of: {', '.join(takers)})"
+    for name, var in options.headers_env.items():
+        if var not in environ:
+            return f"headers_env.{name}", f"environment variable {var} is not set"
+    return None

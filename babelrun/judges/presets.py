@@ -7,11 +7,7 @@ verdicts) and a batch API. A judge may still set ``endpoint`` and ``api_key_env`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import msgspec
-
-from ..spec import JudgeSpec
 
 
 class Preset(msgspec.Struct, frozen=True):
@@ -75,27 +71,3 @@ def key_env(backend: str, explicit: str | None, endpoint: str | None) -> str | N
     if preset and preset.own_endpoint:  # the endpoint is always the user's own resource
         return preset.key_env
     return preset.key_env if preset and endpoint is None else None
-
-
-def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """A preset's own requirements (Azure: the deployment and the resource's URL), the options
-    of one preset alone (``azure``) refused on the others, and the header variables set."""
-    from .openai import OpenAIOptions
-    from .registry import options_of
-
-    options = options_of(spec, OpenAIOptions)
-    preset = PRESETS.get(spec.backend)
-    for field, problem in (preset.requires if preset else {}).items():
-        if getattr(options if field in options.__struct_fields__ else spec, field) is None:
-            return field, problem
-    for field in sorted(_ONE_PRESETS - (preset.options if preset else frozenset())):
-        if getattr(options, field) is not None:
-            takers = [name for name, p in PRESETS.items() if field in p.options]
-            return field, f"does not apply to the {spec.backend} backend (it is an option of: {', '.join(takers)})"
-    for name, var in options.headers_env.items():
-        if var not in environ:
-            return f"headers_env.{name}", f"environment variable {var} is not set"
-    return None
-
-
-_ONE_PRESETS = frozenset().union(*(p.options for p in PRESETS.values()))  # fields of one preset alone

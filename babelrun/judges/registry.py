@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -129,7 +129,15 @@ def owners(field: str) -> list[str]:
 _T = TypeVar("_T", bound=JudgeOptions)
 
 
-def options_of(spec: JudgeSpec, kind: type[_T] = JudgeOptions) -> _T:  # type: ignore[assignment]
+@overload
+def options_of(spec: JudgeSpec) -> JudgeOptions: ...
+
+
+@overload
+def options_of(spec: JudgeSpec, kind: type[_T]) -> _T: ...
+
+
+def options_of(spec: JudgeSpec, kind: type[JudgeOptions] = JudgeOptions) -> JudgeOptions:
     """The judge's options, typed by its backend's struct (a run.yaml's untyped ones decoded);
     ``kind``: the struct (or shared base) the caller reads, checked."""
     found = spec.options
