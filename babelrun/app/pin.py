@@ -57,7 +57,7 @@ from ..errors import FatalJudgeError, NotApplicable, UsageError
 from ..judges.protocol import Judging, template_of
 from ..plan.lookup import lookup
 from ..score import Interval, stats
-from ..spec import JudgeSpec, Manifest
+from ..spec import JudgeSpec, Manifest, OptionsError, flat_judge, split_judge, typed_options
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import read_run_info
@@ -235,7 +235,32 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _encode(lock: LockFile) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(lock), indent=2) + b"\n"
+    raw = msgspec.to_builtins(lock)
+    for entry, judge in zip(raw["judges"], lock.judges, strict=True):  # each spec flat, as the manifest has it
+        entry["spec"] = flat_judge(judge.spec)
+    return msgspec.json.format(msgspec.json.encode(raw), indent=2) + b"\n"
+
+
+def _decode(data: bytes) -> LockFile:
+    """A lock file; each judge's spec flat (a lock of any version: another backend's option at
+    its old default, as every judge listed them once, is no error)."""
+    raw = msgspec.json.decode(data)
+    entries = raw.get("judges") if isinstance(raw, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("spec"), dict)
+                                                for e in entries):
+        return msgspec.convert(raw, LockFile)  # msgspec names what is missing or wrong
+    own = []
+    for entry in entries:
+        entry["spec"], extras = split_judge(entry["spec"])
+        own.append(extras)
+    lock = msgspec.convert(raw, LockFile)
+    try:
+        lock.judges = [msgspec.structs.replace(j, spec=msgspec.structs.replace(
+            j.spec, options=typed_options(j.spec.backend, extras, judges.options_type, legacy=True)))
+            for j, extras in zip(lock.judges, own, strict=True)]
+    except (KeyError, OptionsError) as e:
+        raise msgspec.ValidationError(f"a judge's options: {e}") from None
+    return lock
 
 
 def write(lock: LockFile, path: Path) -> None:
@@ -271,7 +296,7 @@ def read(path: Path) -> LockFile:
     try:
         if Path(path).stat().st_size > MAX_LOCK_BYTES:
             raise UsageError(f"{path}: not a babelrun lock file (larger than {MAX_LOCK_BYTES >> 20} MiB)")
-        return msgspec.json.decode(Path(path).read_bytes(), type=LockFile)
+        return _decode(Path(path).read_bytes())
     except (FileNotFoundError, IsADirectoryError):
         raise UsageError(f"{path}: no such lock file (write one with `babelrun pin RUN_DIR`)") from None
     except msgspec.DecodeError as e:
@@ -359,8 +384,9 @@ def identity_before_calls(locked: LockedJudge, spec: JudgeSpec) -> list[str]:
     """Before any call: what the lock records of the judge that the manifest's judge is not
     (judge_id, the template's text, ``BOUND_FIELDS``). Non-empty: no call is made for it."""
     changed = _identity(locked, spec, None, None)
+    then_fields, now_fields = flat_judge(locked.spec), flat_judge(spec)
     for field in BOUND_FIELDS:
-        then, now = getattr(locked.spec, field), getattr(spec, field)
+        then, now = then_fields.get(field), now_fields.get(field)
         if then != now:
             changed.append(f"{field}: the lock has {_short(then)}, the manifest {_short(now)}")
     return changed

@@ -154,7 +154,8 @@ def judge_spec(**fields: Any) -> JudgeSpec:
     """A judge spec from the manifest's flat fields (``judge_spec(name=..., backend="simulated",
     simulated=SimulatedKnobs(...), batch_size=4)``): the common ones and the backend's own."""
     common, own = split_judge(fields)
-    return JudgeSpec(**common, options=typed_options(common["backend"], own, options_type))
+    spec = msgspec.convert(common, JudgeSpec)  # nested mappings (verdict, rate_limit, …) typed as a manifest's
+    return msgspec.structs.replace(spec, options=typed_options(spec.backend, own, options_type))
 
 
 def with_options(spec: JudgeSpec, **changes: Any) -> JudgeSpec:
