@@ -57,7 +57,9 @@ from ..errors import FatalJudgeError, NotApplicable, UsageError
 from ..judges.protocol import Judging, template_of
 from ..plan.lookup import lookup
 from ..score import Interval, stats
-from ..spec import JudgeSpec, Manifest, OptionsError, flat_judge, split_judge, typed_options
+from ..spec import JudgeSpec, Manifest
+from ..spec.flat import flat_judge, split_judge
+from ..spec.options import OptionsError, typed_options
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import read_run_info

@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
-from ..spec import JudgeSpec, set_options_resolver
+from ..spec import JudgeSpec
+from ..spec.options import set_options_resolver
 from .base import (
     ORDERS,
     FatalJudgeError,

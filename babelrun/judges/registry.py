@@ -15,7 +15,9 @@ from typing import Any, TypeVar, overload
 
 import msgspec
 
-from ..spec import COMMON_FIELDS, JudgeOptions, JudgeSpec, UnresolvedOptions, split_judge, typed_options
+from ..spec import JudgeSpec
+from ..spec.flat import COMMON_FIELDS, split_judge
+from ..spec.options import JudgeOptions, UnresolvedOptions, typed_options
 
 ENTRY_POINTS = "babelrun.judges"
 

@@ -12,13 +12,9 @@ import msgspec
 
 from .. import judges
 from ..errors import ManifestError
-from ..spec import (
-    JudgeSpec,
-    Manifest,
-    OptionsError,
-    decode_judges,
-    typed_options,
-)
+from ..spec import JudgeSpec, Manifest
+from ..spec.flat import decode_judges
+from ..spec.options import OptionsError, typed_options
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")

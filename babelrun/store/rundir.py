@@ -28,7 +28,8 @@ import msgspec
 
 from ..core.items import PerturbationAudit, Removed, Segmentation
 from ..errors import NotApplicable, UserError
-from ..spec import Manifest, decode_manifest, flat_manifest
+from ..spec import Manifest
+from ..spec.flat import decode_manifest, flat_manifest
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -9,7 +9,8 @@ import re
 import textwrap
 
 from babelrun import judges
-from babelrun.spec import COMMON_FIELDS, JudgeSpec
+from babelrun.spec import JudgeSpec
+from babelrun.spec.flat import COMMON_FIELDS
 from helpers import ROOT
 
 DOC = ROOT / "docs" / "manifest.md"

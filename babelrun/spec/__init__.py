@@ -9,11 +9,12 @@ Loading and the checks that need the registries (backends, loaders, perturbation
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
+
+from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
 
 Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
@@ -364,37 +365,6 @@ class ReplaySpec(_Spec, frozen=True):
     judge: str | None = None
 
 
-class JudgeOptions(_Spec, frozen=True):
-    """Base of a backend's own options (``SimulatedOptions``, ``OpenAIOptions``, a plugin's).
-
-    A backend declares its options as a subclass in its own module and names it on its
-    ``register`` line (a plugin: its class's ``options`` attribute). A manifest stays flat: the
-    fields of ``JudgeSpec`` are decoded by it, every other field of the judge by its backend's
-    options struct (``decode_judges``), and run.yaml writes them back flat (``flat_judge``).
-    """
-
-    def identity(self) -> dict[str, Any]:
-        """What these options add to ``judge_id``: every field set away from its default (any
-        option may change a verdict unless its backend says otherwise by overriding this)."""
-        defaults = type(self)()
-        return {name: msgspec.to_builtins(getattr(self, name)) for name in self.__struct_fields__
-                if getattr(self, name) != getattr(defaults, name)}
-
-    def hidden_reasoning(self) -> bool:
-        """The model reasons before it answers (a reasoning model): the reply needs room."""
-        return False
-
-
-class UnresolvedOptions(JudgeOptions, frozen=True):
-    """A judge's own options read where no backend registry was consulted (a run.yaml decoded by
-    ``store``): kept as given; ``babelrun.judges.options_of`` types them."""
-
-    values: dict[str, Any] = {}
-
-    def identity(self) -> dict[str, Any]:
-        raise TypeError("unresolved judge options: type them with babelrun.judges.options_of first")
-
-
 class JudgeSpec(_Spec, frozen=True):
     """The fields every judge has, whatever its backend; the backend's own are ``options``."""
 
@@ -441,109 +411,6 @@ class JudgeSpec(_Spec, frozen=True):
     price_file: str | None = None
     # The backend's own options (its registered struct), written flat in the manifest.
     options: JudgeOptions = JudgeOptions()
-
-
-COMMON_FIELDS = frozenset(JudgeSpec.__struct_fields__) - {"options"}
-# How a backend name finds its options struct; set by ``babelrun.judges`` (the registry lives
-# in a layer above this one). Unset, a judge's own options stay ``UnresolvedOptions``.
-OptionsResolver = Callable[[str], "type[JudgeOptions]"]
-_resolver: list[OptionsResolver] = []
-
-
-def set_options_resolver(resolve: OptionsResolver) -> None:
-    _resolver[:] = [resolve]
-
-
-class OptionsError(ValueError):
-    """A judge's options its backend's struct refuses: msgspec's message (naming the path
-    under the judge) and the struct, for the manifest to say it in its own terms."""
-
-    def __init__(self, message: str, kind: type[JudgeOptions]) -> None:
-        super().__init__(message)
-        self.message, self.kind = message, kind
-
-
-def split_judge(raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A judge's flat mapping as (the common fields, the backend's own)."""
-    common = {k: v for k, v in raw.items() if k in COMMON_FIELDS}
-    return common, {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
-
-
-def decode_judges(raw: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """``raw`` (a decoded manifest mapping) with each judge's own options taken out, and those
-    options, judge by judge; the common fields decode with ``Manifest``, the rest with
-    ``typed_options``."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("judges"), list):
-        return raw, []
-    judges, extras = [], []
-    for judge in raw["judges"]:
-        if isinstance(judge, dict):
-            common, own = split_judge(judge)
-            judges.append(common)
-            extras.append(own)
-        else:
-            judges.append(judge)
-            extras.append({})
-    return {**raw, "judges": judges}, extras
-
-
-# The options every judge spec had while they were one flat struct, at their defaults: a
-# run.yaml written then lists them all for every judge, and reads the same today (``legacy``).
-LEGACY_DEFAULTS: dict[str, Any] = {
-    "reasoning": False, "reasoning_effort": None, "headers": {}, "headers_env": {}, "organization": None,
-    "project": None, "azure": None, "callable": None, "batch_size": 8, "max_wait_ms": 20.0, "threads": None,
-    "context": 4096, "replicas": 1, "simulated": None, "batch": False, "batch_poll_s": 30.0, "rule": None,
-    "replay": None, "prompt_cache": False}
-
-
-def typed_options(backend: str, values: Mapping[str, Any], resolve: OptionsResolver | None = None, *,
-                  legacy: bool = False) -> JudgeOptions:
-    """``values`` decoded by ``backend``'s options struct; ``OptionsError`` names the field.
-    ``legacy`` (a run.yaml): another backend's option at its old default is no error."""
-    resolve = resolve or (_resolver[0] if _resolver else None)
-    if resolve is None:
-        return UnresolvedOptions(values=dict(values))
-    kind = resolve(backend)
-    if legacy:
-        values = {k: v for k, v in values.items() if k in kind.__struct_fields__
-                  or k not in LEGACY_DEFAULTS or v != LEGACY_DEFAULTS[k]}
-    try:
-        return msgspec.convert(dict(values), kind)
-    except msgspec.ValidationError as e:
-        raise OptionsError(str(e), kind) from None
-
-
-def with_options(extras: list[dict[str, Any]], manifest: Manifest, resolve: OptionsResolver | None = None, *,
-                 legacy: bool = False) -> Manifest:
-    """``manifest`` with each judge's own options decoded (``decode_judges``' second half)."""
-    judges = [msgspec.structs.replace(j, options=typed_options(j.backend, own, resolve, legacy=legacy))
-              for j, own in zip(manifest.judges, extras, strict=False)]
-    return msgspec.structs.replace(manifest, judges=judges)
-
-
-def flat_judge(judge: JudgeSpec) -> dict[str, Any]:
-    """A judge as the manifest writes it: common fields and the backend's options side by side."""
-    out: dict[str, Any] = msgspec.to_builtins(judge)
-    options = out.pop("options", {}) or {}
-    if isinstance(judge.options, UnresolvedOptions):
-        options = msgspec.to_builtins(judge.options.values)
-    return {**out, **options}
-
-
-def flat_manifest(manifest: Manifest) -> dict[str, Any]:
-    """The manifest as builtins in its flat YAML shape (run.yaml)."""
-    out: dict[str, Any] = msgspec.to_builtins(manifest)
-    out["judges"] = [flat_judge(j) for j in manifest.judges]
-    return out
-
-
-def decode_manifest(data: bytes | Any, resolve: OptionsResolver | None = None, *, legacy: bool = False) -> Manifest:
-    """A manifest from YAML bytes (or already-decoded builtins), judges' options included
-    (``legacy``: a run.yaml, see ``typed_options``)."""
-    raw = msgspec.yaml.decode(data) if isinstance(data, bytes) else data
-    common, extras = decode_judges(raw)
-    manifest = msgspec.convert(common, Manifest)
-    return with_options(extras, manifest, resolve, legacy=legacy)
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
