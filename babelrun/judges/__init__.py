@@ -1,11 +1,13 @@
 """Judge backends behind one protocol (``protocol.Judge``), each registered once with what it can do.
 
-A backend is one class in one module, and one ``register`` line here: its name, where its
-class lives (imported when a judge first needs it, so ``import babelrun.judges`` loads no HTTP
-client and no model runtime) and its ``Capabilities``. Everything else reads the registry:
-the manifest's checks (which options apply, soft verdicts, batch APIs, replicas), the rate
-limiter (in-process backends have no provider account), the executor. Nothing above this
-module keeps a list of backend names.
+A backend is one module — its class and its options struct (a ``JudgeOptions`` subclass:
+the manifest fields of that backend alone) — and one ``register`` line here: its name, where
+its class lives, its ``Capabilities`` and the name of its options struct. ``import
+babelrun.judges`` imports no backend module; decoding a manifest imports the judge's (light:
+its HTTP client or model runtime is imported when a judge is built). Everything else reads the
+registry (``registry.py``): the manifest's decoding and checks (the backend's own fields, soft
+verdicts, batch APIs), the rate limiter (in-process backends have no provider account), the
+executor. Nothing above this module keeps a list of backend names or of their options.
 
 OpenAI-compatible providers are data (``presets.py``): each preset registers the ``openai``
 class with the preset's own capabilities.
@@ -13,7 +15,8 @@ class with the preset's own capabilities.
 Third-party backends are found through the entry-point group ``babelrun.judges`` (looked up
 the first time a name is not registered here): an entry point named NAME loads a class whose
 constructor takes ``(spec, judge_id, seed)`` and that declares ``capabilities`` (a
-``Capabilities``) as a class attribute.
+``Capabilities``) and, for fields of its own, ``options`` (its ``JudgeOptions`` subclass) as
+class attributes.
 """
 
 from __future__ import annotations
