@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgspec
 
+from babelrun.judges import judge_spec
+
 ROOT = Path(__file__).resolve().parent.parent
 # ``../shared/data`` from the repo root; BABELRUN_SHARED_DATA points elsewhere (a worktree).
 SHARED_DATA = Path(os.environ.get("BABELRUN_SHARED_DATA") or ROOT.parent / "shared" / "data")
@@ -205,9 +207,8 @@ def request(item, key: str = "ref_first", prompt: str = "pairwise", prompt_langu
     """The request a judge of this template sends for ``item`` under ``key``: through the
     judge's protocol (``Judging``), the one way babelrun renders requests."""
     from babelrun.judges.protocol import Judging
-    from babelrun.spec import JudgeSpec
 
-    judge = JudgeSpec(name="t", backend="simulated", prompt=prompt, prompt_language=prompt_language, **spec)
+    judge = judge_spec(name="t", backend="simulated", prompt=prompt, prompt_language=prompt_language, **spec)
     return Judging.of(judge).request(item, key)
 
 

@@ -25,6 +25,7 @@ from .. import engine, report
 from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
+from ..judges import batch_of, local_of
 from ..plan import Plan
 from ..report import plots
 from ..score import Cards
@@ -67,7 +68,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
     if shard is not None:
         check_shardable(manifest)
     for i, spec in enumerate(manifest.judges):
-        if spec.replicas > 1:
+        if local_of(spec).replicas > 1:
             raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
                             "(or --executor ray)")
     # The report's plot-drawing children import matplotlib while this process plans and judges.
@@ -196,7 +197,7 @@ def _only(manifest: Manifest, judges: Sequence[str] | None, limit: int | None) -
     only = frozenset(judges) if judges else None
     if (only is not None or limit is not None) and manifest.executor == "ray":
         raise UsageError("--judge and --limit run here: use them without the Ray executor")
-    if limit is not None and any(j.batch for j in manifest.judges if only is None or j.name in only):
+    if limit is not None and any(batch_of(j) for j in manifest.judges if only is None or j.name in only):
         raise UsageError("--limit does not apply to provider batches (batch: true): pick the other judges with --judge")
     return only
 

@@ -31,7 +31,7 @@ def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> No
     where an executor runs them in a round after every shard's other judges
     (``escalation_round``: the Ray executor); a lone ``--shard`` process cannot."""
     for i, spec in enumerate(manifest.judges):
-        if spec.batch:  # its pending-batch file is one per judge, not per shard
+        if judges.batch_of(spec):  # its pending-batch file is one per judge, not per shard
             raise UserError(f"judges[{i}] ({spec.name!r}) uses a provider batch (batch: true), which "
                             "cannot be split into shards; audit it without --shard or the Ray executor")
         if spec.calls == "escalations" and not escalation_round:  # its keys need every shard's records

@@ -16,10 +16,13 @@ from typing import Annotated
 
 import msgspec
 
+from .. import judges
 from ..core.items import Item
 from ..errors import UsageError
 from ..score import Interval
 from ..spec import JudgeSpec
+from ..spec.flat import flat_judge, split_judge
+from ..spec.options import OptionsError, typed_options
 from ..store.files import write_atomic
 
 LOCK_NAME = "judge.lock.json"
@@ -110,7 +113,32 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _encode(lock: LockFile) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(lock), indent=2) + b"\n"
+    raw = msgspec.to_builtins(lock)
+    for entry, judge in zip(raw["judges"], lock.judges, strict=True):  # each spec flat, as the manifest has it
+        entry["spec"] = flat_judge(judge.spec)
+    return msgspec.json.format(msgspec.json.encode(raw), indent=2) + b"\n"
+
+
+def _decode(data: bytes) -> LockFile:
+    """A lock file; each judge's spec flat (a lock of any version: another backend's option at
+    its old default, as every judge listed them once, is no error)."""
+    raw = msgspec.json.decode(data)
+    entries = raw.get("judges") if isinstance(raw, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("spec"), dict)
+                                                for e in entries):
+        return msgspec.convert(raw, LockFile)  # msgspec names what is missing or wrong
+    own = []
+    for entry in entries:
+        entry["spec"], extras = split_judge(entry["spec"])
+        own.append(extras)
+    lock = msgspec.convert(raw, LockFile)
+    try:
+        lock.judges = [msgspec.structs.replace(j, spec=msgspec.structs.replace(
+            j.spec, options=typed_options(j.spec.backend, extras, judges.options_type, legacy=True)))
+            for j, extras in zip(lock.judges, own, strict=True)]
+    except (KeyError, OptionsError) as e:
+        raise msgspec.ValidationError(f"a judge's options: {e}") from None
+    return lock
 
 
 def write(lock: LockFile, path: Path) -> None:
@@ -146,7 +174,7 @@ def read(path: Path) -> LockFile:
     try:
         if Path(path).stat().st_size > MAX_LOCK_BYTES:
             raise UsageError(f"{path}: not a babelrun lock file (larger than {MAX_LOCK_BYTES >> 20} MiB)")
-        return msgspec.json.decode(Path(path).read_bytes(), type=LockFile)
+        return _decode(Path(path).read_bytes())
     except (FileNotFoundError, IsADirectoryError):
         raise UsageError(f"{path}: no such lock file (write one with `babelrun pin RUN_DIR`)") from None
     except msgspec.DecodeError as e:

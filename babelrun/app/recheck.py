@@ -17,6 +17,7 @@ from ..errors import FatalJudgeError, UsageError
 from ..judges.protocol import Judging
 from ..score import stats
 from ..spec import JudgeSpec, Manifest
+from ..spec.flat import flat_judge
 from .lockfile import CheckResult, LockedJudge, LockFile, check_numbers, timestamp
 from .pin import most_common, template_sha
 
@@ -106,8 +107,9 @@ def identity_before_calls(locked: LockedJudge, spec: JudgeSpec) -> list[str]:
     """Before any call: what the lock records of the judge that the manifest's judge is not
     (judge_id, the template's text, ``BOUND_FIELDS``). Non-empty: no call is made for it."""
     changed = _identity(locked, spec, None, None)
+    then_fields, now_fields = flat_judge(locked.spec), flat_judge(spec)
     for field in BOUND_FIELDS:
-        then, now = getattr(locked.spec, field), getattr(spec, field)
+        then, now = then_fields.get(field), now_fields.get(field)
         if then != now:
             changed.append(f"{field}: the lock has {_short(then)}, the manifest {_short(now)}")
     return changed

@@ -99,11 +99,12 @@ def start_replicas(ray, manifest: Manifest) -> dict[str, list]:
     the CPU threads its model uses."""
     out = {}
     for spec in manifest.judges:
-        if spec.replicas > 1:
+        local = judges.local_of(spec)
+        if local.replicas > 1:
             actor = ray.remote(ReplicaActor).options(
-                num_cpus=spec.threads or 1, max_restarts=manifest.ray.max_retries,
-                max_concurrency=max(64, 4 * spec.batch_size))
-            out[spec.name] = [actor.remote(spec, manifest.seed) for _ in range(spec.replicas)]
+                num_cpus=local.threads or 1, max_restarts=manifest.ray.max_retries,
+                max_concurrency=max(64, 4 * local.batch_size))
+            out[spec.name] = [actor.remote(spec, manifest.seed) for _ in range(local.replicas)]
     # Wait until every replica is up: calls sent to one still starting would wait behind it
     # while the first one up took nearly all the rest.
     ray.get([a.count.remote() for actors in out.values() for a in actors])

@@ -35,8 +35,21 @@ from typing import Any
 
 import msgspec
 
-from ..spec import JudgeSpec, ReplaySpec
+from ..spec import JudgeOptions, JudgeSpec, ReplaySpec
 from .base import JudgeReply, JudgeRequest, RejectedError
+from .registry import options_of
+
+
+class ReplayOptions(JudgeOptions, frozen=True):
+    """A replay judge's option: ``replay`` (``ReplaySpec``: the file and which judge of it); its
+    judge_id holds the file's content hash, never its path."""
+
+    replay: ReplaySpec | None = None
+
+    def identity(self) -> dict[str, Any]:
+        from .identity import replay_identity
+
+        return {} if self.replay is None else {"replay": replay_identity(self.replay)}
 
 ORDERS = ("ref_first", "pert_first", "reference", "degraded")
 SLOTS = ("A", "B", "tie", "invalid")
@@ -230,13 +243,14 @@ class ReplayJudge:
         # (``not_in_replay``) are recorded as not judged and never trip the engine's breaker.
         self.spec = spec
         self.judge_id = judge_id
+        self.replay = options_of(spec, ReplayOptions).replay
         self._verdicts: dict[tuple[str, ...], Any] | None = None
         self.calls = 0  # requests answered from the file (none reaches a network)
 
     def _lookup(self, request: JudgeRequest) -> Verdict | None:
         if self._verdicts is None:
-            assert self.spec.replay is not None  # check() refuses a replay judge without one
-            self._verdicts = load(self.spec.replay)
+            assert self.replay is not None  # check() refuses a replay judge without one
+            self._verdicts = load(self.replay)
         item, order = request.item, str(request.order)
         for key in (("id", item.item_id, order), ("id", item.ref_id, order)):
             if key in self._verdicts:
@@ -252,7 +266,7 @@ class ReplayJudge:
         got = self._lookup(request)
         if got is None or (got.slot is None and got.score is None):
             raise RejectedError("not_in_replay",
-                                f"{self.spec.replay.path if self.spec.replay else ''} has no verdict for item "
+                                f"{self.replay.path if self.replay else ''} has no verdict for item "
                                 f"{request.item.item_id} ({request.item.ref_id}), {request.order}")
         raw = got.raw if got.raw is not None else (got.slot if got.slot is not None else str(got.score))
         return JudgeReply(raw=raw, slot=got.slot, score=got.score)
@@ -263,18 +277,19 @@ class ReplayJudge:
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """The manifest's check of a replay judge: a readable file whose rows are verdicts."""
-    if spec.replay is None:
+    replay = options_of(spec, ReplayOptions).replay
+    if replay is None:
         return "replay", f"judge {spec.name!r}: the replay backend needs replay: {{path: FILE}}"
-    path = Path(spec.replay.path)
+    path = Path(replay.path)
     if not path.is_file():
         return "replay.path", f"not found: {path}"
     try:
-        found = load(spec.replay)
+        found = load(replay)
     except (ValueError, msgspec.DecodeError, OSError) as e:
         return "replay.path", f"{path}: {e}"
     except Exception as e:  # a Parquet file that is none
         return "replay.path", f"{path}: {type(e).__name__}: {e}"
     if not found:
         return "replay.path", f"{path}: no verdict in the file" + (
-            f" for judge {spec.replay.judge!r}" if spec.replay.judge else "")
+            f" for judge {replay.judge!r}" if replay.judge else "")
     return None

@@ -67,8 +67,32 @@ from ..errors import ManifestError
 from ..perturb import TEXT_PERTURBATIONS, probes
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
+from .options import LocalOptions
 from .prompt import parse
 from .protocol import Judging, reply_format, verdict_of
+from .registry import options_of
+
+# Knobs added after judge ids were first published: left out of the identity while they hold
+# their default, so adding a knob never renames existing judges.
+_LATER_KNOBS: dict[str, object] = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None,
+                                   "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
+                                   "self_preference": 0.0, "probes": None}
+
+
+class SimulatedOptions(LocalOptions, frozen=True):
+    """The simulated judge's options: its bias knobs (``simulated:``, the numbers the metrics
+    must recover) and the in-process micro-batcher's (``LocalOptions``)."""
+
+    simulated: SimulatedKnobs | None = None
+
+    def identity(self) -> dict[str, object]:
+        if self.simulated is None:
+            return {}
+        knobs = msgspec.structs.asdict(self.simulated)
+        for name, default in _LATER_KNOBS.items():
+            if knobs[name] == default:
+                del knobs[name]
+        return {"simulated": knobs}
 
 _OFF_FORMAT = (
     "Both answers have merit, but it depends on the reader.",
@@ -86,7 +110,7 @@ class SimulatedJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int):
         self.spec = spec
         self.judge_id = judge_id
-        self.knobs = spec.simulated or SimulatedKnobs()
+        self.knobs = options_of(spec, SimulatedOptions).simulated or SimulatedKnobs()
         self.seed = seed
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
         self._offset = {_norm(k): v for k, v in self.knobs.scale_offset.items()}
@@ -249,7 +273,7 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
     """The manifest's check of a simulated judge: its knobs, and a reply format its verdict
     pattern reads back (it writes replies in the declared format)."""
     try:
-        wrong = _knobs_problem(spec.simulated or SimulatedKnobs())
+        wrong = _knobs_problem(options_of(spec, SimulatedOptions).simulated or SimulatedKnobs())
     except ManifestError as e:  # a language code the registry does not know
         return f"simulated.{e.path}", e.problem
     if wrong is not None:

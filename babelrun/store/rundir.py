@@ -32,6 +32,7 @@ from ..core.items import PerturbationAudit, Removed, Segmentation
 from ..core.keys import Shard
 from ..errors import NotApplicable, UserError
 from ..spec import Manifest
+from ..spec.flat import decode_manifest, flat_manifest
 from . import stats as run_stats
 from .files import write_atomic
 from .lock import RunLock
@@ -58,6 +59,26 @@ class RunInfo(msgspec.Struct, frozen=True):
     babelrun_version: str
     judge_ids: dict[str, str]
     manifest: Manifest
+
+    def encode(self) -> bytes:
+        """run.yaml's bytes: the manifest in its flat shape (each judge's options beside its
+        common fields, as the user wrote them)."""
+        return msgspec.yaml.encode({"babelrun_version": self.babelrun_version, "judge_ids": self.judge_ids,
+                                    "manifest": flat_manifest(self.manifest)})
+
+    @classmethod
+    def decode(cls, data: bytes) -> RunInfo:
+        """A run.yaml, of this version or one written when every option sat in one struct."""
+        raw = msgspec.yaml.decode(data)
+        if not isinstance(raw, dict) or "manifest" not in raw:
+            raise msgspec.ValidationError("Object missing required field `manifest`")
+        head = msgspec.convert({k: v for k, v in raw.items() if k != "manifest"}, _RunHead)
+        return cls(head.babelrun_version, head.judge_ids, decode_manifest(raw["manifest"], legacy=True))
+
+
+class _RunHead(msgspec.Struct, frozen=True):
+    babelrun_version: str
+    judge_ids: dict[str, str]
 
 
 class PlanSummary(msgspec.Struct, frozen=True):
@@ -113,15 +134,15 @@ class RunDir:
         """run.yaml; a clear error when it is not a run directory."""
         path = self.path / RUN_YAML
         try:
-            return msgspec.yaml.decode(path.read_bytes(), type=RunInfo)
+            return RunInfo.decode(path.read_bytes())
         except FileNotFoundError:
             raise NotApplicable(f"{self.path} is not a babelrun run directory (no run.yaml)") from None
-        except (OSError, msgspec.DecodeError) as e:  # the only record of the manifest: not guessed
+        except (OSError, msgspec.DecodeError, ValueError) as e:  # the only record of the manifest: not guessed
             why = " ".join(str(e).split())[:120]
             raise UserError(f"{path} is unreadable ({why}); `babelrun audit MANIFEST` writes it again") from None
 
     def write_info(self, info: RunInfo) -> None:
-        write_atomic(self.path / RUN_YAML, msgspec.yaml.encode(info))
+        write_atomic(self.path / RUN_YAML, info.encode())
 
     def plan(self) -> PlanSummary:
         """plan.json; an empty summary where the run has none (a log merged from elsewhere)."""

@@ -133,7 +133,7 @@ def test_cascade_escalates_at_the_rate_its_threshold_implies(tmp_path):
 
 
 def test_prompt_variant_is_a_judge_setting_with_its_own_id():
-    base = msgspec.convert({"name": "a", "backend": "openai", "model": "m"}, babelrun.manifest.JudgeSpec)
+    base = babelrun.judges.judge_spec(name="a", backend="openai", model="m")
     variant = msgspec.structs.replace(base, prompt="pairwise_length_neutral")
     assert judge_id(base) != judge_id(variant)
     system = messages("q", "a", "b", prompt="pairwise_length_neutral")[0]["content"]

@@ -10,6 +10,8 @@ import pytest
 
 from babelrun.analyses import selfpref
 from babelrun.app.cli import main
+from babelrun.engine.progress import Progress
+from babelrun.judges import judge_spec
 from babelrun.score import stats as stats_
 from helpers import quiet_audit, simulated, write_manifest
 
@@ -90,9 +92,9 @@ def test_fisher_exact_matches_scipy(table):
 
 def test_the_knob_changes_no_existing_judge_id():
     from babelrun.judges import judge_id
-    from babelrun.spec import JudgeSpec, SimulatedKnobs
+    from babelrun.spec import SimulatedKnobs
 
-    plain = JudgeSpec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8))
-    off = JudgeSpec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.0))
-    on = JudgeSpec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.3))
+    plain = judge_spec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8))
+    off = judge_spec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.0))
+    on = judge_spec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.3))
     assert judge_id(plain) == judge_id(off) != judge_id(on)

@@ -14,13 +14,11 @@ import subprocess
 import sys
 import threading
 
-import msgspec
 import pytest
 
 from babelrun import judges
 from babelrun.app import lockfile
 from babelrun.app.cli import main
-from babelrun.spec import JudgeSpec
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, SHARED_DATA, quiet_audit, simulated, write_manifest
 
@@ -74,7 +72,7 @@ def _tamper(lock, recompute: bool, **spec_fields) -> None:
     spec = raw["judges"][0]["spec"]
     spec.update(spec_fields)
     if recompute:  # the judge_id the edited spec hashes to: the lock looks self-consistent
-        raw["judges"][0]["judge_id"] = judges.judge_id(msgspec.convert(spec, JudgeSpec))
+        raw["judges"][0]["judge_id"] = judges.judge_id(judges.judge_spec(**spec))
     lock.write_text(json.dumps(raw))
 
 

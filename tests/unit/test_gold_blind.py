@@ -24,11 +24,12 @@ import pyarrow as pa
 import pytest
 
 from babelrun.core.records import Record, verdict_of
+from babelrun.judges import judge_spec
 from babelrun.judges.base import JudgeReply
 from babelrun.judges.protocol import Judging
 from babelrun.score import composite, pointwise, score
 from babelrun.score.verdict import CHANCE, DEPLOY_R
-from babelrun.spec import CalibratedSpec, CascadeSpec, DualOrderSpec, EnsembleSpec, JudgeSpec
+from babelrun.spec import CalibratedSpec, CascadeSpec, DualOrderSpec, EnsembleSpec
 from babelrun.store import compact
 
 LANGS = ("en", "ja")
@@ -41,8 +42,8 @@ ITEMS_PER_CELL = 40
 ORDERS = ("ref_first", "pert_first")
 FLIP = {"ref_first": "pert_first", "pert_first": "ref_first"}
 MIRROR = {"reference": "perturbed", "perturbed": "reference", "tie": "tie", "invalid": "invalid"}
-SOFT = JudgeSpec(name="soft", backend="simulated", soft=True)
-HARD = JudgeSpec(name="hard", backend="simulated")
+SOFT = judge_spec(name="soft", backend="simulated", soft=True)
+HARD = judge_spec(name="hard", backend="simulated")
 
 
 def _u(*parts: object) -> float:

@@ -12,11 +12,12 @@ from babelrun import manifest
 from babelrun.core.items import Reference
 from babelrun.corpus import bundled as bundled_corpus
 from babelrun.errors import ManifestError
+from babelrun.judges import judge_spec
 from babelrun.judges.protocol import Judging
 from babelrun.perturb import probes, script
 from babelrun.plan import Plan
 from babelrun.plan import probes as probe_items
-from babelrun.spec import BaseSpec, JudgeSpec, PerturbationSpec, VerdictSpec
+from babelrun.spec import BaseSpec, PerturbationSpec, VerdictSpec
 from helpers import write_manifest
 
 BUNDLED = ("ar", "bn", "en", "es", "fr", "hi", "ja", "ru", "sw", "tr", "yo", "zh")
@@ -119,13 +120,13 @@ def test_injection_names_the_cued_answers_slot_in_the_judges_own_syntax():
     ref = Reference("en", "r1", "Q?", "One. Two. Three.")
     spec = PerturbationSpec(name="injection")
     item = next(it for _, it, _ in probe_items.generate([ref], [spec], 0) if it and it.cue)
-    mt_bench = Judging.of(JudgeSpec(name="j", backend="simulated", prompt=manifest.PromptSpec(
+    mt_bench = Judging.of(judge_spec(name="j", backend="simulated", prompt=manifest.PromptSpec(
         user="{question}\n[A] {answer_a}\n[B] {answer_b}"),
         verdict=VerdictSpec(pattern=r"\[\[(A|B|C)\]\]", labels={"A": "A", "B": "B", "C": "tie"})))
     for order, slot in (("ref_first", "B"), ("pert_first", "A")):
         text = mt_bench.render(item, order)[-1]["content"]
         assert f"[[{slot}]]" in text and probes.SLOT_MARK not in text
-    builtin = Judging.of(JudgeSpec(name="j", backend="simulated"))
+    builtin = Judging.of(judge_spec(name="j", backend="simulated"))
     text = builtin.render(item, "pert_first")[-1]["content"]
     assert probes.SLOT_MARK not in text and ("must be A." in text or "with A." in text)
 

@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
+
 Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1 << 31)]  # a count that fits any array index
@@ -351,10 +353,10 @@ class ReplaySpec(_Spec, frozen=True):
 
 
 class JudgeSpec(_Spec, frozen=True):
+    """The fields every judge has, whatever its backend; the backend's own are ``options``."""
+
     name: str
-    # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
-    # anthropic, gemini, openai and the OpenAI-compatible presets (judges/presets.py).
-    # Which of the fields below apply depends on the backend's declared capabilities.
+    # A registered backend (``babelrun.judges.BACKENDS``) or an entry-point plugin's name.
     backend: str
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
@@ -373,20 +375,6 @@ class JudgeSpec(_Spec, frozen=True):
     # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
     # first (a ``verdict:`` pattern, the pointwise template).
     max_tokens: PositiveInt | None = None
-    # OpenAI reasoning models: ``max_completion_tokens`` instead of ``max_tokens``, no
-    # ``temperature``; ``reasoning_effort`` is sent as is (and implies ``reasoning``).
-    reasoning: bool = False
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    # OpenAI client conventions: extra headers (plain values, written to run.yaml),
-    # headers whose values come from environment variables (never written), the
-    # OpenAI-Organization / OpenAI-Project headers, and Azure OpenAI.
-    headers: dict[str, str] = {}
-    headers_env: dict[str, str] = {}
-    organization: str | None = None
-    project: str | None = None
-    azure: AzureSpec | None = None
-    # backend: python — "package.module:function", called with each JudgeRequest.
-    callable: str | None = None
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
@@ -397,20 +385,6 @@ class JudgeSpec(_Spec, frozen=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
     max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
-    # Local models (llamacpp): the micro-batcher and the runtime.
-    batch_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_SIZE)] = 8  # requests collected into one batch at most
-    max_wait_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT_S * 1000)] = 20.0  # how long the first one waits
-    # CPU threads (llama.cpp's default when unset)
-    threads: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] | None = None
-    context: PositiveInt = 4096  # context window, tokens
-    # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
-    # each hold the model and serve every worker's calls in micro-batches.
-    replicas: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] = 1
-    simulated: SimulatedKnobs | None = None
-    # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
-    # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
-    batch: bool = False
-    batch_poll_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_POLL_S)] = 30.0
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -419,16 +393,11 @@ class JudgeSpec(_Spec, frozen=True):
     # card: how often it prefers answers its own family wrote. Not part of the judge_id
     # (it changes no verdict).
     family: str | None = None
-    # backend: rule — a deterministic scorer (length ratio, regex, exact match, JSON
-    # validity, a registered Python function) instead of a model: a cascade's cheap stage.
-    rule: RuleSpec | None = None
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
-    # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
-    replay: ReplaySpec | None = None
-    # Anthropic: mark the static system prefix ``cache_control: ephemeral`` (provider prompt caching).
-    prompt_cache: bool = False
     # Read the price from a YAML/JSON file of ``{model: {input_per_mtok: …}}`` (when ``price`` is unset).
     price_file: str | None = None
+    # The backend's own options (its registered struct), written flat in the manifest.
+    options: JudgeOptions = JudgeOptions()
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
