@@ -162,8 +162,9 @@ def test_llmbar_s_published_statistics_per_order_in_both_orders_and_equal(tmp_pa
     manifest = write_manifest(tmp_path, [{"name": "gpt-4", "backend": "replay", "replay": {"path": str(table)}}],
                               composites=[{"kind": "dual_order", "name": "gpt-4+label_both", "of": "gpt-4",
                                            "rule": "label_both"}],
-                              scoring={"bootstrap": 0},
-                              corpus={"sources": [{"kind": "labelled_pairs", "path": str(NATURAL)}], "languages": ["en"]})
+                              scoring={"bootstrap": 0}, corpus={"sources": [{"kind": "labelled_pairs",
+                                                                               "path": str(NATURAL)}],
+                                                                  "languages": ["en"]})
     result = quiet_audit(manifest)
     assert result.exit_code == 0
     cards = _overall(result.cards, "gpt-4")["LLMBar_Natural"], _overall(result.cards, "gpt-4+label_both")
