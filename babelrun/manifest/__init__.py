@@ -16,7 +16,7 @@ import msgspec
 
 from .. import judges
 from ..agentic import AGENTIC_PERTURBATIONS
-from ..core import bounds, languages
+from ..core import bounds, languages, yaml_keys
 from ..corpus import available_languages, check_source, has_reference_answers, read_pairs
 from ..errors import ManifestError
 from ..judges import templates
@@ -64,7 +64,8 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         path_, key = twice
         raise ManifestError(f"{path_}.{key}" if path_ else key, "given twice (the last would win silently)", source)
     try:
-        manifest = decode(msgspec.yaml.decode(raw))
+        # YAML 1.1 reads a bare ``on`` key (stopping: {on: verdict}) as true: keys read as written
+        manifest = decode(yaml_keys.load(raw))
     except msgspec.ValidationError as e:
         field, problem = _field_path(e)
         raise ManifestError(field, problem, source) from None

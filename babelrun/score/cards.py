@@ -26,6 +26,9 @@ class Card(msgspec.Struct, frozen=True):
     reliability: Interval
     tie_rate: Interval
     invalid_rate: Interval
+    # Same verdict in both orders, tie/tie included (score/metrics.py); a default, so a
+    # cards.json written before it decodes.
+    verdict_consistency: Interval = Interval(None, None, None, 0)
     # Soft-verdict judges: the mean of P(reference's slot) − P(perturbed's slot) over the
     # presentations that carry probabilities (no interval yet). None for other judges.
     soft_margin: Interval | None = None

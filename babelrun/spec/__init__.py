@@ -415,11 +415,17 @@ class _Composite(_Spec, frozen=True):
         return str(self.__struct_config__.tag)
 
 
+DualOrderRule = Literal["both", "label_both", "votes"]
+
+
 class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True, frozen=True):
-    """Ask ``of`` in both orders and combine: agreeing verdicts stand; disagreeing ones give a
-    tie, or with soft verdicts the side with the larger mean probability."""
+    """Ask ``of`` in both orders and combine them by a named ``rule`` (score/composite.py):
+    ``both`` (a win needs both orders, else a tie; soft verdicts: the larger mean probability),
+    ``label_both`` (the two verdicts must be equal; otherwise no decision: invalid) or
+    ``votes`` (each order votes for the answer it names; ties and invalid replies abstain)."""
 
     of: str
+    rule: DualOrderRule = "both"
 
 
 class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True, frozen=True):

@@ -1,7 +1,6 @@
 """The openai backend against a real OpenAI-compatible aiohttp server on 127.0.0.1."""
 
 import babelrun
-from babelrun.app import audit as run
 from babelrun.judges import judge_spec
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer

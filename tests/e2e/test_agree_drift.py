@@ -65,11 +65,25 @@ def _expected(run_dir, human: dict[str, int]):
         first = {item: (c, h) for item, c, h in views["ref_first"]}
         both = [(c if c == first[item][0] else "split", h)
                 for item, c, h in views["pert_first"] if item in first]
+        two = [(first[item][0], c, h) for item, c, h in views["pert_first"] if item in first]
         result[key] = {"both orders": both,
+                       "two orders: both": [(_mt_bench(x, y), h) for x, y, h in two],
+                       "two orders: votes": [(_votes(x, y), h) for x, y, h in two],
                        "ref_first": [(c, h) for _, c, h in views["ref_first"]],
                        "pert_first": [(c, h) for _, c, h in views["pert_first"]],
                        "presentations": [(c, h) for v in views.values() for _, c, h in v]}
     return result
+
+
+def _mt_bench(x: str, y: str) -> str:
+    """A win needs both orders, otherwise a tie; an invalid reply leaves the other order's."""
+    return x if x == y else y if x == "invalid" else x if y == "invalid" else "tie"
+
+
+def _votes(x: str, y: str) -> str:
+    """JudgeBench's counter: +1 for each order naming output 1, −1 for output 2."""
+    count = sum((v == "1") - (v == "2") for v in (x, y))
+    return "1" if count > 0 else "2" if count < 0 else "invalid" if x == y == "invalid" else "tie"
 
 
 def _check(figure, cases):
@@ -109,6 +123,14 @@ def test_agree_with_the_llmbar_labels_matches_a_hand_computation(pairs_run):
         assert list(figures[key]) == list(agree.VIEWS)
         for view, cases in views.items():
             _check(figures[key][view], cases)
+        both = views["both orders"]
+        consistency = next(s.consistency for j in result.judges for s in j.sets if (j.judge, s.set) == key)
+        same = sum(c not in ("split", "invalid") for c, _ in both)
+        assert (consistency.items, consistency.same_verdict) == (len(both), same)
+        assert consistency.decision == sum(c in ("1", "2") for c, _ in both)  # no tie-labelled pair here
+        outcomes = figures[key]["both orders"].outcomes
+        assert outcomes["both"] == figures[key]["both orders"].agree and sum(outcomes.values()) == len(both)
+        assert figures[key]["two orders: votes"].outcomes["more_for"] == figures[key]["two orders: votes"].agree
     # The labels are the data's gold: agreement is the share of "reference" verdicts.
     records = [r for r in log.read(pairs_run) if r.judge == "sim"]
     pooled = figures[("sim", agree.ALL_SETS)]["presentations"]

@@ -10,7 +10,6 @@ import pytest
 
 from babelrun.analyses import selfpref
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
 from babelrun.judges import judge_spec
 from babelrun.score import stats as stats_
 from helpers import quiet_audit, simulated, write_manifest
