@@ -19,7 +19,7 @@ import msgspec
 from . import judges
 from .agentic import AGENTIC_PERTURBATIONS
 from .core import bounds, languages
-from .corpus import available_languages, check_source, has_reference_answers, read_pairs
+from .corpus import available_languages, check_source, data, has_reference_answers, read_pairs
 from .errors import ManifestError
 from .judges import templates
 from .judges.protocol import MULTI_TURN, Judging, TemplateError
@@ -149,7 +149,7 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
     environ = os.environ if environ is None else environ
     try:
-        manifest = _resolve_paths(manifest, path.parent.resolve())
+        manifest = _resolve_paths(manifest, path.parent.resolve(), environ)
         manifest = _resolve_judges(manifest, path.parent.resolve(), environ)
         check(manifest, environ)
     except ManifestError as e:
@@ -159,16 +159,23 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
     return manifest
 
 
-def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
-    """Make every path absolute, relative to the manifest's folder; fill ``{name}``."""
+def _resolve_paths(manifest: Manifest, base: Path, environ: dict[str, str] | None = None) -> Manifest:
+    """Make every path absolute, relative to the manifest's folder; fill ``{name}``; find
+    ``data:NAME`` source paths (``corpus/data.py``)."""
 
     def absolute(p: str) -> str:
         q = Path(p).expanduser()
         return os.path.normpath(q if q.is_absolute() else base / q)
 
+    for name in manifest.corpus.data_dirs:
+        if name not in data.CATALOGUE:
+            raise ManifestError(f"corpus.data_dirs.{name}",
+                                f"unknown data set (known: {', '.join(sorted(data.CATALOGUE))})")
+    copies = {name: absolute(folder) for name, folder in manifest.corpus.data_dirs.items()}
     sources = [
-        msgspec.structs.replace(s, path=absolute(s.path)) if getattr(s, "path", None) else s
-        for s in manifest.corpus.sources
+        msgspec.structs.replace(s, path=_data_path(s.path, copies, environ, i) if data.is_reference(s.path)
+                                else absolute(s.path)) if getattr(s, "path", None) else s
+        for i, s in enumerate(manifest.corpus.sources)
     ]
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
@@ -182,6 +189,19 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
             for j in manifest.judges])
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
                                                                                       manifest.name)))
+
+
+def _data_path(reference: str, copies: dict[str, str], environ: dict[str, str] | None, i: int) -> str:
+    name, _ = data.split(reference)
+    if name not in data.CATALOGUE:
+        raise ManifestError(f"corpus.sources[{i}].path", f"{reference}: unknown data set {name!r} "
+                                                          f"(known: {', '.join(sorted(data.CATALOGUE))})")
+    found = data.locate(reference, copies, environ)
+    if found is None:
+        places = " or ".join(str(p) for p in data.candidates(reference, copies, environ))
+        raise ManifestError(f"corpus.sources[{i}].path", f"{reference} is not in {places}: "
+                                                          f"`babelrun data get {name}` fetches it")
+    return os.path.normpath(found.resolve())
 
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")

@@ -155,6 +155,10 @@ class CorpusSpec(_Spec, frozen=True):
     min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
     min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
     parallel: ParallelSpec | None = None
+    # A source path ``data:NAME[/sub]`` names a public data set (``babelrun data get NAME``):
+    # looked for in the folder named here for NAME (a copy the user has), then in the user
+    # data folder (babelrun/corpus/data.py).
+    data_dirs: dict[str, str] = {}
 
 
 # ---- perturbations ------------------------------------------------------------------------
