@@ -282,6 +282,7 @@ def check(manifest: Manifest, environ) -> None:
         raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
     _check_perturbations(manifest.perturbations, "perturbations", {**TEXT_PERTURBATIONS, **probes.PROBES})
     _check_probes(manifest.perturbations)
+    _check_romanised(manifest)
     if manifest.agentic is not None:
         _check_perturbations(manifest.agentic.perturbations, "agentic.perturbations", AGENTIC_PERTURBATIONS)
         if not any(isinstance(s, TrajectoriesSource) for s in manifest.corpus.sources):
@@ -485,6 +486,26 @@ def _check_probes(perturbations: list[PerturbationSpec]) -> None:
                 probes.cues(pert.cues)
             except (probes.CueFileError, ValueError, OSError) as e:
                 raise ManifestError(f"{where}.cues", f"{pert.cues}: {e}") from None
+
+
+def _check_romanised(manifest: Manifest) -> None:
+    """The ``romanised`` probe: no cue language or cue file (its cue is the script), and every
+    language of the corpus in a script it can transliterate (perturb/romanise.py), named."""
+    from .perturb import romanise
+
+    for i, pert in enumerate(manifest.perturbations):
+        if pert.name != probes.ROMANISED:
+            continue
+        if pert.cue_language != "item" or pert.cues is not None:
+            field = "cues" if pert.cues is not None else "cue_language"
+            raise ManifestError(f"perturbations[{i}].{field}", "romanised has no cue text: its cue is the script")
+        chosen = manifest.corpus.languages
+        wanted = (sorted(available_languages(manifest)) if chosen == "all"
+                  else [languages.normalize(c) for c in chosen if _valid(c)])
+        refused = [why for lang in wanted if (why := romanise.problem(lang)) is not None]
+        if refused:
+            raise ManifestError(f"perturbations[{i}]", "romanised: " + "; ".join(refused)
+                                + " — leave these languages out (corpus.languages)")
 
 
 def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:

@@ -269,6 +269,11 @@ class SimulatedKnobs(_Spec, frozen=True):
     # Robustness probes: per probe, the share of presentations where the judge names the cued
     # (worse) answer whatever its quality (``ProbeKnobs``). Left out of the judge_id while unset.
     probes: ProbeKnobs | None = None
+    # With this probability a decisive pairwise reply names the answer in the item language's
+    # own script where the other is in Latin script (the ``romanised`` probe: the native-script
+    # degraded answer over the romanised reference); in the probes' window, before accuracy.
+    # Left out of the judge_id at 0.
+    script_bias: Probability = 0.0
 
 
 class ProbeKnobs(_Spec, frozen=True):

@@ -44,7 +44,7 @@ def judge_id(spec: JudgeSpec) -> str:
 # their default, so adding a knob never renames existing judges.
 _LATER_KNOBS: dict[str, Any] = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None,
                                 "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
-                                "self_preference": 0.0, "probes": None}
+                                "self_preference": 0.0, "probes": None, "script_bias": 0.0}
 # Judge options added later that can change a verdict, in the identity only when set.
 _LATER_OPTIONS = ("reasoning", "reasoning_effort", "azure", "callable", "rule", "replay")
 
