@@ -83,7 +83,7 @@ def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text) if len(w) >= 2]
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=4096)
 def classify(raw: str, lang: str) -> int:
     """1: the reply's prose is not in ``lang``; 0: it is; -1: no prose, or a language the
     identifier does not know (not counted)."""
@@ -129,11 +129,35 @@ def _arrays(table: pa.Table) -> dict[str, np.ndarray]:
     # replies with a verdict only: an unreadable one is counted as such (invalid_rate), not here
     raw = pc.if_else(pc.equal(verdict, "invalid"), "", table["raw"].cast(pa.string()).fill_null("")).to_pylist()
     lang = table["lang"].cast(pa.string()).to_pylist()
+    seen: dict[tuple[str, str], int] = {}  # a row group's repeated replies identified once
+    cls = []
+    for key in zip(raw, lang, strict=True):
+        if key not in seen:
+            seen[key] = classify(*key)
+        cls.append(seen[key])
     return {"judge_id": np.array(table["judge_id"].cast(pa.string()).to_pylist(), dtype=object),
             "lang": np.array(lang, dtype=object),
             "perturbation": np.array(table["perturbation"].cast(pa.string()).to_pylist(), dtype=object),
-            "cls": np.array([classify(r, g) for r, g in zip(raw, lang, strict=True)], dtype=np.int8),
+            "cls": np.array(cls, dtype=np.int8),
             "correct": pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)}
+
+
+def _read(run_dir: Path) -> dict[str, np.ndarray] | None:
+    """The per-record columns, a row group at a time: the reply texts of one row group are in
+    memory at once, never the log's (a judge's replies may be kilobytes each)."""
+    from ..store import compact
+
+    f = compact.parquet_file(run_dir)
+    if not set(COLUMNS) <= set(f.schema_arrow.names):  # an old log without raw replies
+        return None
+    parts = []
+    for i in range(f.metadata.num_row_groups):
+        group = f.read_row_group(i, columns=COLUMNS)
+        not_probe = pc.invert(pc.fill_null(pc.equal(group["kind"].cast(pa.string()), "probe"), False))
+        parts.append(_arrays(group.filter(not_probe)))  # the probes' cards are their own family
+    if not parts:
+        return None
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _with(card: Any, cols: dict[str, np.ndarray], mask: np.ndarray) -> Any:
@@ -162,17 +186,8 @@ def _judges(judges: Sequence[Any], cols: dict[str, np.ndarray]) -> list[Any]:
 def attach(cards: Cards, run_dir: Path) -> Cards:
     """``cards`` with ``reply_language`` on each text card (degradations and labelled pairs)
     whose judge's replies hold prose, from the run's records."""
-    from ..store import compact
-    from . import probes
-
-    try:
-        table = compact.load(run_dir, COLUMNS, where=probes.not_probe)
-    except (KeyError, pa.ArrowInvalid):  # an old log without raw replies
-        return cards
-    if table.num_rows == 0:
-        return cards
-    cols = _arrays(table)
-    if not (cols["cls"] >= 0).any():
+    cols = _read(run_dir)
+    if cols is None or not (cols["cls"] >= 0).any():
         return cards
     pairs = [msgspec.structs.replace(f, judges=_judges(f.judges, cols)) for f in cards.pairs]
     return msgspec.structs.replace(cards, judges=_judges(cards.judges, cols), pairs=pairs)

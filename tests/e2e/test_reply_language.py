@@ -22,8 +22,8 @@ class _Explainer(LoopbackServer):
     """Names the longer answer, after an explanation in English or in the item's language
     (told from the question's script: Devanagari is the Hindi item's)."""
 
-    def __init__(self, own_language: bool):
-        self.own_language = own_language
+    def __init__(self, own_language: bool | None):
+        self.own_language = own_language  # None: in the item's language when it names A, else in English
 
     def add_routes(self, app) -> None:
         from aiohttp import web
@@ -34,8 +34,9 @@ class _Explainer(LoopbackServer):
             a = text.split("A<<<", 1)[1].split(">>>", 1)[0]
             b = text.split("B<<<", 1)[1].split(">>>", 1)[0]
             hindi = any("\u0900" <= ch <= "\u097f" for ch in text.split("A<<<", 1)[0])
-            why = (HINDI if hindi else SWAHILI) if self.own_language else ENGLISH
-            content = f"{why}\n\n[[{'A' if len(a) >= len(b) else 'B'}]]"
+            slot = "A" if len(a) >= len(b) else "B"
+            own = self.own_language if self.own_language is not None else slot == "A"
+            content = f"{(HINDI if hindi else SWAHILI) if own else ENGLISH}\n\n[[{slot}]]"
             return web.json_response({
                 "id": "x", "object": "chat.completion", "model": "explainer",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
@@ -48,10 +49,10 @@ def test_a_judge_reasoning_in_english_is_caught_and_one_in_the_items_language_is
     template = {"user": "Which answer is better? Explain, then end with [[A]], [[B]] or [[C]] for a tie.\n"
                         "Q<<<{question}>>>\nA<<<{answer_a}>>>\nB<<<{answer_b}>>>"}
     verdict = {"pattern": r"\[\[(A|B|C)\]\]", "labels": {"A": "A", "B": "B", "C": "tie"}}
-    with _Explainer(False) as english, _Explainer(True) as native:
+    with _Explainer(False) as english, _Explainer(True) as native, _Explainer(None) as both:
         judges = [{"name": name, "backend": "openai", "model": "m", "endpoint": server.url + "/v1",
                    "retries": 0, "prompt": template, "verdict": verdict}
-                  for name, server in (("english", english), ("native", native))]
+                  for name, server in (("english", english), ("native", native), ("both", both))]
         path = write_manifest(tmp_path, judges, corpus={"languages": ["hi", "sw"], "references_per_language": 10})
         assert quiet_audit(path).exit_code == 0
     doc = json.loads((tmp_path / "run" / "cards.json").read_text())
@@ -62,8 +63,11 @@ def test_a_judge_reasoning_in_english_is_caught_and_one_in_the_items_language_is
         assert e["not_in_item_language"]["value"] >= 0.9, (lang, e)
         assert n["not_in_item_language"]["value"] <= 0.1, (lang, n)
         assert e["identifier"] == "py3langid"
-    # one group only: no split of accuracy
+    # one group only: no split of accuracy; two large groups: split (the same verdicts, by slot)
     assert by["english"]["hi"]["reply_language"]["accuracy_other"] is None
+    split = next(jc for jc in doc["judges"] if jc["judge"] == "both")["overall"]["reply_language"]
+    assert split["accuracy_in_language"]["n"] + split["accuracy_other"]["n"] == split["replies"]
+    assert 0.3 <= split["not_in_item_language"]["value"] <= 0.7
     md = (tmp_path / "run" / "report.md").read_text()
     assert "not in the item's language" in md and "| english | hi" in md
 
