@@ -261,6 +261,15 @@ def is_whole(text: str) -> bool:
     return bool(_WHOLE.search(text)) and not _continues(text)
 
 
+_LINE_END = regex.compile(rf"[[{_PHRASE_SPACED}]&&[\p{{L}}\p{{M}}]]$", regex.V1)
+
+
+def ends_at_line(text: str) -> bool:
+    """Whether a sentence ends only because a line break follows it (a paragraph of a
+    phrase-spaced script with no mark at its end): put anywhere, it needs one after it."""
+    return bool(_LINE_END.search(text))
+
+
 def join(parts: list[Sentence]) -> str:
     return "".join(p.text + p.gap for p in parts).strip()
 
