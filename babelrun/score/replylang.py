@@ -74,9 +74,12 @@ def _known(lang: str) -> str | None:
     """The identifier's label for ``lang`` (None where it has none)."""
     import langcodes
 
-    labels = _identifier().nb_classes
-    best = min(labels, key=lambda label: langcodes.tag_distance(lang, str(label)))
-    return str(best) if langcodes.tag_distance(lang, str(best)) < SAME_LANGUAGE else None
+    labels = [str(label) for label in _identifier().nb_classes]
+    base = lang.split("-", 1)[0].lower()
+    if base in labels:
+        return base
+    best = min(labels, key=lambda label: langcodes.tag_distance(lang, label))
+    return best if langcodes.tag_distance(lang, best) < SAME_LANGUAGE else None
 
 
 def _words(text: str) -> list[str]:
@@ -89,10 +92,12 @@ def classify(raw: str, lang: str) -> int:
     identifier does not know (not counted)."""
     from ..perturb import script
 
-    target = _known(lang)
     prose = _MARKS.sub(" ", raw or "")
     words = _words(prose)
-    if target is None or len(words) < MIN_WORDS or sum(map(len, words)) < MIN_LETTERS:
+    if len(words) < MIN_WORDS or sum(map(len, words)) < MIN_LETTERS:
+        return -1  # first: most replies of most judges are a bare verdict
+    target = _known(lang)
+    if target is None:
         return -1
     ident = _identifier()
     parts = [p.text for p in script.sentences(prose) if len(_words(p.text)) >= 2] or [prose]
