@@ -11,7 +11,10 @@ answer written by the judge's own ``family`` is named with probability s (only w
 one answer is its family's). With ``probes`` (``ProbeKnobs``), after the verbosity draw, a
 robustness probe's cued answer (a master key's non-answer) is named with its probe's
 probability c; so on cue probes ``cue_success`` estimates c + (1 − c)(1 − a) and ``cue_effect``
-c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. Under this model
+c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. ``script_bias`` b
+works the same way where one answer is in Latin script and the other is not (the
+``romanised`` probe): the non-Latin answer is named with probability b, so its cue effect
+estimates b·a. Under this model
 the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see docs/metrics.md).
 
@@ -65,6 +68,7 @@ from ..core import languages
 from ..core.items import bare_name
 from ..errors import ManifestError
 from ..perturb import TEXT_PERTURBATIONS, probes
+from ..perturb.romanise import main_script
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 from .options import LocalOptions
@@ -76,7 +80,7 @@ from .registry import options_of
 # their default, so adding a knob never renames existing judges.
 _LATER_KNOBS: dict[str, object] = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None,
                                    "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
-                                   "self_preference": 0.0, "probes": None}
+                                   "self_preference": 0.0, "probes": None, "script_bias": 0.0}
 
 
 class SimulatedOptions(LocalOptions, frozen=True):
@@ -142,13 +146,14 @@ class SimulatedJudge:
         pert_slot = "B" if ref_slot == "A" else "A"
         w = rng.random()
         len_a, len_b = len(request.answer_a), len(request.answer_b)
+        cue, pulled = self.pull(request, pert_slot)  # draws nothing: the draws are as before without it
         if w < abs(k.position_bias):
             slot = "A" if k.position_bias > 0 else "B"
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
-        elif ((cue := self.susceptibility(request))
+        elif (cue
               and abs(k.position_bias) + k.verbosity_bias <= w < abs(k.position_bias) + k.verbosity_bias + cue):
-            slot = pert_slot  # taken in by the probe's cue (or master key): the worse answer
+            slot = pulled  # taken in by the probe's cue (or master key): the worse answer; or by the script
             # (its own window after the verbosity one: with no probe the draws are as before)
         elif w < abs(k.position_bias) + k.verbosity_bias + cue + k.self_preference and (own := self.own_slot(request)):
             slot = own
@@ -156,6 +161,18 @@ class SimulatedJudge:
             slot = ref_slot if rng.random() < self.accuracy(request) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
+
+    def pull(self, request: JudgeRequest, pert_slot: str) -> tuple[float, str]:
+        """What draws the judge away from quality on this item, and to which slot: a probe's
+        cue (its knob, the worse answer), else ``script_bias`` towards the answer in a script
+        other than Latin where the other answer is in Latin script; (0, "") otherwise."""
+        cue = self.susceptibility(request)
+        if cue or not self.knobs.script_bias:
+            return cue, pert_slot
+        a, b = main_script(request.answer_a), main_script(request.answer_b)
+        if a != b and "LATIN" in (a, b) and "" not in (a, b):
+            return self.knobs.script_bias, "B" if a == "LATIN" else "A"
+        return 0.0, pert_slot
 
     def susceptibility(self, request: JudgeRequest) -> float:
         """The judge's knob for this item's robustness probe (0 for every other item, the
@@ -187,9 +204,9 @@ class SimulatedJudge:
         k, rng = self.knobs, self._rng(request)
         if rng.random() < k.invalid_rate:
             return None
-        cue = self.susceptibility(request)
-        if cue and rng.random() < cue:  # taken in by a probe's cue (a master key): sure of the worse answer
-            p_a = 1 - k.tie_rate if request.order == "pert_first" else 0.0
+        cue, pulled = self.pull(request, "A" if request.order == "pert_first" else "B")
+        if cue and rng.random() < cue:  # taken in by a probe's cue (a master key, the script): sure of it
+            p_a = 1 - k.tie_rate if pulled == "A" else 0.0
             return (p_a, 1 - k.tie_rate - p_a, k.tie_rate)
         quality = _probit(self.accuracy(request))
         len_a, len_b = len(request.answer_a), len(request.answer_b)
@@ -288,6 +305,8 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
 def _knobs_problem(knobs: SimulatedKnobs) -> tuple[str, str] | None:
     if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:
         return "", "|position_bias| + verbosity_bias must not exceed 1"
+    if abs(knobs.position_bias) + knobs.verbosity_bias + knobs.script_bias > 1.0:
+        return "script_bias", "|position_bias| + verbosity_bias + script_bias must not exceed 1"
     if knobs.probes is not None:
         worst = max(msgspec.structs.astuple(knobs.probes))
         if abs(knobs.position_bias) + knobs.verbosity_bias + worst > 1.0:

@@ -17,7 +17,7 @@ import msgspec
 from .. import judges
 from ..agentic import AGENTIC_PERTURBATIONS
 from ..core import bounds, languages, yaml_keys
-from ..corpus import available_languages, check_source, has_reference_answers, read_pairs
+from ..corpus import available_languages, check_source, data, has_reference_answers, read_pairs
 from ..errors import ManifestError
 from ..judges import templates
 from ..judges.options import batch_of
@@ -79,7 +79,7 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
     environ = os.environ if environ is None else environ
     manifest = with_defaults(manifest)
     try:
-        manifest = _resolve_paths(manifest, path.parent.resolve())
+        manifest = _resolve_paths(manifest, path.parent.resolve(), environ)
         manifest = _resolve_judges(manifest, path.parent.resolve(), environ)
         check(manifest, environ)
     except ManifestError as e:
@@ -113,16 +113,23 @@ def with_defaults(manifest: Manifest) -> Manifest:
     return msgspec.structs.replace(manifest, perturbations=text_perturbations(manifest), agentic=agentic)
 
 
-def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
-    """Make every path absolute, relative to the manifest's folder; fill ``{name}``."""
+def _resolve_paths(manifest: Manifest, base: Path, environ: dict[str, str] | None = None) -> Manifest:
+    """Make every path absolute, relative to the manifest's folder; fill ``{name}``; find
+    ``data:NAME`` source paths (``corpus/data.py``)."""
 
     def absolute(p: str) -> str:
         q = Path(p).expanduser()
         return os.path.normpath(q if q.is_absolute() else base / q)
 
+    for name in manifest.corpus.data_dirs:
+        if name not in data.CATALOGUE:
+            raise ManifestError(f"corpus.data_dirs.{name}",
+                                f"unknown data set (known: {', '.join(sorted(data.CATALOGUE))})")
+    copies = {name: absolute(folder) for name, folder in manifest.corpus.data_dirs.items()}
     sources = [
-        msgspec.structs.replace(s, path=absolute(s.path)) if getattr(s, "path", None) else s
-        for s in manifest.corpus.sources
+        msgspec.structs.replace(s, path=_data_path(s.path, copies, environ, i) if data.is_reference(s.path)
+                                else absolute(s.path)) if getattr(s, "path", None) else s
+        for i, s in enumerate(manifest.corpus.sources)
     ]
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
@@ -136,6 +143,19 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
             for j in manifest.judges])
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
                                                                                       manifest.name)))
+
+
+def _data_path(reference: str, copies: dict[str, str], environ: dict[str, str] | None, i: int) -> str:
+    name, _ = data.split(reference)
+    if name not in data.CATALOGUE:
+        raise ManifestError(f"corpus.sources[{i}].path", f"{reference}: unknown data set {name!r} "
+                                                          f"(known: {', '.join(sorted(data.CATALOGUE))})")
+    found = data.locate(reference, copies, environ)
+    if found is None:
+        places = " or ".join(str(p) for p in data.candidates(reference, copies, environ))
+        raise ManifestError(f"corpus.sources[{i}].path", f"{reference} is not in {places}: "
+                                                          f"`babelrun data get {name}` fetches it")
+    return os.path.normpath(found.resolve())
 
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -221,6 +241,7 @@ def check(manifest: Manifest, environ) -> None:
         raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
     _check_perturbations(perturbations, "perturbations", {**TEXT_PERTURBATIONS, **probes.PROBES})
     _check_probes(perturbations)
+    _check_romanised(manifest)
     if manifest.agentic is not None:
         _check_perturbations(agentic_perturbations(manifest.agentic), "agentic.perturbations",
                              AGENTIC_PERTURBATIONS)
@@ -425,6 +446,26 @@ def _check_probes(perturbations: list[PerturbationSpec]) -> None:
                 probes.cues(pert.cues)
             except (probes.CueFileError, ValueError, OSError) as e:
                 raise ManifestError(f"{where}.cues", f"{pert.cues}: {e}") from None
+
+
+def _check_romanised(manifest: Manifest) -> None:
+    """The ``romanised`` probe: no cue language or cue file (its cue is the script), and every
+    language of the corpus in a script it can transliterate (perturb/romanise.py), named."""
+    from ..perturb import romanise
+
+    for i, pert in enumerate(manifest.perturbations or []):
+        if pert.name != probes.ROMANISED:
+            continue
+        if pert.cue_language != "item" or pert.cues is not None:
+            field = "cues" if pert.cues is not None else "cue_language"
+            raise ManifestError(f"perturbations[{i}].{field}", "romanised has no cue text: its cue is the script")
+        chosen = manifest.corpus.languages
+        wanted = (sorted(available_languages(manifest)) if chosen == "all"
+                  else [languages.normalize(c) for c in chosen if _valid(c)])
+        refused = [why for lang in wanted if (why := romanise.problem(lang)) is not None]
+        if refused:
+            raise ManifestError(f"perturbations[{i}]", "romanised: " + "; ".join(refused)
+                                + " — leave these languages out (corpus.languages)")
 
 
 def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import RunDir
-from . import composite, probes
+from . import composite, probes, replylang
 from .agentic import AgenticJudgeCards
 from .cards import Cards, JudgeCards, RunMeta, encode
 from .columnar import SCORING_COLUMNS, cells, score
@@ -66,6 +66,7 @@ def cards_of_run(run_dir: Path) -> Cards:
                                     composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
                                     agentic=_label_stale(cards.agentic, info.judge_ids))
     cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, run_dir))
+    cards = replylang.attach(cards, run_dir)
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
     gc.collect()

@@ -150,6 +150,10 @@ class CorpusSpec(_Spec, frozen=True):
     min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
     min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
     parallel: ParallelSpec | None = None
+    # A source path ``data:NAME[/sub]`` names a public data set (``babelrun data get NAME``):
+    # looked for in the folder named here for NAME (a copy the user has), then in the user
+    # data folder (babelrun/corpus/data.py).
+    data_dirs: dict[str, str] = {}
 
 
 # ---- perturbations ------------------------------------------------------------------------
@@ -254,6 +258,11 @@ class SimulatedKnobs(_Spec, frozen=True):
     # Robustness probes: per probe, the share of presentations where the judge names the cued
     # (worse) answer whatever its quality (``ProbeKnobs``). Left out of the judge_id while unset.
     probes: ProbeKnobs | None = None
+    # With this probability a decisive pairwise reply names the answer in the item language's
+    # own script where the other is in Latin script (the ``romanised`` probe: the native-script
+    # degraded answer over the romanised reference); in the probes' window, before accuracy.
+    # Left out of the judge_id at 0.
+    script_bias: Probability = 0.0
 
 
 class ProbeKnobs(_Spec, frozen=True):
