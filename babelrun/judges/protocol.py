@@ -39,7 +39,7 @@ import msgspec
 from ..core.items import Item
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
-from . import safe_regex
+from . import jinja, safe_regex
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
 
@@ -59,19 +59,18 @@ ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "qu
            # LLMBar ({input}, {output_1}, {output_2}); JudgeLM ({answer_1}, {answer_2}; its {prompt} is
            # its instructions block, filled by the loader from the prompt file's defaults)
            "input": "question", "answer_1": "answer_a", "answer_2": "answer_b"}
-# Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing:
-# refused at validate with the tool's name and the fix.
+# Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing,
+# in a file of that tool's shape (the loader, templates.py, knows which): refused at validate
+# with the tool's name and the fix. In any other file such a name is an unknown field.
 _MULTI_TURN = ("MT-Bench's multi-turn pointwise and reference-guided templates ({answer_1} of a turn, "
                "{ref_answer_2}) are not read: use pair-v2-multi-turn (pairwise, labelled pairs with turns) or "
                "a single-turn template (single-v1)")
-SOURCE_FIELDS = {
-    **{name: _MULTI_TURN for name in ("ref_answer_2",)},
-    "answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun compares two "
-                    "answers; use a JudgeLM template without it"),
-    "rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
-               "prompt: {file: …, vars: {rubric: \"…\"}} (it may use {question})"),
-    "instructions": ("inspect_ai's {instructions} is its grading instructions: give them in the manifest, "
-                     "prompt: {file: …, vars: {instructions: \"…\"}}"),
+TOOL_FIELDS = {
+    "MT-Bench": {"ref_answer_2": _MULTI_TURN},
+    "JudgeLM": {"answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun "
+                                "compares two answers; use a JudgeLM template without it")},
+    "promptfoo": {"rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
+                             "prompt: {file: …, vars: {rubric: \"…\"}} (it may use {question})")},
 }
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
@@ -103,15 +102,25 @@ def template_of(spec: JudgeSpec) -> Template:
         return TEMPLATES[prompt]
     if prompt.user is None:
         raise TemplateError("prompt", "needs `user` text (or `file`)")
-    digest = hashlib.blake2b(f"{prompt.system}\x1f{prompt.user}".encode(), digest_size=6).hexdigest()
-    return Template(name=f"user:{digest}", version=0, system=prompt.system, user=prompt.user)
+    if not isinstance(prompt.user, str) or not isinstance(prompt.system, str):
+        raise TemplateError("prompt", "the prompt's parts are read by the manifest loader (manifest.load)")
+    jinja2_ = prompt.syntax == "jinja2"
+    text = f"{prompt.system}\x1f{prompt.user}"  # the text alone, as before, where nothing else is set
+    if jinja2_:
+        text += "\x1fjinja2" + "".join(f"\x1e{k}={v}" for k, v in sorted(prompt.vars.items()))
+    if prompt.fields:
+        text += "\x1ffields" + "".join(f"\x1e{k}={v}" for k, v in sorted(prompt.fields.items()))
+    digest = hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+    return Template(name=f"user:{digest}", version=0, system=prompt.system, user=prompt.user,
+                    syntax="jinja2" if jinja2_ else "format", fields=dict(prompt.fields),
+                    vars=dict(prompt.vars) if jinja2_ else {})
 
 
 def builtin(spec: JudgeSpec) -> bool:
     return isinstance(spec.prompt, str)
 
 
-def fields_of(text: str) -> list[str]:
+def fields_of(text: str, aliases: dict[str, str] = ALIASES) -> list[str]:
     """The ``str.format`` field names of ``text``, aliases resolved; raises ValueError on a
     malformed template or a field that is not a plain name."""
     names = []
@@ -124,7 +133,31 @@ def fields_of(text: str) -> list[str]:
             shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
             raise ValueError(f"field {shown[:60]} has a format spec or conversion: write the field plain, "
                              f"{{{name}}}")
-        names.append(ALIASES.get(name, name))
+        names.append(aliases.get(name, name))
+    return names
+
+
+def aliases_of(template: Template) -> dict[str, str]:
+    """The template's names for babelrun's fields: the other tools' aliases, then its own
+    ``fields`` map (which wins)."""
+    return {**ALIASES, **template.fields} if template.fields else ALIASES
+
+
+def raw_names(template: Template) -> set[str]:
+    """The names the template's texts read, as written (before aliases); for Jinja2, the
+    names it reads that it does not set itself. ``TemplateError`` on a malformed template."""
+    names: set[str] = set()
+    for part in (template.system, template.user):
+        if template.syntax == "jinja2":
+            try:
+                names.update(jinja.check(part)[0])
+            except jinja.JinjaError as e:
+                raise TemplateError("prompt", str(e)) from None
+            continue
+        try:
+            names.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
+        except ValueError as e:
+            raise TemplateError("prompt", f"not a valid template: {e}") from None
     return names
 
 
@@ -133,12 +166,20 @@ def check_template(template: Template, protocol: str) -> set[str]:
     check_source_fields(template)
     if protocol == "pointwise" and multi_turn(template):
         raise TemplateError("prompt", _MULTI_TURN)
+    aliases = aliases_of(template)
+    raw = raw_names(template)
     used: set[str] = set()
-    for part in (template.system, template.user):
+    if template.syntax == "jinja2":
+        used.update(aliases.get(name, name) for name in raw - set(template.vars))
+        texts = list(template.vars.values())  # a var's text is babelrun's str.format text
+    else:
+        texts = [template.system, template.user]
+    for part in texts:
         try:
-            used.update(fields_of(part))
+            used.update(fields_of(part, aliases))
         except ValueError as e:
             raise TemplateError("prompt", f"not a valid template: {e}") from None
+    _check_fields_map(template, raw, protocol)
     other = "pointwise" if protocol == "pairwise" else "pairwise"
     if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
         raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
@@ -146,12 +187,28 @@ def check_template(template: Template, protocol: str) -> set[str]:
                                       + (" (built-in: prompt: pointwise)" if protocol == "pointwise" else ""))
     unknown = sorted(used - FIELDS[protocol])
     if unknown:
-        raise TemplateError("prompt", f"unknown field {{{unknown[0]}}} in a {protocol} template "
-                                      f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))})")
+        name = unknown[0]
+        raise TemplateError("prompt", f"unknown field {{{name}}} in a {protocol} template "
+                                      f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))}); a name of the "
+                                      f"template's own: map it, fields: {{{name}: question}}, or give its text, "
+                                      f"vars: {{{name}: \"…\"}}")
     for field in REQUIRED[protocol]:
         if field not in used and f"{field}_2" not in used:  # a two-turn template judges {answer_a_2} …
             raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
     return used
+
+
+def _check_fields_map(template: Template, raw: set[str], protocol: str) -> None:
+    """Each ``fields`` entry names a name the template reads and one of babelrun's fields."""
+    for name, field in template.fields.items():
+        if name not in raw:
+            raise TemplateError(f"prompt.fields.{name}", f"{{{name}}} is not a name the template reads "
+                                                         f"(it reads: {', '.join(sorted(raw)) or 'none'})")
+        if field not in FIELDS[protocol]:
+            raise TemplateError(f"prompt.fields.{name}", f"{field!r} is not a field of a {protocol} template "
+                                                         f"(babelrun's: {', '.join(sorted(FIELDS[protocol]))})")
+        if name in template.vars:
+            raise TemplateError(f"prompt.fields.{name}", f"{{{name}}} is in both fields and vars: keep one")
 
 
 def plain_format(text: str) -> bool:
@@ -167,41 +224,58 @@ def plain_format(text: str) -> bool:
 
 def multi_turn(template: Template) -> bool:
     """Whether a template uses MT-Bench's two-turn fields ({question_1} … {answer_b_2})."""
-    names: set[str] = set()
-    for part in (template.system, template.user):
-        try:
-            names.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
-        except ValueError:
-            return False
-    return bool(names & MULTI_TURN)
+    try:
+        names = raw_names(template)
+    except TemplateError:
+        return False
+    aliases = aliases_of(template)
+    return bool({aliases.get(name, name) for name in names} & MULTI_TURN)
 
 
-def check_source_fields(template: Template) -> None:
-    """Refuse another tool's field that babelrun cannot bind, or would bind wrongly, naming
-    the tool and the fix (``SOURCE_FIELDS``; JudgeLM's ``{prompt}`` beside ``{question}``)."""
-    raw: set[str] = set()
-    for part in (template.system, template.user):
-        try:
-            raw.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
-        except ValueError:
-            return  # check_template says what is malformed
-    for name in sorted(raw):
-        if name in SOURCE_FIELDS:
-            raise TemplateError("prompt", f"field {{{name}}}: {SOURCE_FIELDS[name]}")
-    if "prompt" in raw and "question" in raw:  # JudgeLM's shape: {question} … [System] {prompt}
-        raise TemplateError("prompt", "field {prompt} beside the question: JudgeLM's {prompt} is its instructions "
-                                      "block, not the question; read its prompt file with its defaults "
-                                      "(prompt: {file: …}) or give the text, prompt: {…, vars: {prompt: \"…\"}}")
+def check_source_fields(template: Template, tool: str | None = None) -> None:
+    """Refuse a field that babelrun would bind wrongly, and, in a file of a tool's shape
+    (``tool``, known to the loader), that tool's fields babelrun cannot bind, naming the tool
+    and the fix (``TOOL_FIELDS``)."""
+    try:
+        raw = raw_names(template)
+    except TemplateError:
+        return  # check_template says what is malformed
+    own = TOOL_FIELDS.get(tool or "", {})
+    for name in sorted(raw - set(template.fields) - set(template.vars)):
+        if name in own:
+            raise TemplateError("prompt", f"field {{{name}}}: {own[name]}")
+    if "prompt" in raw and "question" in raw and "prompt" not in template.fields and "prompt" not in template.vars:  # JudgeLM's {prompt} block
+        judgelm = "JudgeLM's {prompt} is its instructions block; read its prompt file with its defaults " \
+                  "(prompt: {file: …}), or " if tool == "JudgeLM" else ""
+        raise TemplateError("prompt", "field {prompt} beside {question}: both would read the question; "
+                                      f"{judgelm}give its text, vars: {{prompt: \"…\"}}, or map it, fields:")
 
 
 # ---- verdicts ------------------------------------------------------------------------------
 
 
 def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
-    """The declared verdict; the pointwise default where none is; None: the strict parser."""
+    """The declared verdict (pointwise labels as scores, ``scored_labels``); the pointwise
+    default where none is; None: the strict parser."""
     if spec.verdict is not None:
-        return spec.verdict
+        return scored_labels(spec.verdict, spec.protocol)
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
+
+
+def scored_labels(verdict: VerdictSpec, protocol: str) -> VerdictSpec:
+    """A pointwise verdict whose ``labels`` map to scores (``{C: 1, I: 0}``) as the same map
+    under ``values`` (its older name), so both spellings are one verdict and one judge_id;
+    anything else as it is (``check_verdict`` says what is wrong)."""
+    labels = verdict.labels
+    if protocol != "pointwise" or not labels or not all(isinstance(v, (int, float)) for v in labels.values()):
+        return verdict
+    return msgspec.structs.replace(verdict, labels={}, values={**verdict.values,
+                                                               **{k: float(v) for k, v in labels.items()}})
+
+
+def slot_labels(verdict: VerdictSpec) -> dict[str, str]:
+    """A pairwise verdict's labels (text -> A, B or tie)."""
+    return {k: v for k, v in verdict.labels.items() if isinstance(v, str)}
 
 
 def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
@@ -220,8 +294,9 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise TemplateError("verdict.scale", "needs two finite numbers, lo < hi")
         if verdict.labels:
-            raise TemplateError("verdict.labels", "a pointwise verdict reads a number (or a label through "
-                                                  "values:); labels are for pairwise")
+            label = next(iter(verdict.labels))
+            raise TemplateError(f"verdict.labels.{label}", "a pointwise label maps to a score ({C: 1, I: 0}); "
+                                                           "A, B and tie are pairwise verdicts")
         for label, value in verdict.values.items():
             if not lo <= value <= hi:
                 raise TemplateError(f"verdict.values.{label}", f"{value:g} is outside scale [{lo:g}, {hi:g}]")
@@ -229,9 +304,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
                                 "scale and values are for protocol: pointwise")
-        labels = verdict.labels or _IDENTITY
-        if not {"A", "B"} <= set(labels.values()):
-            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        _check_slot_labels(verdict)
     if verdict.reply is not None:
         try:
             fields = fields_of(verdict.reply)
@@ -243,6 +316,15 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
 
 
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
+
+
+def _check_slot_labels(verdict: VerdictSpec) -> None:
+    scored = next((k for k, v in verdict.labels.items() if not isinstance(v, str)), None)
+    if scored is not None:
+        raise TemplateError(f"verdict.labels.{scored}", "a pairwise label maps to A, B or tie; a label that maps "
+                                                        "to a score is pointwise (protocol: pointwise)")
+    if not {"A", "B"} <= set((slot_labels(verdict) or _IDENTITY).values()):
+        raise TemplateError("verdict.labels", "must map some label to A and some to B")
 
 
 def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
@@ -257,8 +339,7 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Patte
                                                    "judge, labels alone")
         if protocol != "pairwise" or verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
-        if not {"A", "B"} <= set(verdict.labels.values()):
-            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        _check_slot_labels(verdict)
         return safe_regex.compile("")
     if protocol != "pairwise":
         raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
@@ -302,7 +383,7 @@ def soft_labels(spec: JudgeSpec) -> dict[str, str] | None:
     """The label tokens a soft judge reads (``verdict: {labels: …}``), or None: the built-in
     A / B / tie tokens. What a backend passes to ``prompt.slot_probabilities``."""
     if spec.soft and spec.verdict is not None and spec.verdict.labels and not spec.verdict.pattern:
-        return dict(spec.verdict.labels)
+        return slot_labels(spec.verdict)
     return None
 
 
@@ -340,7 +421,7 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
         return parse
     if verdict.scores is not None:
         return two_score_reader(verdict)
-    pattern, labels, match = safe_regex.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
+    pattern, labels, match = safe_regex.compile(verdict.pattern), slot_labels(verdict) or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
         label = _captured(pattern, match, raw)
@@ -432,6 +513,8 @@ class Judging:
             self.read_score = score_reader(self.verdict)
         self.localized = spec.prompt_language == "item"
         self.soft = spec.soft
+        self._aliases = aliases_of(self.template)
+        self._jinja = self.template.syntax == "jinja2"
         # Precomputed per template, so that a render does only the per-item work: which
         # placeholders each text fills (aliases resolved), and the texts by language with
         # a placeholder-free system text formatted once.
@@ -470,6 +553,8 @@ class Judging:
             self._write_injection(values, key)
         if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
             values.update(earlier_turn(item, key, values))
+        if self._jinja:
+            return self._render_jinja(values)
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -477,9 +562,27 @@ class Judging:
         system, system_names, user, user_names = texts
         messages = []
         if system is not None:
-            content = system if system_names == () else system.format_map(_filled(values, system_names))
+            content = system if system_names == () else system.format_map(_filled(values, system_names,
+                                                                                    self._aliases))
             messages.append({"role": "system", "content": content})
-        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names))})
+        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names, self._aliases))})
+        return messages
+
+    def _render_jinja(self, values: dict[str, str]) -> list[dict[str, str]]:
+        """A Jinja2 template's messages (judges/jinja.py's sandbox): each name it reads bound to
+        its field's text, or to its var's text filled with the fields."""
+        every = _filled(values, None, self._aliases)
+        messages = []
+        for role, text in (("system", self.template.system), ("user", self.template.user)):
+            if not text:
+                continue
+            names, outputs = jinja.check(text)
+            bound = {name: (self.template.vars[name].format_map(every) if name in self.template.vars
+                            else every[self._aliases.get(name, name)]) for name in names}
+            try:
+                messages.append({"role": role, "content": jinja.render(text, bound, outputs)})
+            except jinja.JinjaError as e:
+                raise TemplateError("prompt", str(e)) from None
         return messages
 
     def _prepared(self, lang: str | None) -> tuple[str | None, _Names, str, _Names]:
@@ -494,7 +597,7 @@ class Judging:
             if any(name is not None and not name.isidentifier() or "{" in (spec or "") for _, name, spec, _ in parsed):
                 return None  # not plain names (check_template rejects these in a user's text): every field
             found = dict.fromkeys(name for _, name, _, _ in parsed if name is not None)
-            return tuple((name, ALIASES.get(name, name)) for name in found)
+            return tuple((name, self._aliases.get(name, name)) for name in found)
 
         system_names = names(system) if system else ()
         fixed = system.format_map({}) if system and system_names == () else system
@@ -507,7 +610,7 @@ class Judging:
             assert self.verdict is not None and self.verdict.scale is not None
             label = f"{self.verdict.scale[1]:g}"
         else:
-            labels = self.verdict.labels if self.verdict is not None and self.verdict.labels else {}
+            labels = slot_labels(self.verdict) if self.verdict is not None else {}
             label = next((k for k, v in labels.items() if v == slot), slot)
         form = reply_format(self.verdict) if self.verdict is not None else None
         return form.format(label=label) if form else label
@@ -557,11 +660,11 @@ def earlier_turn(item: Item, key: str, values: dict[str, str]) -> dict[str, str]
 _Names = tuple[tuple[str, str], ...] | None
 
 
-def _filled(values: dict[str, str], names: _Names) -> dict[str, str]:
+def _filled(values: dict[str, str], names: _Names, aliases: dict[str, str] = ALIASES) -> dict[str, str]:
     """The mapping a text is formatted with: its own placeholders only, or (``None``) every
     field under every alias."""
     if names is None:
-        return {**values, **{alias: values[name] for alias, name in ALIASES.items() if name in values}}
+        return {**values, **{alias: values[name] for alias, name in aliases.items() if name in values}}
     return {name: values[field] for name, field in names if field in values}
 
 
