@@ -180,6 +180,8 @@ def check_template(template: Template, protocol: str) -> set[str]:
         except ValueError as e:
             raise TemplateError("prompt", f"not a valid template: {e}") from None
     _check_fields_map(template, raw, protocol)
+    if template.syntax == "jinja2":
+        _trial_render(template, raw)
     other = "pointwise" if protocol == "pairwise" else "pairwise"
     if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
         raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
@@ -209,6 +211,17 @@ def _check_fields_map(template: Template, raw: set[str], protocol: str) -> None:
                                                          f"(babelrun's: {', '.join(sorted(FIELDS[protocol]))})")
         if name in template.vars:
             raise TemplateError(f"prompt.fields.{name}", f"{{{name}}} is in both fields and vars: keep one")
+
+
+def _trial_render(template: Template, raw: set[str]) -> None:
+    """A Jinja2 template rendered once with a word for every name, so what only rendering
+    shows (``'x' * 10**9``, an attribute a text has not) is an error at validate."""
+    sample = {name: "text" for name in raw}
+    for text in (template.system, template.user):
+        try:
+            jinja.render(text, sample, jinja.check(text)[1])
+        except jinja.JinjaError as e:
+            raise TemplateError("prompt", str(e)) from None
 
 
 def plain_format(text: str) -> bool:

@@ -24,7 +24,7 @@ from ..core import bounds
 from ..spec import JudgeSpec, PromptPart, PromptSpec, VerdictSpec
 from . import jinja, python_source
 from .prompt import TEMPLATES
-from .protocol import FIELDS, TemplateError, check_source_fields, plain_format, template_of
+from .protocol import FIELDS, TemplateError, check_source_fields, plain_format, scored_labels, template_of
 
 
 def _did_you_mean(word: str, known: list[str]) -> str:
@@ -48,6 +48,8 @@ def resolve_judge(judge: JudgeSpec, base: Path) -> JudgeSpec:
     changes: dict[str, object] = {"prompt": prompt}
     if verdict is not None and judge.verdict is None:
         changes["verdict"] = verdict
+    elif judge.verdict is not None:  # pointwise labels -> scores are values: one verdict, one judge_id
+        changes["verdict"] = scored_labels(judge.verdict, judge.protocol)
     return msgspec.structs.replace(judge, **changes)
 
 
