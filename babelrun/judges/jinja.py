@@ -28,7 +28,8 @@ from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Jinja2 syntax: a tag, a comment, or an expression that starts like one (a name, a literal).
 _MARK = re.compile(r"\{%|\{#|\{\{-?\s*[A-Za-z_'\"(\[]")

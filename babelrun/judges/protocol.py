@@ -257,7 +257,8 @@ def check_source_fields(template: Template, tool: str | None = None) -> None:
     for name in sorted(raw - set(template.fields) - set(template.vars)):
         if name in own:
             raise TemplateError("prompt", f"field {{{name}}}: {own[name]}")
-    if "prompt" in raw and "question" in raw and "prompt" not in template.fields and "prompt" not in template.vars:  # JudgeLM's {prompt} block
+    bound = set(template.fields) | set(template.vars)
+    if "prompt" in raw and "question" in raw and "prompt" not in bound:  # JudgeLM's {prompt} block
         judgelm = "JudgeLM's {prompt} is its instructions block; read its prompt file with its defaults " \
                   "(prompt: {file: …}), or " if tool == "JudgeLM" else ""
         raise TemplateError("prompt", "field {prompt} beside {question}: both would read the question; "

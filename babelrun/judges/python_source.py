@@ -73,7 +73,7 @@ def _value(node: ast.expr, assigned: dict[str, ast.expr], depth: int, name: str 
                                           for k in node.keys):
         out: dict[str, object] = {}
         for key, item in zip(node.keys, node.values, strict=True):
-            assert isinstance(key, ast.Constant)
+            assert isinstance(key, ast.Constant) and isinstance(key.value, str)
             try:
                 out[key.value] = _value(item, assigned, depth + 1, name)
             except PythonSourceError:

@@ -68,7 +68,7 @@ from ..perturb import TEXT_PERTURBATIONS, probes
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 from .prompt import parse
-from .protocol import Judging, reply_format, verdict_of
+from .protocol import Judging, reply_format, slot_labels, verdict_of
 
 _OFF_FORMAT = (
     "Both answers have merit, but it depends on the reader.",
@@ -97,7 +97,7 @@ class SimulatedJudge:
         pointwise = how.verdict if self._pointwise else None  # verdict_of: never None for pointwise
         self._scale = pointwise.scale if pointwise is not None else None
         self._values = pointwise.values if pointwise is not None else {}
-        labels = (how.verdict.labels or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
+        labels = (slot_labels(how.verdict) or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
         self._label: dict[str, str] = {}
         for label, slot in labels.items():
             self._label.setdefault(slot, label)

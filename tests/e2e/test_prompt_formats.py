@@ -441,12 +441,14 @@ def test_reward_bench_prompt_dict_read_from_its_py_file_without_importing_it(tmp
         system = server.bodies[-1]["messages"][0]["content"]
     _assert_longer_recovered(card)
     # prompt_v2: implicit concatenation of literals, named by the dict's system_prompt
-    assert system.startswith("Please act as an impartial judge") and system.endswith('"[[B]]" if assistant B is better.')
+    assert system.startswith("Please act as an impartial judge")
+    assert system.endswith('"[[B]]" if assistant B is better.')
 
 
 def test_reward_bench_prometheus_prompt_with_its_own_names_mapped(tmp_path, small_corpus):
     def read(_: str, user: str) -> tuple[str, str]:
-        return _between(user, "###Response A:\n", "\n\n###Response B:"), _between(user, "###Response B:\n", "\n\n###Score")
+        return (_between(user, "###Response A:\n", "\n\n###Response B:"),
+                _between(user, "###Response B:\n", "\n\n###Score"))
 
     with ToolJudge(read, lambda first, a, b: f"Feedback: one is longer. [RESULT] {'A' if first else 'B'}") as server:
         card = _audit(tmp_path, server, small_corpus,
@@ -460,6 +462,9 @@ def test_reward_bench_prometheus_prompt_with_its_own_names_mapped(tmp_path, smal
     assert "###Score Rubric:\nWhich response answers " in user
 
 
+PHOENIX = FIXTURES / "phoenix" / "CORRECTNESS_CLASSIFICATION_EVALUATOR_CONFIG.yaml"
+
+
 def test_phoenix_eval_config_messages_and_label_scores(tmp_path, small_corpus):
     def label(first: bool, a: str, b: str) -> str:
         return f"The output is {'correct' if len(a) > 300 else 'incorrect'}."
@@ -467,7 +472,7 @@ def test_phoenix_eval_config_messages_and_label_scores(tmp_path, small_corpus):
     read = lambda _, user: (_between(user, "<output>\n", "\n</output>"), "")  # noqa: E731
     with ToolJudge(read, label) as server:
         card = _pointwise_card(tmp_path, server, small_corpus,
-                               prompt={"file": str(FIXTURES / "phoenix" / "CORRECTNESS_CLASSIFICATION_EVALUATOR_CONFIG.yaml")},
+                               prompt={"file": str(PHOENIX)},
                                verdict={"pattern": r"\b(correct|incorrect)\b", "labels": {"correct": 1, "incorrect": 0},
                                         "scale": [0, 1]})
     assert card["verbosity_gain"]["value"] > 0 and card["invalid_rate"]["value"] == 0

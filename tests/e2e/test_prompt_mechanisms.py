@@ -156,7 +156,8 @@ def test_letter_grades_map_to_scores_for_a_pointwise_judge(tmp_path):
              "simulated": {"score_reference": 1.0, "score_drop": 1.0, "score_noise": 0.2, "invalid_rate": 0.1}}
     m = write_manifest(tmp_path, [judge], corpus=CORPUS)
     quiet_audit(m)
-    records = [json.loads(line) for p in (tmp_path / "run" / "log").glob("*.jsonl") for line in p.read_text().splitlines()]
+    records = [json.loads(line) for p in (tmp_path / "run" / "log").glob("*.jsonl")
+               for line in p.read_text().splitlines()]
     ok = [r for r in records if r.get("score") is not None]
     assert {r["score"] for r in ok} == {0.0, 1.0}
     assert all(r["raw"].endswith(f"GRADE: {'C' if r['score'] == 1.0 else 'I'}") for r in ok)
