@@ -74,6 +74,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def marked(text: str) -> bool:
+    """Whether ``text`` has something that looks like Jinja2 syntax."""
+    return _MARK.search(text) is not None
+
+
 def is_jinja(texts: Iterable[str]) -> bool:
     """Whether a prompt's texts are Jinja2 rather than ``str.format``: some text has a Jinja2
     tag, comment or ``{{ expression }}``, and the texts are not a ``str.format`` template with
@@ -81,7 +86,7 @@ def is_jinja(texts: Iterable[str]) -> bool:
     from .protocol import plain_format
 
     texts = [t for t in texts if t]
-    if not any(_MARK.search(t) for t in texts):
+    if not any(marked(t) for t in texts):
         return False
     if not all(plain_format(t) for t in texts):
         return True
@@ -197,4 +202,5 @@ def render(source: str, values: Mapping[str, Any], outputs: int) -> str:
     return "".join(parts)
 
 
-__all__ = ["FILTERS", "MAX_ITERATIONS", "JinjaError", "as_format", "check", "environment", "is_jinja", "render"]
+__all__ = ["FILTERS", "MAX_ITERATIONS", "JinjaError", "as_format", "check", "environment", "is_jinja", "marked",
+           "render"]

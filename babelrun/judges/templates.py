@@ -54,9 +54,9 @@ def resolve_judge(judge: JudgeSpec, base: Path) -> JudgeSpec:
 
 
 def inline(text: str) -> bool:
-    """Whether a plain-string ``prompt:`` is inline text (a newline, or a ``{field}``) rather
-    than a built-in name or a file path."""
-    return "\n" in text or _NAMED.search(text) is not None
+    """Whether a plain-string ``prompt:`` is inline text (a newline, a ``{field}``, or Jinja2
+    syntax) rather than a built-in name or a file path."""
+    return "\n" in text or _NAMED.search(text) is not None or jinja.marked(text)
 
 
 def _resolve(judge: JudgeSpec, base: Path) -> tuple[str | PromptSpec, VerdictSpec | None]:

@@ -82,5 +82,5 @@ def test_vars_fill_a_field_with_text_that_may_use_fields():
 
 
 def test_inline_prompt_rule():
-    assert inline("Q: {question}") and inline("two\nlines")
+    assert inline("Q: {question}") and inline("two\nlines") and inline("Q: {{ question }} A: {{ answer_a }}")
     assert not inline("pairwise") and not inline("prompts/my judge.txt")
