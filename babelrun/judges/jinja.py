@@ -83,14 +83,24 @@ def is_jinja(texts: Iterable[str]) -> bool:
     """Whether a prompt's texts are Jinja2 rather than ``str.format``: some text has a Jinja2
     tag, comment or ``{{ expression }}``, and the texts are not a ``str.format`` template with
     a field (``Q: {question} JSON: {{"w": 1}}`` is one: its ``{{`` is a literal brace)."""
-    from .protocol import plain_format
-
     texts = [t for t in texts if t]
     if not any(marked(t) for t in texts):
         return False
-    if not all(plain_format(t) for t in texts):
-        return True
-    return not any(name is not None for t in texts for _, name, _, _ in string.Formatter().parse(t))
+    fields = [_format_fields(t) for t in texts]
+    return any(f is None for f in fields) or not any(fields)
+
+
+def _format_fields(text: str) -> list[str] | None:
+    """The fields of ``text`` read as a ``str.format`` template of plain ``{name}`` fields,
+    or None where it is not one."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return None
+    if any(name is not None and (not name.isidentifier() or spec or conversion)
+           for _, name, spec, conversion in parsed):
+        return None
+    return [name for _, name, _, _ in parsed if name is not None]
 
 
 def parse(source: str) -> nodes.Template:
