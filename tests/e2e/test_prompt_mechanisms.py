@@ -104,6 +104,23 @@ def test_jinja2_template_with_its_own_names_mapped_by_fields(tmp_path):
     assert "syntax: jinja2" in run_yaml and "response_1: answer_a" in run_yaml
 
 
+def test_jinja2_template_under_the_simulated_judge_recovers_its_planted_knobs(tmp_path):
+    """The simulated judge writes its verdict in the template's declared format ([[1]] / [[2]]
+    through labels), so its planted biases come back through the user's own verdict reading."""
+    (tmp_path / "judge.j2").write_text(JINJA)
+    knobs = {"verbosity_bias": 0.8, "invalid_rate": 0.02, "accuracy": {"en": 0.5, "hi": 0.5, "zh": 0.5}}
+    m = write_manifest(tmp_path, [{"name": "sim", "backend": "simulated", "simulated": knobs,
+                                   "prompt": {"file": "judge.j2", "fields": JINJA_FIELDS},
+                                   "verdict": {"pattern": r"\[\[([12])\]\]", "labels": {"1": "A", "2": "B"}}}],
+                       corpus={**CORPUS, "references_per_language": 12})
+    assert _cli("audit", str(m)).returncode == 0
+    card = _card(tmp_path / "run")
+    assert card["invalid_rate"]["value"] < 0.05
+    assert 2 * card["verbosity"]["value"] - 1 == pytest.approx(0.8, abs=0.12)  # 2v - 1 estimates verbosity_bias
+    raw = next((tmp_path / "run" / "log").glob("*.jsonl")).read_text()
+    assert "[[1]]" in raw and "[[2]]" in raw
+
+
 def test_a_py_files_constants_are_read_by_name_and_the_module_never_imported(tmp_path):
     marker = tmp_path / "IMPORTED"
     (tmp_path / "judge_prompts.py").write_text(

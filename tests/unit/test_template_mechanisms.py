@@ -152,3 +152,27 @@ def _item():
 
     return Item(item_id="0" * 20, kind="text", lang="en", ref_id="r", prompt="Q?", reference="REF", perturbed="PERT",
                 perturbation="truncate", severity=0.3, ref_len=3, pert_len=4)
+
+
+def test_fields_map_the_turns_of_a_two_turn_item_in_jinja2():
+    from babelrun.core.items import Item
+
+    text = ("{% for q, a, b in [(first_q, first_a, first_b), (last_q, last_a, last_b)] %}"
+            "User: {{ q }}\nA: {{ a }}\nB: {{ b }}\n{% endfor %}")
+    fields = {"first_q": "question_1", "first_a": "answer_a_1", "first_b": "answer_b_1",
+              "last_q": "question_2", "last_a": "answer_a_2", "last_b": "answer_b_2"}
+    spec = judges.JudgeSpec(name="t", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"),
+                            prompt=manifest.PromptSpec(user=text, fields=fields, syntax="jinja2"))
+    item = Item(item_id="1" * 20, kind="text", lang="en", ref_id="r", prompt="Why?", reference="REF",
+                perturbed="PERT", perturbation="truncate", severity=0.3, ref_len=3, pert_len=4,
+                turns=(("Hi?", "ref hi", "pert hi"),))
+    content = Judging.of(spec).render(item, "pert_first")[-1]["content"]
+    assert content == "User: Hi?\nA: pert hi\nB: ref hi\nUser: Why?\nA: PERT\nB: REF\n"
+
+
+def test_syntax_says_which_where_the_detection_would_guess_wrong(tmp_path):
+    text = "Literal {{ braces }} stay.\nA: {answer_a}\nB: {answer_b}"
+    kept = _load(tmp_path, prompt={"user": text, "syntax": "format"}).judges[0]
+    assert Judging.of(kept).render(_item(), "ref_first")[-1]["content"] == "Literal { braces } stay.\nA: REF\nB: PERT"
+    wrong = _error(tmp_path, prompt={"user": "{{ answer_a }} {{ answer_b }} {% if x %}{% endif %}", "syntax": "jinja2"})
+    assert "unknown field {x}" in wrong.problem
