@@ -281,10 +281,9 @@ class ProbeKnobs(_Spec, frozen=True):
 
 
 class PromptPart(_Spec, frozen=True):
-    """One message of a prompt from a source of its own (``prompt: {system: {…}, user: {…}}``):
-    inline ``text``, or a ``file`` — its whole text, or with ``name`` one text in it: a
-    module-level string constant of a ``.py`` file (parsed, never imported), a key of a
-    YAML/JSON mapping whose value is text."""
+    """One message of a prompt from its own source (``prompt: {system: {…}, user: {…}}``):
+    inline ``text``, or a ``file``'s text, or with ``name`` one text in it (a ``.py`` file's
+    string constant, parsed, never imported; a YAML/JSON key whose value is text)."""
 
     text: str | None = None
     file: str | None = None
@@ -301,19 +300,17 @@ class PromptSpec(_Spec, frozen=True):
     ``question``, ``answer_a``, ``answer_b``; pointwise ``question``, ``answer``; both may use
     ``reference`` (the corpus's ``reference_answer`` column) and ``language``.
 
-    ``syntax``: ``str.format`` (``{question}``) or Jinja2 (``{{ question }}``, ``{% if %}``),
-    detected (``auto``); a Jinja2 template that needs Jinja2 is kept as ``jinja2`` and rendered
-    in a sandbox (judges/jinja.py). ``fields`` maps the template's own names to babelrun's
-    (``{instruction: question, response_A: answer_a}``); a key that is not a plain name is a
-    placeholder written out in the text (WildBench's ``{$user_query}``), replaced as plain text."""
+    ``syntax``: ``str.format`` or Jinja2 (kept as ``jinja2`` where it needs Jinja2, rendered in
+    judges/jinja.py's sandbox), detected (``auto``). ``fields`` maps the template's own names to
+    babelrun's (``{response_A: answer_a}``); a key that is not a name is a placeholder written
+    out (WildBench's ``{$user_query}``), replaced as plain text."""
 
     system: str | PromptPart = ""
     user: str | PromptPart | None = None
     file: str | None = None
     name: str | None = None
     source: str | None = None
-    # Constant text for a source tool's own fields (promptfoo's {{ rubric }}, JudgeLM's
-    # {prompt} block): substituted by the loader, and may itself use the fields above.
+    # Text for a tool's own fields (promptfoo's {{ rubric }}), which may use the fields above.
     vars: dict[str, str] = {}
     fields: dict[str, str] = {}
     syntax: Literal["auto", "format", "jinja2"] = "auto"

@@ -39,9 +39,10 @@ import msgspec
 from ..core.items import Item
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
-from . import jinja, safe_regex
+from . import safe_regex, template_names
 from .base import JudgeReply, JudgeRequest
 from .prompt import TEMPLATES, Template, parse
+from .template_names import TemplateError, raw_names, scored_labels, slot_labels
 
 # MT-Bench's two-turn pairwise fields: the earlier turn (``_1``, from the item's ``turns``) and
 # the last (``_2``: the item's own question and answers).
@@ -80,14 +81,6 @@ REASONING_TOKENS = 1024
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 DEFAULT_POINTWISE_VERDICT = VerdictSpec(pattern=r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]", scale=(1.0, 10.0),
                                         reply="Rating: [[{label}]]")
-
-
-class TemplateError(ValueError):
-    """A template or verdict a judge cannot use; ``field`` names the spec field at fault."""
-
-    def __init__(self, field: str, problem: str):
-        super().__init__(problem)
-        self.field = field
 
 
 def template_of(spec: JudgeSpec) -> Template:
@@ -143,24 +136,6 @@ def aliases_of(template: Template) -> dict[str, str]:
     return {**ALIASES, **template.fields} if template.fields else ALIASES
 
 
-def raw_names(template: Template) -> set[str]:
-    """The names the template's texts read, as written (before aliases); for Jinja2, the
-    names it reads that it does not set itself. ``TemplateError`` on a malformed template."""
-    names: set[str] = set()
-    for part in (template.system, template.user):
-        if template.syntax == "jinja2":
-            try:
-                names.update(jinja.check(part)[0])
-            except jinja.JinjaError as e:
-                raise TemplateError("prompt", str(e)) from None
-            continue
-        try:
-            names.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
-        except ValueError as e:
-            raise TemplateError("prompt", f"not a valid template: {e}") from None
-    return names
-
-
 def check_template(template: Template, protocol: str) -> set[str]:
     """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
     check_source_fields(template)
@@ -179,9 +154,9 @@ def check_template(template: Template, protocol: str) -> set[str]:
             used.update(fields_of(part, aliases))
         except ValueError as e:
             raise TemplateError("prompt", f"not a valid template: {e}") from None
-    _check_fields_map(template, raw, protocol)
+    template_names.check_fields_map(template, raw, FIELDS[protocol], protocol)
     if template.syntax == "jinja2":
-        _trial_render(template, raw)
+        template_names.trial_render(template, raw)
     other = "pointwise" if protocol == "pairwise" else "pairwise"
     if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
         raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
@@ -198,30 +173,6 @@ def check_template(template: Template, protocol: str) -> set[str]:
         if field not in used and f"{field}_2" not in used:  # a two-turn template judges {answer_a_2} …
             raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
     return used
-
-
-def _check_fields_map(template: Template, raw: set[str], protocol: str) -> None:
-    """Each ``fields`` entry names a name the template reads and one of babelrun's fields."""
-    for name, field in template.fields.items():
-        if name not in raw:
-            raise TemplateError(f"prompt.fields.{name}", f"{{{name}}} is not a name the template reads "
-                                                         f"(it reads: {', '.join(sorted(raw)) or 'none'})")
-        if field not in FIELDS[protocol]:
-            raise TemplateError(f"prompt.fields.{name}", f"{field!r} is not a field of a {protocol} template "
-                                                         f"(babelrun's: {', '.join(sorted(FIELDS[protocol]))})")
-        if name in template.vars:
-            raise TemplateError(f"prompt.fields.{name}", f"{{{name}}} is in both fields and vars: keep one")
-
-
-def _trial_render(template: Template, raw: set[str]) -> None:
-    """A Jinja2 template rendered once with a word for every name, so what only rendering
-    shows (``'x' * 10**9``, an attribute a text has not) is an error at validate."""
-    sample = {name: "text" for name in raw}
-    for text in (template.system, template.user):
-        try:
-            jinja.render(text, sample, jinja.check(text)[1])
-        except jinja.JinjaError as e:
-            raise TemplateError("prompt", str(e)) from None
 
 
 def plain_format(text: str) -> bool:
@@ -276,22 +227,6 @@ def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
 
 
-def scored_labels(verdict: VerdictSpec, protocol: str) -> VerdictSpec:
-    """A pointwise verdict whose ``labels`` map to scores (``{C: 1, I: 0}``) as the same map
-    under ``values`` (its older name), so both spellings are one verdict and one judge_id;
-    anything else as it is (``check_verdict`` says what is wrong)."""
-    labels = verdict.labels
-    if protocol != "pointwise" or not labels or not all(isinstance(v, (int, float)) for v in labels.values()):
-        return verdict
-    return msgspec.structs.replace(verdict, labels={}, values={**verdict.values,
-                                                               **{k: float(v) for k, v in labels.items()}})
-
-
-def slot_labels(verdict: VerdictSpec) -> dict[str, str]:
-    """A pairwise verdict's labels (text -> A, B or tie)."""
-    return {k: v for k, v in verdict.labels.items() if isinstance(v, str)}
-
-
 def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
     if verdict.scores is not None or not verdict.pattern:  # two scores, or a soft judge's label tokens
         return check_other_verdict(verdict, protocol)
@@ -318,7 +253,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
                                 "scale and values are for protocol: pointwise")
-        _check_slot_labels(verdict)
+        template_names.check_slot_labels(verdict)
     if verdict.reply is not None:
         try:
             fields = fields_of(verdict.reply)
@@ -330,15 +265,6 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
 
 
 _IDENTITY = {"A": "A", "B": "B", "tie": "tie"}
-
-
-def _check_slot_labels(verdict: VerdictSpec) -> None:
-    scored = next((k for k, v in verdict.labels.items() if not isinstance(v, str)), None)
-    if scored is not None:
-        raise TemplateError(f"verdict.labels.{scored}", "a pairwise label maps to A, B or tie; a label that maps "
-                                                        "to a score is pointwise (protocol: pointwise)")
-    if not {"A", "B"} <= set((slot_labels(verdict) or _IDENTITY).values()):
-        raise TemplateError("verdict.labels", "must map some label to A and some to B")
 
 
 def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str]:
@@ -353,7 +279,7 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Patte
                                                    "judge, labels alone")
         if protocol != "pairwise" or verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
-        _check_slot_labels(verdict)
+        template_names.check_slot_labels(verdict)
         return safe_regex.compile("")
     if protocol != "pairwise":
         raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
@@ -568,7 +494,7 @@ class Judging:
         if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
             values.update(earlier_turn(item, key, values))
         if self._jinja:
-            return self._render_jinja(values)
+            return template_names.render_jinja(self.template, _filled(values, None, self._aliases), self._aliases)
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -580,23 +506,6 @@ class Judging:
                                                                                     self._aliases))
             messages.append({"role": "system", "content": content})
         messages.append({"role": "user", "content": user.format_map(_filled(values, user_names, self._aliases))})
-        return messages
-
-    def _render_jinja(self, values: dict[str, str]) -> list[dict[str, str]]:
-        """A Jinja2 template's messages (judges/jinja.py's sandbox): each name it reads bound to
-        its field's text, or to its var's text filled with the fields."""
-        every = _filled(values, None, self._aliases)
-        messages = []
-        for role, text in (("system", self.template.system), ("user", self.template.user)):
-            if not text:
-                continue
-            names, outputs = jinja.check(text)
-            bound = {name: (self.template.vars[name].format_map(every) if name in self.template.vars
-                            else every[self._aliases.get(name, name)]) for name in names}
-            try:
-                messages.append({"role": role, "content": jinja.render(text, bound, outputs)})
-            except jinja.JinjaError as e:
-                raise TemplateError("prompt", str(e)) from None
         return messages
 
     def _prepared(self, lang: str | None) -> tuple[str | None, _Names, str, _Names]:

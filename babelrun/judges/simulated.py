@@ -68,7 +68,8 @@ from ..perturb import TEXT_PERTURBATIONS, probes
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
 from .prompt import parse
-from .protocol import Judging, reply_format, slot_labels, verdict_of
+from .protocol import Judging, reply_format, verdict_of
+from .template_names import slot_labels
 
 _OFF_FORMAT = (
     "Both answers have merit, but it depends on the reader.",
