@@ -43,8 +43,8 @@ class LongerJudge(LoopbackServer):
     reads out of the request (``read``), in ``reply`` form, except one request in
     ``off_format`` (by a hash of its text), answered off-format."""
 
-    def __init__(self, read, reply: str, off_format: int = 0):
-        self.read, self.reply, self.off_format = read, reply, off_format
+    def __init__(self, read, reply: str, off_format: int = 0, labels: tuple[str, str] = ("1", "2")):
+        self.read, self.reply, self.off_format, self.labels = read, reply, off_format, labels
         self.bodies: list[dict] = []
 
     def add_routes(self, app) -> None:
@@ -55,7 +55,7 @@ class LongerJudge(LoopbackServer):
             self.bodies.append(body)
             messages = body["messages"]
             a, b = self.read(messages[0]["content"] if len(messages) > 1 else "", messages[-1]["content"])
-            text = self.reply.format(label="1" if len(a) >= len(b) else "2")
+            text = self.reply.format(label=self.labels[0] if len(a) >= len(b) else self.labels[1])
             digest = int(hashlib.blake2b(messages[-1]["content"].encode(), digest_size=4).hexdigest(), 16)
             if self.off_format and digest % self.off_format == 0:
                 text = "Both are fine."
@@ -130,11 +130,11 @@ def test_a_py_files_constants_are_read_by_name_and_the_module_never_imported(tmp
         'USER = """Q: {question}\n<a>{answer_a}</a>\n<b>{answer_b}</b>"""\n'
         "MODEL = 'x'\nLATER = f'{MODEL} judges {args.model_name}'\n")
     read = lambda _, user: (_between(user, "<a>", "</a>"), _between(user, "<b>", "</b>"))  # noqa: E731
-    with LongerJudge(read, "[[{label}]]") as server:
+    with LongerJudge(read, "[[{label}]]", labels=("A", "B")) as server:
         m = write_manifest(tmp_path, [_judge(server, prompt={
             "system": {"file": "judge_prompts.py", "name": "SYSTEM"},
-            "user": {"file": "judge_prompts.py", "name": "USER"}},
-            verdict={"pattern": r"\[\[([12])\]\]", "labels": {"1": "A", "2": "B"}})], corpus=CORPUS)
+            "user": {"file": "judge_prompts.py", "name": "USER"}}, verdict={"pattern": r"\[\[([AB])\]\]"})],
+                           corpus=CORPUS)
         quiet_audit(m)
         system = server.bodies[-1]["messages"][0]["content"]
     assert system == "You compare two answers. End with [[A]] or [[B]]."
@@ -153,11 +153,10 @@ def test_a_system_file_and_a_user_file_with_a_double_bracket_verdict(tmp_path):
     (tmp_path / "system.txt").write_text("You are a fair judge. Finish with [[A]] or [[B]].\n")
     (tmp_path / "user.txt").write_text("Question: {question}\n\n[A]\n{answer_a}\n[/A]\n\n[B]\n{answer_b}\n[/B]\n")
     read = lambda _, user: (_between(user, "[A]\n", "\n[/A]"), _between(user, "[B]\n", "\n[/B]"))  # noqa: E731
-    with LongerJudge(read, "I prefer this one: [[{label}]]") as server:
+    with LongerJudge(read, "I prefer this one: [[{label}]]", labels=("A", "B")) as server:
         m = write_manifest(tmp_path, [_judge(server, prompt={"system": {"file": "system.txt"},
                                                              "user": {"file": "user.txt"}},
-                                             verdict={"pattern": r"\[\[(1|2)\]\]", "labels": {"1": "A", "2": "B"}})],
-                           corpus=CORPUS)
+                                             verdict={"pattern": r"\[\[([AB])\]\]"})], corpus=CORPUS)
         quiet_audit(m)
         system, user = (x["content"] for x in server.bodies[-1]["messages"])
     card = _card(tmp_path / "run")

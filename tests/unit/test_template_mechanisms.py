@@ -176,3 +176,18 @@ def test_syntax_says_which_where_the_detection_would_guess_wrong(tmp_path):
     assert Judging.of(kept).render(_item(), "ref_first")[-1]["content"] == "Literal { braces } stay.\nA: REF\nB: PERT"
     wrong = _error(tmp_path, prompt={"user": "{{ answer_a }} {{ answer_b }} {% if x %}{% endif %}", "syntax": "jinja2"})
     assert "unknown field {x}" in wrong.problem
+
+
+def test_an_entry_whose_prompt_is_a_role_content_list(tmp_path):
+    """OpenAI evals' model-graded specs may give ``prompt`` as chat messages (its
+    ``OpenAICreateChatPrompt``); Phoenix's configs give ``messages``."""
+    (tmp_path / "graded.yaml").write_text(
+        "mine:\n  prompt:\n    - role: system\n      content: You grade answers.\n"
+        "    - role: user\n      content: \"Q {input}\\nA {completion}\\nY or N?\"\n  choice_strings: YN\n")
+    judge = _load(tmp_path, protocol="pointwise", prompt={"file": "graded.yaml", "fields": {"completion": "answer"}},
+                  verdict={"pattern": r"\b([YN])\b", "labels": {"Y": 1, "N": 0}, "scale": [0, 1]}).judges[0]
+    assert (judge.prompt.system, judge.prompt.user) == ("You grade answers.", "Q {input}\nA {completion}\nY or N?")
+    assert judge.verdict.values == {"Y": 1.0, "N": 0.0} and judge.verdict.labels == {}
+    (tmp_path / "three.yaml").write_text("x:\n  messages:\n    - {role: system, content: a}\n"
+                                         "    - {role: user, content: b}\n    - {role: assistant, content: c}\n")
+    assert "one system and one" in _error(tmp_path, prompt={"file": "three.yaml"}).problem
