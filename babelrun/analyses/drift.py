@@ -75,18 +75,15 @@ def run(run_a: str | Path, run_b: str | Path, *, replicates: int = 1000, confide
     return drift
 
 
-_LABELS = {"accuracy": "accuracy", "position_bias": "position bias Δ",
-           "order_consistency": "order consistency", "verbosity": "verbosity v",
-           "reliability": "R"}
-
-
 def _block(d: LanguageDrift) -> list[str]:
+    from ..score.metrics import BY_NAME
+
     m = d.mcnemar
     title = d.language if d.lang == ALL else f"{d.lang} {d.language}"
     out = [f"  {title}: {d.items} items, {d.presentations} presentations; "
            f"McNemar b {m.b}, c {m.c}, p {m.p:.3g}"]
     for c in d.changes:
-        out.append(f"    {_LABELS[c.metric]:<18} {fmt_interval(c.a):<25} → {fmt_interval(c.b):<25} "
+        out.append(f"    {BY_NAME[c.metric].header:<18} {fmt_interval(c.a):<25} → {fmt_interval(c.b):<25} "
                    f"change {fmt(c.delta, True)} [{fmt(c.lo, True)}, {fmt(c.hi, True)}]")
     return out
 

@@ -3,10 +3,10 @@ is called, what it writes, how it is asked for on the command line and how it is
 
 Everything that lists analyses iterates ``ANALYSES`` (in this order):
 
-- the command line (``babelrun.app.cli.analyses``): one command per entry, its arguments from
-  ``arguments``, ``--json`` added to every one, the result computed by ``compute``, written as
-  ``output`` in each run directory it read (``run_dirs``), printed with ``text``, the exit code
-  from ``gate``;
+- the command line (``babelrun.app.cli.analyses``): one command per entry, its parser built
+  there from ``arguments`` (data: ``Argument``; nothing here knows argparse), ``--json`` added to
+  every one, the result computed by ``compute`` from the parsed values, written as ``output`` in
+  each run directory it read (``run_dirs``), printed with ``text``, the exit code from ``gate``;
 - the report (``report.data``): each run directory's ``output`` decoded as ``result_type``
   (``RunReport.analyses[name]``), flagged when it predates the log's newest records (the
   staleness check), and shown as the section titled ``title`` in report.md and report.html;
@@ -14,20 +14,40 @@ Everything that lists analyses iterates ``ANALYSES`` (in this order):
 
 The analysis code itself is imported only when an entry is used (``module``), so building the
 command line loads no analysis (numpy, pyarrow). A new analysis is a module in this package and
-one entry below; the report shows it (its ``text`` under ``title``) until a format gives it a table of
-its own (``report.html._SECTIONS`` / ``report.markdown._SECTIONS``, keyed by name).
+one entry below (docs/extending.md, *An analysis*); the report shows it (its ``text`` under
+``title``) until a format gives it a table of its own (``report.html._ANALYSES`` /
+``report.markdown._ANALYSES``, keyed by name).
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from ..store.rundir import AGREEMENT_JSON, CALIBRATION_JSON, INVARIANCE_JSON, SELF_PREFERENCE_JSON
+
+@dataclass(frozen=True)
+class Argument:
+    """One command-line argument of an analysis, as data: the command line
+    (``app/cli/analyses.py``) makes the parser's argument from it. Its value reaches ``compute``
+    under ``dest`` (``--min-kappa``: ``min_kappa``)."""
+
+    name: str  # a positional's name (``run_dir``), or an option (``--pivot``)
+    type: Callable[[str], Any] = str
+    help: str | None = None
+    metavar: str | None = None
+    many: bool = False  # a positional given one or more times: a list
+    default: Any = None  # an option's value when it is not given
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+
+# The parsed arguments of an analysis's command, by ``Argument.dest``.
+Values = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -39,12 +59,12 @@ class Analysis:
     title: str  # its report section's heading
     help: str
     description: str
-    arguments: Callable[[argparse.ArgumentParser], None]  # its own arguments (``--json`` is added)
-    compute: Callable[[argparse.Namespace], Any]  # the result, from the parsed arguments
-    run_dirs: Callable[[argparse.Namespace], Sequence[Path]] = field(default=lambda args: [args.run_dir])
+    arguments: tuple[Argument, ...]  # its own arguments (``--json`` is added)
+    compute: Callable[[Values], Any]  # the result, from the parsed arguments
+    run_dirs: Callable[[Values], Sequence[Path]] = field(default=lambda args: [args["run_dir"]])
     # A CI gate (exit 1): (the reasons it tripped, one line each; what they are), or None
     # where the arguments ask for no gate. None: the analysis has no gate.
-    gate: Callable[[argparse.Namespace, Any], tuple[list[str], str] | None] | None = None
+    gate: Callable[[Values, Any], tuple[list[str], str] | None] | None = None
     spans_runs: bool = False
 
     def code(self) -> Any:
@@ -58,39 +78,39 @@ class Analysis:
         return self.code().text(result)  # type: ignore[no-any-return]
 
 
-def _run_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", type=Path)
+RUN_DIR = (Argument("run_dir", Path),)
 
 
 # -- calibrate ------------------------------------------------------------------------------
 
-def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
-    p.add_argument("--replicates", type=int, default=200, help="task-bootstrap replicates (default 200)")
-    p.add_argument("--seed", type=int, default=0)
+CALIBRATE_ARGUMENTS = (
+    Argument("run_dirs", Path, many=True, metavar="RUN_DIR"),
+    Argument("--replicates", int, "task-bootstrap replicates (default 200)", default=200),
+    Argument("--seed", int, default=0),
+)
 
 
-def _calibrate(args: argparse.Namespace) -> Any:
+def _calibrate(args: Values) -> Any:
     from . import calibrate
 
-    return calibrate.run(args.run_dirs, replicates=args.replicates, seed=args.seed)
+    return calibrate.run(args["run_dirs"], replicates=args["replicates"], seed=args["seed"])
 
 
 # -- invariance -----------------------------------------------------------------------------
 
-def _invariance_arguments(p: argparse.ArgumentParser) -> None:
-    _run_dir(p)
-    p.add_argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, "
-                   "else en)")
-    p.add_argument("--audit-min-length-ratio", type=float, metavar="R",
-                   help="transformation audit: flag a variant whose text is shorter than R times the "
-                   "pivot's, in characters (default 0.15)")
-    p.add_argument("--audit-max-number-change", type=int, metavar="N",
-                   help="transformation audit: flag a variant whose count of numbers differs from the "
-                   "pivot's by more than N (default 1)")
+INVARIANCE_ARGUMENTS = (
+    *RUN_DIR,
+    Argument("--pivot", help="the pivot language or condition (default: the run's corpus.parallel.pivot, else en)"),
+    Argument("--audit-min-length-ratio", float, metavar="R",
+             help="transformation audit: flag a variant whose text is shorter than R times the "
+             "pivot's, in characters (default 0.15)"),
+    Argument("--audit-max-number-change", int, metavar="N",
+             help="transformation audit: flag a variant whose count of numbers differs from the "
+             "pivot's by more than N (default 1)"),
+)
 
 
-def _invariance(args: argparse.Namespace) -> Any:
+def _invariance(args: Values) -> Any:
     import msgspec
 
     from ..errors import NotApplicable
@@ -98,18 +118,19 @@ def _invariance(args: argparse.Namespace) -> Any:
     from . import invariance
     from .judge_ls import AuditRules
 
-    info = read_run_info(args.run_dir)
+    run_dir = args["run_dir"]
+    info = read_run_info(run_dir)
     parallel = info.manifest.corpus.parallel
-    pivot = args.pivot or (parallel.pivot if parallel else "en")
+    pivot = args["pivot"] or (parallel.pivot if parallel else "en")
     rules = AuditRules()
-    if args.audit_min_length_ratio is not None:
-        rules = msgspec.structs.replace(rules, min_length_ratio=args.audit_min_length_ratio)
-    if args.audit_max_number_change is not None:
-        rules = msgspec.structs.replace(rules, max_number_change=args.audit_max_number_change)
-    result = invariance.run(args.run_dir, pivot, rules=rules)
+    if args["audit_min_length_ratio"] is not None:
+        rules = msgspec.structs.replace(rules, min_length_ratio=args["audit_min_length_ratio"])
+    if args["audit_max_number_change"] is not None:
+        rules = msgspec.structs.replace(rules, max_number_change=args["audit_max_number_change"])
+    result = invariance.run(run_dir, pivot, rules=rules)
     if not any(r.matched for r in result.rows) and not result.code_switched and not result.tie_probes \
             and result.labelled is None:
-        raise NotApplicable(f"{args.run_dir}: no unit was judged both in {pivot} and in another language "
+        raise NotApplicable(f"{run_dir}: no unit was judged both in {pivot} and in another language "
                             "(is the corpus parallel, UDHR or FLORES, or labelled pairs in several conditions, "
                             "with the pivot among them?)")
     return result
@@ -117,45 +138,48 @@ def _invariance(args: argparse.Namespace) -> Any:
 
 # -- agree ----------------------------------------------------------------------------------
 
-def _agree_arguments(p: argparse.ArgumentParser) -> None:
-    _run_dir(p)
-    p.add_argument("labels", type=Path)
-    p.add_argument("--min-kappa", type=float, metavar="K",
-                   help="exit 1 when a judge's kappa (both orders, all sets) is below K or undefined")
+AGREE_ARGUMENTS = (
+    *RUN_DIR,
+    Argument("labels", Path),
+    Argument("--min-kappa", float, metavar="K",
+             help="exit 1 when a judge's kappa (both orders, all sets) is below K or undefined"),
+)
 
 
-def _agree(args: argparse.Namespace) -> Any:
+def _agree(args: Values) -> Any:
     from ..errors import NotApplicable, UsageError
     from . import agree
 
-    if args.min_kappa is not None and not -1 <= args.min_kappa <= 1:  # NaN too: a gate never silently off
+    kappa = args["min_kappa"]
+    if kappa is not None and not -1 <= kappa <= 1:  # NaN too: a gate never silently off
         raise UsageError("--min-kappa must be a number in [-1, 1]")
-    result = agree.run(args.run_dir, args.labels)
+    result = agree.run(args["run_dir"], args["labels"])
     if result.matched == 0:
-        raise NotApplicable(f"no label in {args.labels} matches a pair judged in {args.run_dir} "
+        raise NotApplicable(f"no label in {args['labels']} matches a pair judged in {args['run_dir']} "
                             f"({result.labels_read} read, {result.unknown.count} unknown ids)")
     return result
 
 
-def _agree_gate(args: argparse.Namespace, result: Any) -> tuple[list[str], str] | None:
+def _agree_gate(args: Values, result: Any) -> tuple[list[str], str] | None:
     from . import agree
 
-    return None if args.min_kappa is None else (agree.below(result, args.min_kappa), "below --min-kappa")
+    kappa = args["min_kappa"]
+    return None if kappa is None else (agree.below(result, kappa), "below --min-kappa")
 
 
 # -- self-preference ------------------------------------------------------------------------
 
-def _self_preference(args: argparse.Namespace) -> Any:
+def _self_preference(args: Values) -> Any:
     from ..store.rundir import read_run_info
     from . import selfpref
 
-    read_run_info(args.run_dir)
-    return selfpref.run(args.run_dir)
+    read_run_info(args["run_dir"])
+    return selfpref.run(args["run_dir"])
 
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        "calibrate", CALIBRATION_JSON, "babelrun.analyses.calibrate",
+        "calibrate", "calibration.json", "babelrun.analyses.calibrate",
         "Calibration", "Cross-lingual bias calibration (CBC)",
         help="CBC: remove judges' language-specific bias",
         description="From several judges audited over the same languages and "
@@ -165,9 +189,10 @@ ANALYSES: tuple[Analysis, ...] = (
         "agreement (Kendall tau) under a task bootstrap, and rank reversals "
         "(Benjamini-Hochberg adjusted). Also written to RUN_DIR/calibration.json "
         "(each RUN_DIR), which babelrun report shows.",
-        arguments=_calibrate_arguments, compute=_calibrate, run_dirs=lambda args: args.run_dirs, spans_runs=True),
+        arguments=CALIBRATE_ARGUMENTS, compute=_calibrate, run_dirs=lambda args: args["run_dirs"],
+        spans_runs=True),
     Analysis(
-        "invariance", INVARIANCE_JSON, "babelrun.analyses.invariance",
+        "invariance", "invariance.json", "babelrun.analyses.invariance",
         "Invariance", "Language-switch invariance",
         help="language-switch flip rates on a parallel corpus or labelled pairs",
         description="For a run over a parallel corpus (UDHR, FLORES): per judge "
@@ -178,9 +203,9 @@ ANALYSES: tuple[Analysis, ...] = (
         "pivot condition, position inconsistency, per subset, and a transformation audit "
         "with every figure given for all pairs and for audit-passing pairs. Also written "
         "to RUN_DIR/invariance.json, which babelrun report shows.",
-        arguments=_invariance_arguments, compute=_invariance),
+        arguments=INVARIANCE_ARGUMENTS, compute=_invariance),
     Analysis(
-        "agree", AGREEMENT_JSON, "babelrun.analyses.agree",
+        "agree", "agreement.json", "babelrun.analyses.agree",
         "Agreement", "Agreement with human labels",
         help="agreement of a run's verdicts with human labels",
         description="Compare the judges' verdicts on a run's labelled pairs with "
@@ -188,9 +213,9 @@ ANALYSES: tuple[Analysis, ...] = (
         "of item,label with label 1 or 2): accuracy with a Wilson interval, Cohen's "
         "kappa with its Landis-Koch band, and n, per order and both orders. Also "
         "written to RUN_DIR/agreement.json, which babelrun report shows.",
-        arguments=_agree_arguments, compute=_agree, gate=_agree_gate),
+        arguments=AGREE_ARGUMENTS, compute=_agree, gate=_agree_gate),
     Analysis(
-        "self-preference", SELF_PREFERENCE_JSON, "babelrun.analyses.selfpref",
+        "self-preference", "self_preference.json", "babelrun.analyses.selfpref",
         "SelfPreference", "Self-preference",
         help="how much each judge favours its own model family's answers",
         description="For judges that declare a family (family: in the manifest) and labelled "
@@ -200,7 +225,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "bootstrap interval, a paired McNemar test against the other families' judges on the "
         "same presentations, and all of it again on pairs where the worse output is not the "
         "longer. Also written to RUN_DIR/self_preference.json, which babelrun report shows.",
-        arguments=_run_dir, compute=_self_preference),
+        arguments=RUN_DIR, compute=_self_preference),
 )
 
 

@@ -27,7 +27,6 @@ last match; pairwise labels map through ``labels``, pointwise ones must be a num
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import re
 import string
@@ -39,40 +38,29 @@ import msgspec
 from ..core.items import Item
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
-from . import safe_regex, template_names
+from . import safe_regex
 from .base import JudgeReply, JudgeRequest
-from .prompt import TEMPLATES, Template, parse
-from .template_names import TemplateError, raw_names, scored_labels, slot_labels
+from .fields import (
+    ALIASES,
+    FIELDS,
+    MULTI_TURN,
+    REQUIRED,
+    TOOL_FIELDS,
+    TemplateError,
+    aliases_of,
+    builtin,
+    check_source_fields,
+    check_template,
+    fields_of,
+    multi_turn,
+    plain_format,
+    render_jinja,
+    template_of,
+)
+from .labels import check_slot_labels, scored_labels, slot_labels
+from .prompt import parse
+from .registry import options_of
 
-# MT-Bench's two-turn pairwise fields: the earlier turn (``_1``, from the item's ``turns``) and
-# the last (``_2``: the item's own question and answers).
-MULTI_TURN = frozenset({"question_1", "answer_a_1", "answer_b_1", "question_2", "answer_a_2", "answer_b_2"})
-FIELDS = {
-    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"} | MULTI_TURN),
-    "pointwise": frozenset({"question", "answer", "reference", "language"}),
-}
-REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
-# Other tools' names for our fields, so their templates work unchanged: MT-Bench
-# (ref_answer_1), alpaca_eval (instruction, output_1, output_2), inspect_ai's
-# model_graded_qa (criterion), and the built-in templates' own {prompt}.
-ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "question", "output_1": "answer_a",
-           "output_2": "answer_b", "output": "answer", "criterion": "reference",
-           # LLMBar ({input}, {output_1}, {output_2}); JudgeLM ({answer_1}, {answer_2}; its {prompt} is
-           # its instructions block, filled by the loader from the prompt file's defaults)
-           "input": "question", "answer_1": "answer_a", "answer_2": "answer_b"}
-# Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing,
-# in a file of that tool's shape (the loader, templates.py, knows which): refused at validate
-# with the tool's name and the fix. In any other file such a name is an unknown field.
-_MULTI_TURN = ("MT-Bench's multi-turn pointwise and reference-guided templates ({answer_1} of a turn, "
-               "{ref_answer_2}) are not read: use pair-v2-multi-turn (pairwise, labelled pairs with turns) or "
-               "a single-turn template (single-v1)")
-TOOL_FIELDS = {
-    "MT-Bench": {"ref_answer_2": _MULTI_TURN},
-    "JudgeLM": {"answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun "
-                                "compares two answers; use a JudgeLM template without it")},
-    "promptfoo": {"rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
-                             "prompt: {file: …, vars: {rubric: \"…\"}} (it may use {question})")},
-}
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
 REASONING_TOKENS = 1024
@@ -83,145 +71,9 @@ DEFAULT_POINTWISE_VERDICT = VerdictSpec(pattern=r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]"
                                         reply="Rating: [[{label}]]")
 
 
-def template_of(spec: JudgeSpec) -> Template:
-    """The judge's template: a built-in by name, or the user's text (read into the spec by
-    the manifest loader; a bare path string left unread is an error here)."""
-    prompt = spec.prompt
-    if isinstance(prompt, str):
-        if prompt not in TEMPLATES:
-            raise TemplateError("prompt", f"unknown prompt template {prompt!r} "
-                                          f"(built-in: {', '.join(TEMPLATES)}; or a file path, or "
-                                          "{system, user}, or {file, name})")
-        return TEMPLATES[prompt]
-    if prompt.user is None:
-        raise TemplateError("prompt", "needs `user` text (or `file`)")
-    if not isinstance(prompt.user, str) or not isinstance(prompt.system, str):
-        raise TemplateError("prompt", "the prompt's parts are read by the manifest loader (manifest.load)")
-    jinja2_ = prompt.syntax == "jinja2"
-    text = f"{prompt.system}\x1f{prompt.user}"  # the text alone, as before, where nothing else is set
-    if jinja2_:
-        text += "\x1fjinja2" + "".join(f"\x1e{k}={v}" for k, v in sorted(prompt.vars.items()))
-    if prompt.fields:
-        text += "\x1ffields" + "".join(f"\x1e{k}={v}" for k, v in sorted(prompt.fields.items()))
-    digest = hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
-    return Template(name=f"user:{digest}", version=0, system=prompt.system, user=prompt.user,
-                    syntax="jinja2" if jinja2_ else "format", fields=dict(prompt.fields),
-                    vars=dict(prompt.vars) if jinja2_ else {})
-
-
-def builtin(spec: JudgeSpec) -> bool:
-    return isinstance(spec.prompt, str)
-
-
-def fields_of(text: str, aliases: dict[str, str] = ALIASES) -> list[str]:
-    """The ``str.format`` field names of ``text``, aliases resolved; raises ValueError on a
-    malformed template or a field that is not a plain name."""
-    names = []
-    for _, name, spec, conversion in string.Formatter().parse(text):
-        if name is None:
-            continue
-        if not name.isidentifier():
-            raise ValueError(f"field {{{name}}} must be a plain name")
-        if spec or conversion:  # widths, nested fields, conversions: refused (docs: "Bounds")
-            shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
-            raise ValueError(f"field {shown[:60]} has a format spec or conversion: write the field plain, "
-                             f"{{{name}}}")
-        names.append(aliases.get(name, name))
-    return names
-
-
-def aliases_of(template: Template) -> dict[str, str]:
-    """The template's names for babelrun's fields: the other tools' aliases, then its own
-    ``fields`` map (which wins)."""
-    return {**ALIASES, **template.fields} if template.fields else ALIASES
-
-
-def check_template(template: Template, protocol: str) -> set[str]:
-    """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
-    check_source_fields(template)
-    if protocol == "pointwise" and multi_turn(template):
-        raise TemplateError("prompt", _MULTI_TURN)
-    aliases = aliases_of(template)
-    raw = raw_names(template)
-    used: set[str] = set()
-    if template.syntax == "jinja2":
-        used.update(aliases.get(name, name) for name in raw - set(template.vars))
-        texts = list(template.vars.values())  # a var's text is babelrun's str.format text
-    else:
-        texts = [template.system, template.user]
-    for part in texts:
-        try:
-            used.update(fields_of(part, aliases))
-        except ValueError as e:
-            raise TemplateError("prompt", f"not a valid template: {e}") from None
-    template_names.check_fields_map(template, raw, FIELDS[protocol], protocol)
-    if template.syntax == "jinja2":
-        template_names.trial_render(template, raw)
-    other = "pointwise" if protocol == "pairwise" else "pairwise"
-    if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
-        raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
-                                      f"a {protocol} template needs {{{'}, {'.join(REQUIRED[protocol])}}}"
-                                      + (" (built-in: prompt: pointwise)" if protocol == "pointwise" else ""))
-    unknown = sorted(used - FIELDS[protocol])
-    if unknown:
-        name = unknown[0]
-        raise TemplateError("prompt", f"unknown field {{{name}}} in a {protocol} template "
-                                      f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))}); a name of the "
-                                      f"template's own: map it, fields: {{{name}: question}}, or give its text, "
-                                      f"vars: {{{name}: \"…\"}}")
-    for field in REQUIRED[protocol]:
-        if field not in used and f"{field}_2" not in used:  # a two-turn template judges {answer_a_2} …
-            raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
-    return used
-
-
-def plain_format(text: str) -> bool:
-    """Whether ``text`` is a ``str.format`` template of plain ``{name}`` fields (a literal
-    brace doubled), as babelrun's own templates are."""
-    try:
-        parsed = list(string.Formatter().parse(text))
-    except ValueError:
-        return False
-    return all(name is None or (name.isidentifier() and not spec and conversion is None)
-               for _, name, spec, conversion in parsed)
-
-
-def multi_turn(template: Template) -> bool:
-    """Whether a template uses MT-Bench's two-turn fields ({question_1} … {answer_b_2})."""
-    try:
-        names = raw_names(template)
-    except TemplateError:
-        return False
-    aliases = aliases_of(template)
-    return bool({aliases.get(name, name) for name in names} & MULTI_TURN)
-
-
-def check_source_fields(template: Template, tool: str | None = None) -> None:
-    """Refuse a field that babelrun would bind wrongly, and, in a file of a tool's shape
-    (``tool``, known to the loader), that tool's fields babelrun cannot bind, naming the tool
-    and the fix (``TOOL_FIELDS``)."""
-    try:
-        raw = raw_names(template)
-    except TemplateError:
-        return  # check_template says what is malformed
-    own = TOOL_FIELDS.get(tool or "", {})
-    for name in sorted(raw - set(template.fields) - set(template.vars)):
-        if name in own:
-            raise TemplateError("prompt", f"field {{{name}}}: {own[name]}")
-    bound = set(template.fields) | set(template.vars)
-    if "prompt" in raw and "question" in raw and "prompt" not in bound:  # JudgeLM's {prompt} block
-        judgelm = "JudgeLM's {prompt} is its instructions block; read its prompt file with its defaults " \
-                  "(prompt: {file: …}), or " if tool == "JudgeLM" else ""
-        raise TemplateError("prompt", "field {prompt} beside {question}: both would read the question; "
-                                      f"{judgelm}give its text, vars: {{prompt: \"…\"}}, or map it, fields:")
-
-
-# ---- verdicts ------------------------------------------------------------------------------
-
-
 def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
-    """The declared verdict (pointwise labels as scores, ``scored_labels``); the pointwise
-    default where none is; None: the strict parser."""
+    """The declared verdict (pointwise labels as scores, ``labels.scored_labels``); the
+    pointwise default where none is; None: the strict parser."""
     if spec.verdict is not None:
         return scored_labels(spec.verdict, spec.protocol)
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
@@ -253,7 +105,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
                                 "scale and values are for protocol: pointwise")
-        template_names.check_slot_labels(verdict)
+        check_slot_labels(verdict)
     if verdict.reply is not None:
         try:
             fields = fields_of(verdict.reply)
@@ -279,7 +131,7 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Patte
                                                    "judge, labels alone")
         if protocol != "pairwise" or verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
-        template_names.check_slot_labels(verdict)
+        check_slot_labels(verdict)
         return safe_regex.compile("")
     if protocol != "pairwise":
         raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
@@ -493,8 +345,8 @@ class Judging:
             self._write_injection(values, key)
         if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
             values.update(earlier_turn(item, key, values))
-        if self._jinja:
-            return template_names.render_jinja(self.template, _filled(values, None, self._aliases), self._aliases)
+        if self._jinja:  # a Jinja2 template: rendered in its sandbox (fields.render_jinja)
+            return render_jinja(self.template, _filled(values, None, self._aliases), self._aliases)
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -612,7 +464,7 @@ def max_tokens(spec: JudgeSpec) -> int:
     if spec.max_tokens is not None:
         return spec.max_tokens
     one_word = (builtin(spec) and spec.protocol == "pairwise" and spec.verdict is None
-                and not (spec.reasoning or spec.reasoning_effort))  # hidden reasoning needs room
+                and not options_of(spec).hidden_reasoning())  # hidden reasoning needs room
     return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
 
 
@@ -630,5 +482,8 @@ class Judge(Protocol):
     async def aclose(self) -> None: ...
 
 
-__all__ = ["Judge", "Judging", "TemplateError", "check_template", "check_verdict", "identity", "max_tokens",
-           "reply_format", "template_of"]
+__all__ = [
+    "ALIASES", "builtin", "check_source_fields", "check_template", "check_verdict", "FIELDS", "fields_of",
+    "identity", "Judge", "Judging", "max_tokens", "MULTI_TURN", "multi_turn", "plain_format", "reply_format",
+    "REQUIRED", "TOOL_FIELDS", "template_of", "TemplateError",
+]

@@ -35,8 +35,21 @@ from typing import Any
 
 import msgspec
 
-from ..spec import JudgeSpec, ReplaySpec
+from ..spec import JudgeOptions, JudgeSpec, ReplaySpec
 from .base import JudgeReply, JudgeRequest, RejectedError
+from .registry import options_of
+
+
+class ReplayOptions(JudgeOptions, frozen=True):
+    """A replay judge's option: ``replay`` (``ReplaySpec``: the file and which judge of it); its
+    judge_id holds the file's content hash, never its path."""
+
+    replay: ReplaySpec | None = None
+
+    def identity(self) -> dict[str, Any]:
+        from .identity import replay_identity
+
+        return {} if self.replay is None else {"replay": replay_identity(self.replay)}
 
 ORDERS = ("ref_first", "pert_first", "reference", "degraded")
 SLOTS = ("A", "B", "tie", "invalid")
@@ -124,20 +137,82 @@ def _score(row: Mapping[str, Any]) -> float | None:
     return float(value)
 
 
-def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict[tuple[str, ...], Any]:
+Key = tuple[str, ...]
+
+
+def _shown(row: Mapping[str, Any], swapped: bool) -> tuple[Any, Any]:
+    """The data's two outputs in the order they were shown: output_2 first when ``swapped``."""
+    return (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
+
+
+def _llmbar(row: Mapping[str, Any]) -> Iterator[tuple[Key, Verdict]]:
+    """LLMBar's evaluator output: each swap's winner and completion, keyed by the texts shown."""
+    for result in row["results"][:1]:
+        for label, swapped in (("swap = False", False), ("swap = True", True)):
+            if isinstance(result, dict) and isinstance(result.get(label), dict):
+                got = result[label]
+                completion = got.get("completion")
+                raw = str(completion[0]) if isinstance(completion, list) and completion else None
+                a, b = _shown(row, swapped)
+                yield ("text", str(a), str(b)), Verdict(_winner_slot(got.get("winner"), swapped), None, raw)
+
+
+def _by_swap(row: Mapping[str, Any], score: float | None, raw: str | None) -> tuple[Key, Verdict]:
+    """A row keyed by ``swap``: the texts it shows say which output stood in slot A."""
+    swapped = _swap(row["swap"])
+    if row.get("output_1") is None or row.get("output_2") is None:
+        raise ValueError("a row keyed by swap carries the texts shown (output_1, output_2); "
+                         "or key it by order (ref_first / pert_first)")
+    a, b = _shown(row, swapped)
+    slot = _winner_slot(row["winner"], swapped) if row.get("winner") not in (None, "") else _slot(row, None)
+    return ("text", str(a), str(b)), Verdict(slot, score, raw)
+
+
+def _by_order(row: Mapping[str, Any], score: float | None, raw: str | None) -> Iterator[tuple[Key, Verdict]]:
+    """A row keyed by ``order``: under each of its ids, or by ``answer_a`` / ``answer_b``."""
+    order = _text(row.get("order"))
+    slot = _slot(row, order)
+    if slot is None and score is None:
+        raise ValueError("no verdict (slot, verdict, winner or score)")
+    verdict = Verdict(slot, score, raw)
+    if row.get("answer_a") is not None and row.get("answer_b") is not None:
+        yield ("text", str(row["answer_a"]), str(row["answer_b"])), verdict
+        return
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)} (or give swap and the texts)")
+    ids = [i for i in (_text(row.get(k)) for k in ("item_id", "id", "ref_id")) if i is not None]
+    if not ids:
+        raise ValueError("no id (item_id, id or ref_id), swap or answer_a / answer_b")
+    for i in dict.fromkeys(ids):
+        yield ("id", i, order), verdict
+
+
+def _row_entries(row: Mapping[str, Any]) -> Iterator[tuple[Key, Verdict]]:
+    """One row's verdicts, each with its key, in whichever of the three shapes the row has."""
+    if isinstance(row.get("results"), list):
+        yield from _llmbar(row)
+        return
+    raw = None if row.get("raw") is None else str(row["raw"])
+    score = _score(row)
+    if row.get("swap") not in (None, ""):
+        yield _by_swap(row, score, raw)
+        return
+    yield from _by_order(row, score, raw)
+
+
+def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict[Key, Any]:
     """The file's verdicts by key: ``("id", id, order)`` and ``("text", answer_a, answer_b)``.
     An id that names two different verdicts for one order is ambiguous and no key."""
-    out: dict[tuple[str, ...], Any] = {}
+    out: dict[Key, Any] = {}
     judges: set[str] = set()
 
-    def put(key: tuple[str, ...], verdict: Verdict) -> None:
+    def put(key: Key, verdict: Verdict) -> None:
         if key in out and out[key] != verdict:
             out[key] = _AMBIGUOUS
         else:
             out.setdefault(key, verdict)
 
     for n, row in enumerate(rows):
-        where = f"row {n}"
         name = _text(row.get("judge"))
         if judge is not None and name is not None and name != judge:
             continue
@@ -146,45 +221,10 @@ def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict
         if _text(row.get("status")) not in (None, "ok"):
             continue  # an export's failed record: no verdict
         try:
-            if isinstance(row.get("results"), list):  # LLMBar's evaluator output
-                for result in row["results"][:1]:
-                    for label, swapped in (("swap = False", False), ("swap = True", True)):
-                        if isinstance(result, dict) and isinstance(result.get(label), dict):
-                            got = result[label]
-                            completion = got.get("completion")
-                            raw = str(completion[0]) if isinstance(completion, list) and completion else None
-                            a, b = (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
-                            put(("text", str(a), str(b)), Verdict(_winner_slot(got.get("winner"), swapped), None, raw))
-                continue
-            raw = None if row.get("raw") is None else str(row["raw"])
-            score = _score(row)
-            if row.get("swap") not in (None, ""):
-                swapped = _swap(row["swap"])
-                if row.get("output_1") is None or row.get("output_2") is None:
-                    raise ValueError("a row keyed by swap carries the texts shown (output_1, output_2); "
-                                     "or key it by order (ref_first / pert_first)")
-                a, b = (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
-                slot = (_winner_slot(row["winner"], swapped) if row.get("winner") not in (None, "")
-                        else _slot(row, None))
-                put(("text", str(a), str(b)), Verdict(slot, score, raw))
-                continue
-            order = _text(row.get("order"))
-            slot = _slot(row, order)
-            if slot is None and score is None:
-                raise ValueError("no verdict (slot, verdict, winner or score)")
-            verdict = Verdict(slot, score, raw)
-            if row.get("answer_a") is not None and row.get("answer_b") is not None:
-                put(("text", str(row["answer_a"]), str(row["answer_b"])), verdict)
-                continue
-            if order not in ORDERS:
-                raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)} (or give swap and the texts)")
-            ids = [i for i in (_text(row.get(k)) for k in ("item_id", "id", "ref_id")) if i is not None]
-            if not ids:
-                raise ValueError("no id (item_id, id or ref_id), swap or answer_a / answer_b")
-            for i in dict.fromkeys(ids):
-                put(("id", i, order), verdict)
+            for key, verdict in _row_entries(row):
+                put(key, verdict)
         except (KeyError, ValueError, TypeError) as e:
-            raise ValueError(f"{where}: {e}") from None
+            raise ValueError(f"row {n}: {e}") from None
     if judge is None and len(judges) > 1:
         raise ValueError(f"the file holds verdicts of several judges ({', '.join(sorted(judges)[:5])}): "
                          "set replay.judge to one of them")
@@ -203,13 +243,14 @@ class ReplayJudge:
         # (``not_in_replay``) are recorded as not judged and never trip the engine's breaker.
         self.spec = spec
         self.judge_id = judge_id
+        self.replay = options_of(spec, ReplayOptions).replay
         self._verdicts: dict[tuple[str, ...], Any] | None = None
         self.calls = 0  # requests answered from the file (none reaches a network)
 
     def _lookup(self, request: JudgeRequest) -> Verdict | None:
         if self._verdicts is None:
-            assert self.spec.replay is not None  # check() refuses a replay judge without one
-            self._verdicts = load(self.spec.replay)
+            assert self.replay is not None  # check() refuses a replay judge without one
+            self._verdicts = load(self.replay)
         item, order = request.item, str(request.order)
         for key in (("id", item.item_id, order), ("id", item.ref_id, order)):
             if key in self._verdicts:
@@ -225,7 +266,7 @@ class ReplayJudge:
         got = self._lookup(request)
         if got is None or (got.slot is None and got.score is None):
             raise RejectedError("not_in_replay",
-                                f"{self.spec.replay.path if self.spec.replay else ''} has no verdict for item "
+                                f"{self.replay.path if self.replay else ''} has no verdict for item "
                                 f"{request.item.item_id} ({request.item.ref_id}), {request.order}")
         raw = got.raw if got.raw is not None else (got.slot if got.slot is not None else str(got.score))
         return JudgeReply(raw=raw, slot=got.slot, score=got.score)
@@ -236,18 +277,19 @@ class ReplayJudge:
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """The manifest's check of a replay judge: a readable file whose rows are verdicts."""
-    if spec.replay is None:
+    replay = options_of(spec, ReplayOptions).replay
+    if replay is None:
         return "replay", f"judge {spec.name!r}: the replay backend needs replay: {{path: FILE}}"
-    path = Path(spec.replay.path)
+    path = Path(replay.path)
     if not path.is_file():
         return "replay.path", f"not found: {path}"
     try:
-        found = load(spec.replay)
+        found = load(replay)
     except (ValueError, msgspec.DecodeError, OSError) as e:
         return "replay.path", f"{path}: {e}"
     except Exception as e:  # a Parquet file that is none
         return "replay.path", f"{path}: {type(e).__name__}: {e}"
     if not found:
         return "replay.path", f"{path}: no verdict in the file" + (
-            f" for judge {spec.replay.judge!r}" if spec.replay.judge else "")
+            f" for judge {replay.judge!r}" if replay.judge else "")
     return None

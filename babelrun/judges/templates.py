@@ -23,9 +23,9 @@ import msgspec
 from ..core import bounds
 from ..spec import JudgeSpec, PromptPart, PromptSpec, VerdictSpec
 from . import jinja, python_source
+from .labels import scored_labels
 from .prompt import TEMPLATES
 from .protocol import FIELDS, TemplateError, check_source_fields, plain_format, template_of
-from .template_names import scored_labels
 
 
 def _did_you_mean(word: str, known: list[str]) -> str:

@@ -25,7 +25,7 @@ import copy
 import hashlib
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 
 from .. import agentic, corpus
@@ -45,6 +45,7 @@ from ..core.items import (
 from ..core.keys import Shard, plan_keys
 from ..core.records import ORDERS
 from ..errors import ManifestError
+from ..manifest import agentic_perturbations, text_perturbations
 from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec, PerturbationSpec
 from ..store.done import DoneSet
@@ -110,7 +111,7 @@ class Plan:
         self.probes = list(probes)  # robustness probes (plan/probes.py), apart from the degradations
         spec = agentic_spec or AgenticSpec()
         self.trajectories = agentic.references(trajectories, spec.focus)
-        self.agentic_perturbations = [(p.name, list(p.severities)) for p in spec.perturbations]
+        self.agentic_perturbations = [(p.name, list(p.severities)) for p in agentic_perturbations(spec)]
         self.perturbations = perturbations
         self.seed = seed
         self.pairs = list(pairs)
@@ -122,45 +123,8 @@ class Plan:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = AuditTally()
         self.item_ids: list[str] = []
-        # The survey's outcome of every perturbed cell (text, then code-switched), one byte
-        # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
-        self._surveyed: list[bytearray] = []
-        # What the survey keeps of its perturbed items, by kind, for later passes (``items``):
-        # the items themselves when their texts fit in ``HOLD_BYTES`` (a pass yields them as
-        # they are); else their texts packed (``PackedTexts``, ~3 % of their size: a pass
-        # rebuilds the items); past the bound packed too, nothing (a pass perturbs again).
-        self._held: list[list[Item]] = []
-        self._packed: list[PackedTexts | None] = []
-        whole = self._expected_bytes() <= self.HOLD_BYTES
-        room = self.HOLD_BYTES
         sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
-        for kind, sources in self._perturbed():
-            codes = bytearray()
-            held: list[Item] = []
-            packed = None if whole else PackedTexts()
-            if kind == "text":
-                sources = _counting(sources, sentences)
-            for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
-                cells.add(cell, outcome)
-                codes.append(_OUTCOMES.index(outcome))
-                if item is None:
-                    continue
-                self.item_ids.append(item.item_id)
-                if whole and room >= 0:
-                    room -= _text_bytes(item)
-                    held.append(item)
-                elif packed is not None:
-                    packed.add(item)
-                    if packed.nbytes > self.HOLD_BYTES:
-                        packed = None
-            if packed is not None:
-                packed.close()
-            self._surveyed.append(codes)
-            self._held.append(held)
-            self._packed.append(packed if packed is not None and packed.nbytes <= self.HOLD_BYTES else None)
-        if room < 0:  # more than the estimate said: hold none (its memory stays what it was, bench/full_plan.py)
-            for kept in self._held:
-                kept.clear()
+        self._survey(cells, sentences)
         for cell, item, outcome in self._regenerated():
             cells.add(cell, outcome)
             if item is not None:
@@ -172,6 +136,55 @@ class Plan:
         self.segmentation: list[Segmentation] = _segmentation(sentences)
         self.shard: Shard | None = None
         self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
+
+    def _survey(self, cells: AuditTally, sentences: dict[str, list[int]]) -> None:
+        """The one pass over the perturbed items at construction: each cell's outcome into
+        ``cells``, each item's id into ``item_ids``, each text reference's sentence count into
+        ``sentences``, and what later passes (``items``) replay from."""
+        # The survey's outcome of every perturbed cell (text, then code-switched), one byte
+        # each (``_OUTCOMES``): later passes replay them (``items``) instead of regenerating.
+        self._surveyed: list[bytearray] = []
+        # What the survey keeps of its perturbed items, by kind, for later passes (``items``):
+        # the items themselves when their texts fit in ``HOLD_BYTES`` (a pass yields them as
+        # they are); else their texts packed (``PackedTexts``, ~3 % of their size: a pass
+        # rebuilds the items); past the bound packed too, nothing (a pass perturbs again).
+        self._held: list[list[Item]] = []
+        self._packed: list[PackedTexts | None] = []
+        whole = self._expected_bytes() <= self.HOLD_BYTES
+        room = self.HOLD_BYTES
+        for kind, sources in self._perturbed():
+            if kind == "text":
+                sources = _counting(sources, sentences)
+            room = self._survey_kind(kind, sources, cells, whole, room)
+        if room < 0:  # more than the estimate said: hold none (its memory stays what it was, bench/full_plan.py)
+            for kept in self._held:
+                kept.clear()
+
+    def _survey_kind(self, kind: ItemKind, sources: Iterable, cells: AuditTally, whole: bool, room: int) -> int:
+        """The survey of one kind's sources: its outcome codes, and its items held whole
+        (while ``whole`` and ``room`` bytes are left) or packed; returns the room left."""
+        codes = bytearray()
+        held: list[Item] = []
+        packed = None if whole else PackedTexts()
+        for cell, item, outcome in generate(sources, self.perturbations, self.seed, perturb_reference, kind=kind):
+            cells.add(cell, outcome)
+            codes.append(_OUTCOMES.index(outcome))
+            if item is None:
+                continue
+            self.item_ids.append(item.item_id)
+            if whole and room >= 0:
+                room -= _text_bytes(item)
+                held.append(item)
+            elif packed is not None:
+                packed.add(item)
+                if packed.nbytes > self.HOLD_BYTES:
+                    packed = None
+        if packed is not None:
+            packed.close()
+        self._surveyed.append(codes)
+        self._held.append(held)
+        self._packed.append(packed if packed is not None and packed.nbytes <= self.HOLD_BYTES else None)
+        return room
 
     # The survey's items are kept whole up to this many bytes of their texts (``_text_bytes``:
     # ~200 bytes of id and fields and the perturbed text; the reference's text is the
@@ -198,7 +211,7 @@ class Plan:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:
-        degradations, probes = probe_items.split(manifest.perturbations)
+        degradations, probes = probe_items.split(text_perturbations(manifest))
         perturbations = [(p.name, list(p.severities)) for p in degradations]
         chosen = corpus.select(manifest)
         plan = cls(chosen.references, perturbations, manifest.seed, chosen.pairs, chosen.removed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..core.items import Item, generate
 from ..corpus import Selection
+from ..manifest import text_perturbations
 from ..perturb import perturb_reference
 from ..spec import Manifest
 from . import Plan
@@ -35,7 +36,7 @@ def lookup(manifest: Manifest, chosen: Selection, wanted: list[dict]) -> dict[st
         langs = {w["lang"] for w in rest} | ({parallel.pivot} if parallel else set())
         refs = [r for r in chosen.references if (not ref_ids or r.ref_id in ref_ids) and r.lang in langs]
         pairs = [p for p in chosen.pairs if not ref_ids or p.pair_id in ref_ids]
-        degradations, probes = probe_items.split(manifest.perturbations)
+        degradations, probes = probe_items.split(text_perturbations(manifest))
         plan = Plan(refs, [(p.name, list(p.severities)) for p in degradations], manifest.seed,
                     pairs, parallel=parallel, probes=probes)
         ids = {w["item_id"] for w in rest}

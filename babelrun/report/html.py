@@ -6,7 +6,7 @@ table of contents, then the sections: functions ``(ReportData, plots) -> str``, 
 registered with ``@renders("html", name)``, in the order of ``sections.SECTIONS``; a new
 section adds a line there and a function here. Every piece of judge, corpus or manifest text
 goes through ``safe.h`` (HTML-escaped with quotes, bidi controls made visible); plots are inlined as SVG
-drawn with glyph paths (``plots.py``). A Content-Security-Policy forbids scripts and every
+drawn with glyph paths (``plots``). A Content-Security-Policy forbids scripts and every
 outside fetch, as a second line of defence.
 """
 

@@ -9,7 +9,7 @@ from the manifest seed and the group, so the same log always gives the same card
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -203,15 +203,39 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     if data.num_rows == 0:
         return Cards([], audit, replicates, confidence)
     data = data.unify_dictionaries()  # Parquet row groups each bring their own dictionaries
+    cell, names, langs, perts = _cell_codes(data)
+    by, starts, table, item_cell = _item_table(data, cell)
+    margins = _soft_margins(data, by, starts)
+    # Lay the cards out (judge > language > perturbation), then compute every card's point
+    # values in one vectorised pass, then bootstrap each slice.
+    layout, spans = _layout(item_cell, sorted(names, key=lambda j: (names[j], j)), langs, perts)
+    card = _card_maker(table, spans, margins, replicates=replicates, confidence=confidence, seed=seed)
+    judges = [
+        JudgeCards(names[jid], jid, card(j), [
+            LanguageCard(code, languages.name(code), card(li),
+                         [PerturbationCard(name, card(pi)) for name, pi in pert_layout])
+            for code, li, pert_layout in lang_layout
+        ])
+        for jid, j, lang_layout in layout
+    ]
+    return Cards([_unreadable(jc) for jc in judges], audit, replicates, confidence)
+
+
+def _cell_codes(data: pa.Table) -> tuple[np.ndarray, dict[str, str], list[str], list[str]]:
+    """Each record's (judge, language, perturbation) cell as one integer, judges ranked by
+    (name, id); the judges' names by id (in code order), the languages and perturbations."""
     judge, judge_ids = codes(data["judge_id"])
     lang, langs = codes(data["lang"])
     pert, perts = codes(data["perturbation"])
     first_row = [int(np.argmax(judge == j)) for j in range(len(judge_ids))]  # a row of each judge
     names = dict(zip(judge_ids, data["judge"].take(pa.array(first_row)).to_pylist(), strict=True))
     j_rank = _rank([(names[j], j) for j in judge_ids])
-    n_langs, n_perts = len(langs), len(perts)
-    cell = (j_rank[judge] * n_langs + lang) * n_perts + pert
+    return (j_rank[judge] * len(langs) + lang) * len(perts) + pert, names, langs, perts
 
+
+def _item_table(data: pa.Table, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The records sorted by cell and item (``by``), where each item starts in that order,
+    the item table (``metrics.item_table``) and each item's cell."""
     bits = item_bits(data)
     by = by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
@@ -221,18 +245,17 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
     code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),
                                      lookup(data["verdict"], metrics.VERDICTS),
                                      data["ref_len"].to_numpy(), data["pert_len"].to_numpy(), tie_gold)
-    table = metrics.item_table(starts, code[by])
-    cell = cell[starts]  # one per item, in order
-    cumulative = _cumulative(table)
-    margins = _soft_margins(data, by, starts)
+    return by, starts, metrics.item_table(starts, code[by]), cell[starts]
 
-    # Lay the cards out (judge > language > perturbation), then compute every card's point
-    # values in one vectorised pass, then bootstrap each slice.
-    layout, spans = _layout(cell, sorted(judge_ids, key=lambda j: (names[j], j)), langs, perts)
+
+def _card_maker(table: np.ndarray, spans: list[tuple[int, int, str]], margins: np.ndarray | None, *,
+                replicates: int, confidence: float, seed: int) -> Callable[[int], Card]:
+    """``card(i)``: the card of span ``i``, its verdict and soft margin set; every span's sums
+    and point values are computed here at once."""
+    cumulative = _cumulative(table)
     starts, stops = (np.array(x) for x in zip(*[(a, b) for a, b, _ in spans], strict=True))
     sums = cumulative[stops] - cumulative[starts]
     points = metrics.from_sums(sums)
-
     rows, pattern_of = metrics.patterns(table) if replicates else (np.zeros((1, table.shape[1])), None)
 
     def card(i: int) -> Card:
@@ -250,15 +273,7 @@ def cells(data: pa.Table, audit: list[PerturbationAudit], *, replicates: int = 1
                 result = msgspec.structs.replace(result, soft_margin=Interval(rounded(total / n), None, None, int(n)))
         return result
 
-    judges = [
-        JudgeCards(names[jid], jid, card(j), [
-            LanguageCard(code, languages.name(code), card(li),
-                         [PerturbationCard(name, card(pi)) for name, pi in pert_layout])
-            for code, li, pert_layout in lang_layout
-        ])
-        for jid, j, lang_layout in layout
-    ]
-    return Cards([_unreadable(jc) for jc in judges], audit, replicates, confidence)
+    return card
 
 
 def _cumulative(table: np.ndarray) -> np.ndarray:

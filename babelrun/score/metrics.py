@@ -13,7 +13,12 @@ Definitions (documented in docs/metrics.md):
                       replies name no slot.
 - order consistency = over items seen in both orders, the share whose two verdicts name the
   (κ_ord)             same answer (both the reference or both the perturbed one); a tie or an
-                      invalid reply is never a consistent decision.
+                      invalid reply is never a consistent decision (decision consistency; on a
+                      tie-labelled pair, tie in both orders is its decision).
+- same verdict      = over items seen in both orders, the share whose two verdicts are the same
+  (κ_same)            verdict, tie/tie included everywhere (an invalid reply is no verdict): the
+                      consistency published judge benchmarks report (1 − JudgeBench's
+                      inconsistency).
 - verbosity v       = ½·[P(longer | longer is worse) + P(longer | longer is better)] over
                       decisive verdicts on pairs whose lengths differ by ≥ 10 %: the judge's
                       preference for the longer answer with accuracy cancelled out; 0.5 is
@@ -39,8 +44,14 @@ STATS = (
     # Tie-labelled pairs (labelled sets whose gold is "neither better"): their presentations
     # and items. Last, and 0 everywhere else, so other items' rows (and bootstraps) are as before.
     "gold_tie", "tie_items",
+    # Both orders gave the same verdict, tie/tie included. A function of the row's other columns
+    # (consistent, or two ties), so it is left out of ``patterns``' key: the distinct rows, their
+    # order and every bootstrap draw are the same as without it.
+    "same_verdict",
 )
 _I = {name: i for i, name in enumerate(STATS)}
+DERIVED = ("same_verdict",)
+_KEYED = np.array([name not in DERIVED for name in STATS])
 LENGTH_GAP = 0.10  # relative length difference for a pair to count in v
 
 
@@ -52,7 +63,7 @@ class Metric(NamedTuple):
 
     Adding a metric: its computation in ``from_sums`` (and, for a bootstrap interval, nothing
     more: ``bootstrap`` resamples every metric ``from_sums`` returns), its field on
-    ``score.cards.Card``, and one line here.
+    ``score.cards.Card``, and one line here (docs/extending.md, *A metric*).
     """
 
     name: str  # the Card field and from_sums key
@@ -62,23 +73,29 @@ class Metric(NamedTuple):
     signed: bool = False  # printed with a sign (a bias whose direction matters)
     rate: bool = False  # reports print the value alone (0 where undefined), right-aligned
     higher_is_better: bool | None = True  # None: neither (0 or 0.5 is the neutral point)
-    compared: bool = False  # shown in a mitigation's change against its base judge (summary.COMPARED)
+    # Compared between two sets of verdicts (``babelrun diff`` and its --fail-if-worse gate, a
+    # mitigation's change against its base judge): the metric's place, 1 first, in a comparison's
+    # list of changes (cards.json keeps that order); 0: not compared.
+    compared: int = 0
     flag: str | None = None  # a remark the reports append: "verdict", "below_chance", "consistently_wrong"
     kinds: tuple[str, ...] = ("degradation", "pairs")  # the card families the metric is on
     less: tuple[str, ...] = ()  # STATS columns taken off the count (tie-labelled presentations)
 
 
 REGISTRY: tuple[Metric, ...] = (
-    Metric("reliability", "R", (), compared=True, flag="verdict"),
-    Metric("accuracy", "accuracy", ("n",), compared=True, flag="below_chance"),
-    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=True,
+    Metric("reliability", "R", (), compared=5, flag="verdict"),
+    Metric("accuracy", "accuracy", ("n",), compared=1, flag="below_chance"),
+    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=2,
            less=("gold_tie",)),
-    Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=True),
-    Metric("order_consistency", "κ_ord", ("pairs",), compared=True, flag="consistently_wrong"),
+    Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=4),
+    Metric("order_consistency", "κ_ord", ("pairs",), compared=3, flag="consistently_wrong"),
+    Metric("verdict_consistency", "κ_same", ("pairs",), higher_is_better=None),
     Metric("tie_rate", "ties", ("n",), wilson="tie", rate=True, higher_is_better=None),
     Metric("invalid_rate", "invalid", ("n",), wilson="invalid", rate=True, higher_is_better=False),
 )
 BY_NAME = {m.name: m for m in REGISTRY}
+# The metrics a comparison (score.paired: diff, a mitigation's change) computes, in its order.
+COMPARED: tuple[str, ...] = tuple(m.name for m in sorted((m for m in REGISTRY if m.compared), key=lambda m: m.compared))
 
 
 def interval_n(sums: np.ndarray, items: int) -> dict[str, int]:
@@ -151,6 +168,7 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     # On a tie-labelled pair, tie in both orders is a consistent decision too.
     table[:, _I["consistent"]] = both & (first_v == second_v) & ((first_v <= 1) | (gold_tie[starts] & (first_v == 2)))
     table[:, _I["tie_items"]] = gold_tie[starts]
+    table[:, _I["same_verdict"]] = both & (first_v == second_v) & (first_v <= 2)
     return table
 
 
@@ -173,6 +191,7 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
         "position_bias": delta,
         "verbosity": v,
         "order_consistency": kappa,
+        "verdict_consistency": _ratio(g["same_verdict"], g["pairs"]),
         "reliability": r,
         "tie_rate": _ratio(g["tie"], g["n"]),
         "invalid_rate": _ratio(g["invalid"], g["n"]),
@@ -186,8 +205,9 @@ def patterns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     so a whole run has only some dozens of distinct rows. Rows are numbered through one
     integer key per row (the counts as digits), which sorts far faster than rows do.
     """
-    base = int(table.max()) + 1 if table.size else 1
-    key = table.astype(np.int64) @ (base ** np.arange(table.shape[1], dtype=np.int64))
+    keyed = table[:, np.resize(_KEYED, table.shape[1])]  # side by side tables repeat STATS' columns
+    base = int(keyed.max()) + 1 if keyed.size else 1
+    key = keyed.astype(np.int64) @ (base ** np.arange(keyed.shape[1], dtype=np.int64))
     _, first, pattern_of = np.unique(key, return_index=True, return_inverse=True)
     return table[first], pattern_of
 

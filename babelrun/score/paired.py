@@ -26,7 +26,7 @@ from .columnar import SCORING_COLUMNS, score
 from .columns import lookup
 from .stats import mcnemar_exact, rounded
 
-METRICS = ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
+METRICS = metrics.COMPARED  # every metric the registry marks compared, in its comparison order
 COLUMNS = [*SCORING_COLUMNS, "item_id", "served_model", "fingerprint"]
 ALL = "all"
 

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..perturb import probes as cues
-from . import stats
+from . import metrics, stats
 from .cards import (
     Card,
     McNemar,
@@ -384,9 +384,8 @@ class _CueStats:
         empty = Interval(None, None, None, 0)
         acc = m["accuracy"]
         assert isinstance(acc, Interval)
+        others = {m.name: empty for m in metrics.REGISTRY if m.name != "accuracy"}
         return ProbeCard(items=len(np.unique(self.r.cluster[rows])), presentations=len(rows), accuracy=acc,
-                         position_bias=empty, verbosity=empty, order_consistency=empty, reliability=empty,
-                         tie_rate=empty, invalid_rate=empty,
-                         cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]
+                         **others, cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]
                          mcnemar=m.get("mcnemar"), score_lift=m.get("score_lift"))  # type: ignore[arg-type]
 

@@ -78,12 +78,6 @@ def _card(run: Path, kind: str = "judges") -> dict:
     return json.loads((run / "cards.json").read_bytes())[kind][0]["overall"]
 
 
-def _audit(tmp_path, server, small_corpus, **fields) -> dict:
-    m = write_manifest(tmp_path, [_judge(server, **fields)], corpus=small_corpus)
-    quiet_audit(m)
-    return _card(tmp_path / "run")
-
-
 def _assert_longer_recovered(card: dict) -> None:
     assert card["verbosity"]["value"] >= 0.95, card["verbosity"]
     assert card["invalid_rate"]["value"] == 0
@@ -103,8 +97,9 @@ def test_alpaca_eval_gpt4_annotator_ranking_parser(tmp_path, small_corpus):
         return f"[\n    {{'model': 'model_1', 'rank': {r1}}},\n    {{'model': 'model_2', 'rank': {r2}}}\n]"
 
     with ToolJudge(lambda s, u: _alpaca_answers(s, u, "answer"), ranking) as server:
-        card = _audit(tmp_path, server, small_corpus,
-                      prompt={"file": str(ALPACA / "alpaca_eval_gpt4" / "configs.yaml")})
+        judge = _judge(server, prompt={"file": str(ALPACA / "alpaca_eval_gpt4" / "configs.yaml")})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         body = server.bodies[-1]
     _assert_longer_recovered(card)
     system, user = (m["content"] for m in body["messages"])
@@ -114,8 +109,10 @@ def test_alpaca_eval_gpt4_annotator_ranking_parser(tmp_path, small_corpus):
 
 def test_alpaca_eval_2_weighted_annotator_reads_logprobs_of_m_and_M(tmp_path, small_corpus):
     with ToolJudge(lambda s, u: _alpaca_answers(s, u, "output"), soft=("m", "M")) as server:
-        card = _audit(tmp_path, server, small_corpus, soft=True,
-                      prompt={"file": str(ALPACA / "weighted_alpaca_eval_gpt4_turbo" / "configs.yaml")})
+        judge = _judge(server, soft=True,
+                       prompt={"file": str(ALPACA / "weighted_alpaca_eval_gpt4_turbo" / "configs.yaml")})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         body = server.bodies[-1]
     _assert_longer_recovered(card)
     assert body["logprobs"] is True and body["max_tokens"] == 1
@@ -143,8 +140,10 @@ def test_llmbar_vanilla_prompt(tmp_path, small_corpus):
                 _between(user, "# Output (b):\n", "\n\n# Which is better"))
 
     with ToolJudge(read, lambda first, a, b: "Output (a)" if first else "Output (b)") as server:
-        card = _audit(tmp_path, server, small_corpus, prompt=str(FIXTURES / "llmbar" / "Vanilla.txt"),
-                      verdict={"pattern": r"Output \(([ab])\)", "labels": {"a": "A", "b": "B"}})
+        judge = _judge(server, prompt=str(FIXTURES / "llmbar" / "Vanilla.txt"),
+                       verdict={"pattern": r"Output \(([ab])\)", "labels": {"a": "A", "b": "B"}})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         body = server.bodies[-1]
     _assert_longer_recovered(card)
     assert body["messages"][0]["content"].startswith("You are a helpful assistant in evaluating")
@@ -161,9 +160,10 @@ def test_judgelm_two_score_prompt_fills_its_prompt_block_from_the_file(tmp_path,
         return f"{sa} {sb}\nAssistant 1 wrote {len(a)} characters, Assistant 2 {len(b)}."
 
     with ToolJudge(read, scores) as server:
-        card = _audit(tmp_path, server, small_corpus,
-                      prompt={"file": str(FIXTURES / "judgelm" / "judgelm_prompts.jsonl")},
-                      verdict={"scores": r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", "match": "first"})
+        judge = _judge(server, prompt={"file": str(FIXTURES / "judgelm" / "judgelm_prompts.jsonl")},
+                       verdict={"scores": r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", "match": "first"})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         user = server.bodies[-1]["messages"][1]["content"]
     assert card["verbosity"]["value"] >= 0.95 and card["invalid_rate"]["value"] == 0
     # the {prompt} block is JudgeLM's instructions, not the question
@@ -335,9 +335,13 @@ EVALS, ARENA, WILD, REWARD = (FIXTURES / d for d in ("openai_evals", "arena_hard
 ARENA_LABELS = {"A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B"}
 
 
+def _audit(tmp_path, server, small_corpus, **fields) -> dict:
+    quiet_audit({"judges": [_judge(server, **fields)], "corpus": small_corpus}, folder=tmp_path)
+    return _card(tmp_path / "run")
+
+
 def _pointwise_card(tmp_path, server, small_corpus, **fields) -> dict:
-    m = write_manifest(tmp_path, [_judge(server, protocol="pointwise", **fields)], corpus=small_corpus)
-    quiet_audit(m)
+    quiet_audit({"judges": [_judge(server, protocol="pointwise", **fields)], "corpus": small_corpus}, folder=tmp_path)
     return _card(tmp_path / "run", "pointwise")
 
 

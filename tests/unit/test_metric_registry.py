@@ -25,7 +25,8 @@ def _card(**over) -> Card:
 def test_registry_names_every_interval_field_of_a_card() -> None:
     fields = {f.name for f in msgspec.structs.fields(Card) if "Interval" in str(f.type)}
     assert {m.name for m in metrics.REGISTRY} == fields - {"soft_margin"}
-    assert set(paired.METRICS) == {m.name for m in metrics.REGISTRY if m.compared}
+    # a comparison computes every compared metric, in the order cards.json keeps its changes
+    assert paired.METRICS == ("accuracy", "position_bias", "order_consistency", "verbosity", "reliability")
     assert set(metrics.from_sums(np.zeros(len(metrics.STATS)))) == {m.name for m in metrics.REGISTRY}
 
 
@@ -35,11 +36,11 @@ def test_interval_counts_follow_the_registry() -> None:
     col = dict(zip(metrics.STATS, sums.tolist(), strict=True))
     assert n == {"reliability": 99, "accuracy": col["n"], "position_bias": col["n"] - col["gold_tie"],
                  "verbosity": col["lw_n"] + col["lb_n"], "order_consistency": col["pairs"],
-                 "tie_rate": col["n"], "invalid_rate": col["n"]}
+                 "verdict_consistency": col["pairs"], "tie_rate": col["n"], "invalid_rate": col["n"]}
 
 
 def test_a_registry_line_reaches_both_reports_summary_and_tidy(monkeypatch) -> None:
-    extra = metrics.Metric("tie_rate", "extra", ("n",), compared=True)
+    extra = metrics.Metric("tie_rate", "extra", ("n",), compared=6)
     monkeypatch.setattr(summary, "REGISTRY", (*metrics.REGISTRY, extra))
     monkeypatch.setattr(tidy, "REGISTRY", (*metrics.REGISTRY, extra))
     card = _card(tie_rate=Interval(0.25, 0.125, 0.375, 8))
@@ -53,10 +54,10 @@ def test_a_registry_line_reaches_both_reports_summary_and_tidy(monkeypatch) -> N
 
 def test_reports_print_the_registry_columns_in_order() -> None:
     header = markdown._HEADER.split("\n")[0]
-    assert header == "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | ties | invalid |"
+    assert header == "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | κ_same | ties | invalid |"
     assert summary.COMPARED == (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
                                 ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
     row = markdown._row("x", _card(invalid_rate=Interval(None, None, None, 0),
                                    position_bias=Interval(-0.0004, -0.01, 0.01, 10)))
     assert row == ("| x | 10 | 0.50 [0.40, 0.60] | 0.50 [0.40, 0.60] | +0.00 [-0.01, +0.01] | 0.50 [0.40, 0.60] "
-                   "| 0.50 [0.40, 0.60] | 0.50 | 0.00 |")
+                   "| 0.50 [0.40, 0.60] | 0.50 [0.40, 0.60] | 0.50 | 0.00 |")

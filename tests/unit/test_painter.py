@@ -56,7 +56,7 @@ def test_a_link_at_plots_is_refused_by_the_painter(tmp_path):
 def test_the_second_group_is_forked_by_one_child_where_fork_is_safe(tmp_path):
     """On Linux one child imports matplotlib and forks the drawer of the second group (one
     import, not two): the plots are those of two separate children, byte for byte."""
-    if not plots._forks():
+    if not plots.painter._forks():
         pytest.skip("no fork here: each group has a child of its own")
     data = synthetic(judges=2, langs=8)
     with plots.Painter(tmp_path / "forked", parts=2) as painter:

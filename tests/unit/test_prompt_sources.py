@@ -8,11 +8,11 @@ import math
 import pytest
 
 from babelrun import judges
-from babelrun.judges import jinja
+from babelrun.judges import jinja, judge_spec
 from babelrun.judges.prompt import slot_probabilities
 from babelrun.judges.protocol import TemplateError, check_verdict, identity, slot_reader
 from babelrun.judges.templates import inline, read_text, substitute, to_format
-from babelrun.spec import JudgeSpec, VerdictSpec
+from babelrun.spec import VerdictSpec
 
 SCORES = VerdictSpec(scores=r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", match="first")
 BRACKETS = VerdictSpec(scores=r"\[\[(\d+\.?\d*),\s?(\d+\.?\d*)\]\]")
@@ -53,9 +53,9 @@ def test_soft_label_tokens_are_exact_and_case_sensitive():
 
 
 def test_new_verdict_fields_enter_judge_id_only_when_set():
-    base = JudgeSpec(name="j", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"))
+    base = judge_spec(name="j", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"))
     assert identity(base)["verdict"] == {"pattern": r"\[\[([AB])\]\]"}  # as before: no scores key
-    two = JudgeSpec(name="j", backend="simulated", verdict=SCORES)
+    two = judge_spec(name="j", backend="simulated", verdict=SCORES)
     assert identity(two)["verdict"]["scores"] == SCORES.scores
     assert judges.judge_id(base) != judges.judge_id(two)
 

@@ -129,7 +129,7 @@ def test_an_unknown_field_names_a_tool_only_in_that_tools_file(tmp_path):
 
 def test_pointwise_labels_map_to_scores_and_pairwise_ones_to_slots():
     graded = VerdictSpec(pattern=r"GRADE: ([CPI])", labels={"C": 1, "P": 0.5, "I": 0}, scale=(0, 1))
-    spec = judges.JudgeSpec(name="g", backend="simulated", protocol="pointwise", verdict=graded,
+    spec = judges.judge_spec(name="g", backend="simulated", protocol="pointwise", verdict=graded,
                             prompt=manifest.PromptSpec(user="{question} {answer}"))
     judging = Judging.of(spec)
     assert judging.verdict.values == {"C": 1.0, "P": 0.5, "I": 0.0} and judging.verdict.labels == {}
@@ -161,7 +161,7 @@ def test_fields_map_the_turns_of_a_two_turn_item_in_jinja2():
             "User: {{ q }}\nA: {{ a }}\nB: {{ b }}\n{% endfor %}")
     fields = {"first_q": "question_1", "first_a": "answer_a_1", "first_b": "answer_b_1",
               "last_q": "question_2", "last_a": "answer_a_2", "last_b": "answer_b_2"}
-    spec = judges.JudgeSpec(name="t", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"),
+    spec = judges.judge_spec(name="t", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"),
                             prompt=manifest.PromptSpec(user=text, fields=fields, syntax="jinja2"))
     item = Item(item_id="1" * 20, kind="text", lang="en", ref_id="r", prompt="Why?", reference="REF",
                 perturbed="PERT", perturbation="truncate", severity=0.3, ref_len=3, pert_len=4,

@@ -68,15 +68,22 @@ def test_every_error_kind_is_used():
     assert set(ErrorKind) - set(kinds_in_source()) == set()
 
 
-def test_default_perturbations_are_the_registry():
-    """``spec`` sits below ``perturb`` and cannot import it: its default list is the
-    registry's names, in the registry's order, held here."""
+def test_unset_perturbations_are_every_registered_one(monkeypatch):
+    """No copied default list: a manifest that names no perturbations gets the registries'
+    entries, in their order, a new entry included (the manifest layer fills them in)."""
+    from babelrun import manifest, perturb
     from babelrun.agentic import AGENTIC_PERTURBATIONS
-    from babelrun.perturb import TEXT_PERTURBATIONS
-    from babelrun.spec import DEFAULT_AGENTIC_PERTURBATIONS, DEFAULT_TEXT_PERTURBATIONS
+    from babelrun.spec import AgenticSpec, Manifest
 
-    assert DEFAULT_TEXT_PERTURBATIONS == tuple(TEXT_PERTURBATIONS)
-    assert set(DEFAULT_AGENTIC_PERTURBATIONS) <= set(AGENTIC_PERTURBATIONS)
+    monkeypatch.setitem(perturb.TEXT_PERTURBATIONS, "extra", perturb.TEXT_PERTURBATIONS["truncate"])
+    filled = manifest.with_defaults(Manifest(name="m", judges=[], agentic=AgenticSpec()))
+    assert [p.name for p in filled.perturbations] == list(perturb.TEXT_PERTURBATIONS)
+    assert filled.perturbations[-1].name == "extra"
+    assert [p.name for p in filled.agentic.perturbations] == list(AGENTIC_PERTURBATIONS)
+    assert all(p.severities == [0.3, 0.6] for p in filled.perturbations)
+    given = Manifest(name="m", judges=[], perturbations=[manifest.PerturbationSpec(name="shuffle")])
+    assert manifest.with_defaults(given).perturbations == given.perturbations
+    assert [p.name for p in manifest.agentic_perturbations(None)] == list(AGENTIC_PERTURBATIONS)
 
 
 def test_the_pointwise_pad_gain_reads_the_perturbations_that_lengthen():

@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from ...core.version import __version__
-from . import analyses, audit, cache, judge, outputs
+from . import analyses, audit, cache, data, judge, outputs
 from .command import Command
 
 __all__ = ["COMMANDS", "EPILOG", "Command", "build_parser", "commands", "main"]
@@ -45,9 +45,11 @@ DESCRIPTION = (
 
 def commands() -> tuple[Command, ...]:
     """Every command, in ``--help`` order; the analyses' as the registry has them now."""
-    return (audit.AUDIT, audit.VALIDATE, outputs.SCORE, outputs.REPORT, outputs.COMPACT, audit.MERGE,
-            judge.LANGUAGES, *analyses.commands(), analyses.DIFF, outputs.SHOW, outputs.EXPORT, judge.PIN,
-            judge.CHECK, judge.BENCH_JUDGE, cache.CACHE)
+    return (
+        audit.AUDIT, audit.VALIDATE, outputs.SCORE, outputs.REPORT, outputs.COMPACT, audit.MERGE,
+        judge.LANGUAGES, *analyses.commands(), analyses.DIFF, outputs.SHOW, outputs.EXPORT, judge.PIN,
+        judge.CHECK, judge.BENCH_JUDGE, cache.CACHE, data.DATA,
+    )
 
 
 COMMANDS: tuple[Command, ...] = commands()

@@ -1,30 +1,51 @@
 """The analyses of finished runs: one command per entry of the analyses registry
 (``babelrun.analyses.registry.ANALYSES``), built here from the entry alone, and ``diff``.
 
-Every generated command takes the entry's own arguments and ``--json``; it computes the
-result, writes it as the entry's file into each run directory it read (what the report
+Every generated command takes the entry's own arguments (its ``Argument`` data, made into the
+parser's arguments here: the analyses know no argparse) and ``--json``; it computes the
+result from the parsed values, writes it as the entry's file into each run directory it read (what the report
 shows), prints it (its text, or JSON), and exits 1 when the entry's gate trips."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .command import Command, gate, print_result, save
 
+if TYPE_CHECKING:
+    from ...analyses.registry import Analysis, Argument
 
-def command(analysis) -> Command:
+
+def add_argument(p: argparse.ArgumentParser, argument: Argument) -> None:
+    """One ``registry.Argument`` as the parser's argument."""
+    options: dict[str, Any] = {"type": argument.type}
+    if argument.help is not None:
+        options["help"] = argument.help
+    if argument.metavar is not None:
+        options["metavar"] = argument.metavar
+    if argument.many:
+        options["nargs"] = "+"
+    if argument.name.startswith("-"):
+        options["default"] = argument.default
+    p.add_argument(argument.name, **options)
+
+
+def command(analysis: Analysis) -> Command:
     """The command of one analysis registry entry."""
 
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        analysis.arguments(p)
+        for argument in analysis.arguments:
+            add_argument(p, argument)
         p.add_argument("--json", action="store_true", help=f"print the result as JSON (as {analysis.output})")
 
     def run(args: argparse.Namespace) -> int:
-        result = analysis.compute(args)
-        save(result, analysis.run_dirs(args), analysis.output)
+        values = {a.dest: getattr(args, a.dest) for a in analysis.arguments}
+        result = analysis.compute(values)
+        save(result, analysis.run_dirs(values), analysis.output)
         print_result(result, analysis.text(result), args.json)
-        tripped = analysis.gate(args, result) if analysis.gate is not None else None
+        tripped = analysis.gate(values, result) if analysis.gate is not None else None
         return 0 if tripped is None else gate(*tripped)
 
     return Command(analysis.name, analysis.help, analysis.description, add_arguments, run,

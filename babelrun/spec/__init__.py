@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
+
 Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1 << 31)]  # a count that fits any array index
@@ -33,13 +35,6 @@ MAX_BATCH_SIZE = 4096
 MAX_WORKERS = 4096
 
 DEFAULT_SEVERITIES = (0.3, 0.6)
-# The perturbations a manifest gets when it names none: every one of each registry
-# (``perturb.TEXT_PERTURBATIONS``, ``agentic.AGENTIC_PERTURBATIONS``; a test holds these equal
-# to the registries, which live in layers above this one).
-DEFAULT_TEXT_PERTURBATIONS = ("truncate", "shuffle", "number_corrupt", "drop_entities", "repeat_pad")
-DEFAULT_AGENTIC_PERTURBATIONS = (
-    "argument_corrupt", "tool_name_swap", "hallucinated_tool", "missing_required_arg", "extra_spurious_arg",
-    "drop_intermediate_step", "corrupt_tool_result", "early_termination", "step_pad")
 
 
 class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -155,6 +150,10 @@ class CorpusSpec(_Spec, frozen=True):
     min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
     min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
     parallel: ParallelSpec | None = None
+    # A source path ``data:NAME[/sub]`` names a public data set (``babelrun data get NAME``):
+    # looked for in the folder named here for NAME (a copy the user has), then in the user
+    # data folder (babelrun/corpus/data.py).
+    data_dirs: dict[str, str] = {}
 
 
 # ---- perturbations ------------------------------------------------------------------------
@@ -181,21 +180,15 @@ class PerturbationSpec(_Spec, frozen=True):
     cues: str | None = None
 
 
-def _default_perturbations() -> list[PerturbationSpec]:
-    return [PerturbationSpec(name=n) for n in DEFAULT_TEXT_PERTURBATIONS]
-
-
-def _default_agentic_perturbations() -> list[PerturbationSpec]:
-    return [PerturbationSpec(name=n) for n in DEFAULT_AGENTIC_PERTURBATIONS]
-
-
 class AgenticSpec(_Spec, frozen=True):
     """How the corpus's trajectories are degraded and shown: ``focus`` is what the judge
     reads (``tool_calls``: calls, results and the final answer; ``full_trace``: thoughts
-    too); ``perturbations`` default to all nine at the default severities."""
+    too). ``perturbations`` unset (None): every registered agentic perturbation at the default
+    severities, filled in by the manifest layer (``babelrun.manifest.agentic_perturbations``:
+    the registries live in layers above this one)."""
 
     focus: Literal["tool_calls", "full_trace"] = "full_trace"
-    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_agentic_perturbations)
+    perturbations: list[PerturbationSpec] | None = None
 
 
 # ---- judges -------------------------------------------------------------------------------
@@ -265,6 +258,11 @@ class SimulatedKnobs(_Spec, frozen=True):
     # Robustness probes: per probe, the share of presentations where the judge names the cued
     # (worse) answer whatever its quality (``ProbeKnobs``). Left out of the judge_id while unset.
     probes: ProbeKnobs | None = None
+    # With this probability a decisive pairwise reply names the answer in the item language's
+    # own script where the other is in Latin script (the ``romanised`` probe: the native-script
+    # degraded answer over the romanised reference); in the probes' window, before accuracy.
+    # Left out of the judge_id at 0.
+    script_bias: Probability = 0.0
 
 
 class ProbeKnobs(_Spec, frozen=True):
@@ -383,10 +381,10 @@ class ReplaySpec(_Spec, frozen=True):
 
 
 class JudgeSpec(_Spec, frozen=True):
+    """The fields every judge has, whatever its backend; the backend's own are ``options``."""
+
     name: str
-    # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
-    # anthropic, gemini, openai and the OpenAI-compatible presets (judges/presets.py).
-    # Which of the fields below apply depends on the backend's declared capabilities.
+    # A registered backend (``babelrun.judges.BACKENDS``) or an entry-point plugin's name.
     backend: str
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
@@ -405,20 +403,6 @@ class JudgeSpec(_Spec, frozen=True):
     # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
     # first (a ``verdict:`` pattern, the pointwise template).
     max_tokens: PositiveInt | None = None
-    # OpenAI reasoning models: ``max_completion_tokens`` instead of ``max_tokens``, no
-    # ``temperature``; ``reasoning_effort`` is sent as is (and implies ``reasoning``).
-    reasoning: bool = False
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    # OpenAI client conventions: extra headers (plain values, written to run.yaml),
-    # headers whose values come from environment variables (never written), the
-    # OpenAI-Organization / OpenAI-Project headers, and Azure OpenAI.
-    headers: dict[str, str] = {}
-    headers_env: dict[str, str] = {}
-    organization: str | None = None
-    project: str | None = None
-    azure: AzureSpec | None = None
-    # backend: python — "package.module:function", called with each JudgeRequest.
-    callable: str | None = None
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
@@ -429,20 +413,6 @@ class JudgeSpec(_Spec, frozen=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
     max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
-    # Local models (llamacpp): the micro-batcher and the runtime.
-    batch_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_SIZE)] = 8  # requests collected into one batch at most
-    max_wait_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT_S * 1000)] = 20.0  # how long the first one waits
-    # CPU threads (llama.cpp's default when unset)
-    threads: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] | None = None
-    context: PositiveInt = 4096  # context window, tokens
-    # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
-    # each hold the model and serve every worker's calls in micro-batches.
-    replicas: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] = 1
-    simulated: SimulatedKnobs | None = None
-    # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
-    # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
-    batch: bool = False
-    batch_poll_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_POLL_S)] = 30.0
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -451,16 +421,11 @@ class JudgeSpec(_Spec, frozen=True):
     # card: how often it prefers answers its own family wrote. Not part of the judge_id
     # (it changes no verdict).
     family: str | None = None
-    # backend: rule — a deterministic scorer (length ratio, regex, exact match, JSON
-    # validity, a registered Python function) instead of a model: a cascade's cheap stage.
-    rule: RuleSpec | None = None
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
-    # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
-    replay: ReplaySpec | None = None
-    # Anthropic: mark the static system prefix ``cache_control: ephemeral`` (provider prompt caching).
-    prompt_cache: bool = False
     # Read the price from a YAML/JSON file of ``{model: {input_per_mtok: …}}`` (when ``price`` is unset).
     price_file: str | None = None
+    # The backend's own options (its registered struct), written flat in the manifest.
+    options: JudgeOptions = JudgeOptions()
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -478,11 +443,17 @@ class _Composite(_Spec, frozen=True):
         return str(self.__struct_config__.tag)
 
 
+DualOrderRule = Literal["both", "label_both", "votes"]
+
+
 class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True, frozen=True):
-    """Ask ``of`` in both orders and combine: agreeing verdicts stand; disagreeing ones give a
-    tie, or with soft verdicts the side with the larger mean probability."""
+    """Ask ``of`` in both orders and combine them by a named ``rule`` (score/composite.py):
+    ``both`` (a win needs both orders, else a tie; soft verdicts: the larger mean probability),
+    ``label_both`` (the two verdicts must be equal; otherwise no decision: invalid) or
+    ``votes`` (each order votes for the answer it names; ties and invalid replies abstain)."""
 
     of: str
+    rule: DualOrderRule = "both"
 
 
 class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True, frozen=True):
@@ -581,7 +552,9 @@ class Manifest(_Spec, frozen=True):
     judges: list[JudgeSpec]
     composites: list[CompositeSpec] = []
     corpus: CorpusSpec = CorpusSpec()
-    perturbations: list[PerturbationSpec] = msgspec.field(default_factory=_default_perturbations)
+    # None (unset): every registered text perturbation at the default severities, filled in by
+    # the manifest layer (``babelrun.manifest.text_perturbations``), which sees the registries.
+    perturbations: list[PerturbationSpec] | None = None
     # Trajectory items (a ``trajectories`` corpus source); defaults apply when it is absent.
     agentic: AgenticSpec | None = None
     output_dir: str = "runs/{name}"

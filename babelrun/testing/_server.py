@@ -1,261 +1,28 @@
-"""A loopback OpenAI-compatible judge server that injects faults, for tests and benchmarks.
-
-It answers ``POST /v1/chat/completions`` like a deterministic judge: it reads the two
-answers out of the prompt and names the one whose content hash is smaller, so it is
-consistent across orders and across runs. Latency, a required key, a script of faults, random
-faults at set rates and a requests-per-minute limit are settable; every random choice comes
-from one seeded ``random.Random``, so a seed gives the same outcomes again. It listens on
-127.0.0.1 only.
-
-    with FakeJudgeServer(latency_s=0.05, api_key="k", rate_429=0.05, seed=1) as server:
-        ... endpoint: server.url ...
-        print(server.snapshot())
-
-From a shell (benchmarks run it in its own process; it prints its URL, then serves until
-SIGTERM or Ctrl-C)::
-
-    python -m babelrun.testing --port 8765 --rate-429 0.05 --rpm-limit 600
-"""
+"""The fake judge server itself: a background thread running an aiohttp app on 127.0.0.1
+that decides each request's fate under one lock (a key check, the scripted faults, the rpm
+window, the seeded random faults) and answers in the wire format of the path it came to."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import math
 import random
-import re
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
 
 import msgspec
 from aiohttp import web
 
-_ANSWER = re.compile(r"\[Answer (A|B)\]\n(.*?)\n\[End of Answer \1\]", re.S)
-
-LATENCY_DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
-# The random fault kinds, in the order they take their share of one uniform draw (see _draw).
-FAULT_KINDS = ("429", "5xx", "timeout", "drop", "malformed")
-_5XX = (500, 502, 503)
-
-
-def choose(prompt: str) -> str:
-    """The fake judge's verdict: the answer with the smaller blake2b digest (order-free)."""
-    answers = dict(_ANSWER.findall(prompt))
-    if set(answers) != {"A", "B"}:
-        return "I see no answers to compare."
-
-    def digest(text: str) -> bytes:
-        return hashlib.blake2b(text.encode(), digest_size=8).digest()
-
-    return "A" if digest(answers["A"]) <= digest(answers["B"]) else "B"
-
-
-def flipped(prompt: str, rate: float) -> bool:
-    """Whether a server with ``flip_rate`` = rate answers this prompt the other way: a fixed
-    share of prompts, chosen by their hash (the same prompt flips every time, in every run)."""
-    h = int.from_bytes(hashlib.blake2b(b"flip\x1f" + prompt.encode(), digest_size=8).digest(), "big")
-    return h < rate * 2**64
-
-
-# The fake judge's soft verdict: its choice 0.7, the other slot 0.2, tie 0.06, a stray token 0.04.
-SOFT = (0.7, 0.2, 0.06, 0.04)
-
-
-def _top(verdict: str) -> list[dict]:
-    other = "B" if verdict == "A" else "A"
-    return [{"token": t, "logprob": math.log(p)} for t, p in zip((verdict, f" {other}", "tie", "The"), SOFT,
-                                                                  strict=True)]
-
-
-def sample_latency(rng: random.Random, dist: str, mean_s: float, jitter_s: float = 0.0,
-                   sigma: float = 0.5) -> float:
-    """One reply latency in seconds; every distribution has mean ``mean_s``.
-
-    ``fixed``: always ``mean_s``. ``uniform``: uniform on ``mean_s ± jitter_s``.
-    ``lognormal``: lognormal with shape ``sigma`` (the standard deviation of its logarithm),
-    scaled so that its mean, not its median, is ``mean_s``: a long right tail, as real APIs have.
-    """
-    if dist == "fixed" or mean_s <= 0:
-        return mean_s
-    if dist == "uniform":
-        return rng.uniform(mean_s - jitter_s, mean_s + jitter_s)
-    if dist == "lognormal":
-        # E[exp(N(mu, s^2))] = exp(mu + s^2 / 2): choose mu so that this is mean_s.
-        return rng.lognormvariate(math.log(mean_s) - sigma * sigma / 2, sigma)
-    raise ValueError(f"unknown latency distribution {dist!r}; one of {LATENCY_DISTRIBUTIONS}")
+from ._faults import ESCAPES, FAULT_KINDS, HOSTILE, LATENCY_DISTRIBUTIONS, STATUSES_5XX, Fate, sample_latency
+from ._judge import choose, flipped
+from ._wire import ROUTES, WIRE_FORMATS, WireFormat
 
 
 def _seconds(value: float) -> str:
     """``1.5`` -> ``"1.5"``: seconds to the millisecond, rounded up so that waiting them is enough."""
     return f"{math.ceil(value * 1000) / 1000:.3f}".rstrip("0").rstrip(".")
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What the random knobs decided for one request, drawn when it arrives."""
-
-    fault: str | None  # one of FAULT_KINDS, or None
-    status_5xx: int
-    truncate: bool  # a malformed body: cut JSON (True) or JSON without "choices" (False)
-    latency_s: float
-
-
-class _Message(msgspec.Struct):
-    content: str
-
-
-class _ChatRequest(msgspec.Struct):
-    messages: list[_Message]
-    logprobs: bool = False
-
-
-_decode_request = msgspec.json.Decoder(_ChatRequest).decode
-
-
-class _Part(msgspec.Struct):
-    text: str = ""
-
-
-class _Content(msgspec.Struct):
-    parts: list[_Part]
-
-
-class _GeminiRequest(msgspec.Struct):
-    contents: list[_Content]
-
-
-_decode_gemini = msgspec.json.Decoder(_GeminiRequest).decode
-
-
-class WireFormat:
-    """One provider's wire format, as the fake server speaks it: where the key travels, how
-    the prompt is read, and the shapes of a verdict and of an error. A subclass per provider
-    (:class:`OpenAIWire`, :class:`AnthropicWire`, :class:`GeminiWire`); :data:`WIRE_FORMATS`
-    maps each provider's name to its instance and :data:`ROUTES` each path to the format."""
-
-    name = ""
-    key_header = ""
-    key_prefix = ""
-    body_key = ""  # the reply's field a "malformed" fault deletes
-
-    def key(self, request: web.Request) -> str:
-        value = request.headers.get(self.key_header, "")
-        return value.removeprefix(self.key_prefix) if value.startswith(self.key_prefix) else ""
-
-    def prompt(self, body: bytes) -> tuple[str, bool]:
-        """(the last user message, whether soft verdicts were asked); ValueError when the body
-        is not a request of this wire format."""
-        try:
-            return self._prompt(body)
-        except (msgspec.DecodeError, IndexError):
-            raise ValueError(f"expected a {self.name} request") from None
-
-    def _prompt(self, body: bytes) -> tuple[str, bool]:
-        chat = _decode_request(body)
-        return chat.messages[-1].content, chat.logprobs
-
-    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
-        """A verdict reply; ``cached``: how many of the prompt's tokens the usage reports as
-        read from the provider's prompt cache (in this provider's field; none when 0);
-        ``written``: how many it reports as written to that cache (Anthropic only)."""
-        raise NotImplementedError
-
-    def error(self, status: int, message: str) -> dict:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-class OpenAIWire(WireFormat):
-    """OpenAI chat completions (also Azure OpenAI and every OpenAI-compatible server)."""
-
-    name, key_header, key_prefix, body_key = "openai", "Authorization", "Bearer ", "choices"
-
-    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
-        choice: dict = {"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}
-        if soft:  # OpenAI's logprobs shape: the chosen token, and its top alternatives
-            choice["logprobs"] = {"content": [{"token": verdict, "logprob": math.log(SOFT[0]),
-                                               "top_logprobs": _top(verdict)}]}
-        usage: dict = {"prompt_tokens": len(prompt) // 4, "completion_tokens": tokens_out}
-        if cached:  # OpenAI: part of prompt_tokens
-            usage["prompt_tokens_details"] = {"cached_tokens": cached}
-        return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
-                "system_fingerprint": fingerprint, "choices": [choice], "usage": usage}
-
-    def error(self, status: int, message: str) -> dict:
-        return {"error": {"message": message, "type": "invalid_request_error"}}
-
-
-class AnthropicWire(WireFormat):
-    """Anthropic's Messages API."""
-
-    name, key_header, key_prefix, body_key = "anthropic", "x-api-key", "", "content"
-
-    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
-        # Anthropic: input_tokens counts only the uncached input; the cache reads come apart.
-        usage: dict = {"input_tokens": len(prompt) // 4 - cached - written, "output_tokens": tokens_out}
-        if cached or written:
-            usage.update(cache_read_input_tokens=cached, cache_creation_input_tokens=written)
-        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": verdict}], "stop_reason": "end_turn", "usage": usage}
-
-    def error(self, status: int, message: str) -> dict:
-        return {"type": "error", "error": {"type": "api_error", "message": message}}
-
-
-class GeminiWire(WireFormat):
-    """Google's Gemini ``generateContent``."""
-
-    name, key_header, key_prefix, body_key = "gemini", "x-goog-api-key", "", "candidates"
-
-    def _prompt(self, body: bytes) -> tuple[str, bool]:
-        return _decode_gemini(body).contents[-1].parts[0].text, False
-
-    def completion(self, verdict: str, model: str, prompt: str, soft: bool, *, fingerprint: str = "fp_fake",
-                   tokens_out: int = 1, cached: int = 0, written: int = 0) -> dict:
-        usage: dict = {"promptTokenCount": len(prompt) // 4, "candidatesTokenCount": tokens_out}
-        if cached:  # Gemini: part of promptTokenCount
-            usage["cachedContentTokenCount"] = cached
-        return {"candidates": [{"content": {"role": "model", "parts": [{"text": verdict}]},
-                                "finishReason": "STOP"}],
-                "usageMetadata": usage, "modelVersion": model}
-
-    def error(self, status: int, message: str) -> dict:
-        return {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
-
-
-WIRE_FORMATS: dict[str, WireFormat] = {w.name: w for w in (OpenAIWire(), AnthropicWire(), GeminiWire())}
-# The paths the server answers, and the wire format each speaks.
-ROUTES = {
-    "/v1/chat/completions": "openai",
-    "/v1/messages": "anthropic",
-    "/v1beta/models/{model}": "gemini",
-    "/openai/deployments/{deployment}/chat/completions": "openai",  # Azure OpenAI
-}
-
-# Hostile behaviours (``hostile=``): what a broken or malicious provider (or a proxy in front
-# of one) can answer. Each applies to every request that passes the key check.
-HOSTILE = {
-    "echo_key_4xx": "``hostile_status`` (400) whose JSON error message quotes the request's key "
-                    "past the 200th character",
-    "echo_key_5xx": "503 whose JSON error message quotes the key (then retried)",
-    "echo_headers": "``hostile_status`` (400) with a text body listing every request header",
-    "redirect": "307 to ``redirect_to`` (another server: it must never see the key)",
-    "endless": "200 whose chunked body never ends",
-    "huge": "200 whose verdict text is 10 MB",
-    "retry_after_inf": "429 with Retry-After: inf",
-    "retry_after_huge": "429 with Retry-After: 1e9 and x-ratelimit-reset-requests: 99999h",
-    "escapes": "``hostile_status`` (401) whose message and served model carry terminal escapes, "
-               "an OSC title, U+202E and a carriage return",
-}
-ESCAPES = "\x1b[2J\x1b]0;pwned\x07\u202e\rX"
 
 
 class FakeJudgeServer:
@@ -434,14 +201,14 @@ class FakeJudgeServer:
 
     # -- deciding -------------------------------------------------------------------------
 
-    def _draw(self) -> _Plan:
+    def _draw(self) -> Fate:
         """The random fate of the next request. Call under the lock.
 
         It always makes the same draws, whatever they decide, so that the n-th request's fate
         depends only on the seed and n, not on what came before (scripted faults, rpm).
         """
         u = self._rng.random()
-        status_5xx = self._rng.choice(_5XX)
+        status_5xx = self._rng.choice(STATUSES_5XX)
         truncate = self._rng.random() < 0.5
         latency_s = sample_latency(self._rng, self.latency, self.latency_s, self.jitter_s, self.sigma)
         fault = None
@@ -450,7 +217,7 @@ class FakeJudgeServer:
                 fault = kind
                 break
             u -= self.rates[kind]
-        return _Plan(fault, status_5xx, truncate, latency_s)
+        return Fate(fault, status_5xx, truncate, latency_s)
 
     def _admit(self) -> float | None:
         """Take an rpm slot: None if admitted, else seconds until one frees. Call under the lock."""
@@ -581,7 +348,7 @@ class FakeJudgeServer:
         headers = {"Retry-After": str(self.retry_after)} if fault == 429 else None
         return self._error(proto, fault, f"injected {fault}", headers)
 
-    async def _inject(self, proto: WireFormat, request: web.Request, plan: _Plan, prompt: str) -> web.StreamResponse:
+    async def _inject(self, proto: WireFormat, request: web.Request, plan: Fate, prompt: str) -> web.StreamResponse:
         if plan.fault == "429":
             return self._error(proto, 429, "injected 429", {"Retry-After": str(self.retry_after)})
         if plan.fault == "5xx":
@@ -698,62 +465,3 @@ class FakeJudgeServer:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
         self._loop.close()
-
-
-def _parser():
-    import argparse
-
-    p = argparse.ArgumentParser(
-        prog="python -m babelrun.testing",
-        description="Serve the fake OpenAI-compatible judge on 127.0.0.1 until SIGTERM or "
-                    "Ctrl-C. It prints its URL when ready, and its counters (JSON) on stderr "
-                    "when it stops. See FakeJudgeServer for what each knob does.")
-    p.add_argument("--port", type=int, default=8765, help="0 takes a free port (default 8765)")
-    p.add_argument("--key", help="require this API key")
-    p.add_argument("--model", default="fake-judge-1", help="the model name replies carry")
-    p.add_argument("--latency", type=float, default=0.0, help="mean seconds per 200 reply")
-    p.add_argument("--latency-dist", choices=LATENCY_DISTRIBUTIONS, default="fixed")
-    p.add_argument("--jitter", type=float, default=0.0, help="uniform: half-width, seconds")
-    p.add_argument("--sigma", type=float, default=0.5, help="lognormal: shape")
-    for kind, what in (("429", "429 with Retry-After"), ("5xx", "500/502/503"),
-                       ("timeout", "hang --hang seconds"), ("drop", "close without reply"),
-                       ("malformed", "200 with a broken body")):
-        p.add_argument(f"--rate-{kind}", type=float, default=0.0, metavar="P",
-                       help=f"chance per request: {what}")
-    p.add_argument("--hang", type=float, default=30.0, help="seconds a timeout fault hangs")
-    p.add_argument("--retry-after", type=float, default=0.05, help="Retry-After of injected 429s")
-    p.add_argument("--rpm-limit", type=int, help="requests admitted per sliding minute")
-    p.add_argument("--seed", type=int, default=0)
-    return p
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m babelrun.testing [--port P] [--latency S] [--rate-429 P] ...``."""
-    import signal
-    import sys
-
-    p = _parser()
-    args = p.parse_args(argv)
-    try:
-        server = FakeJudgeServer(
-            latency_s=args.latency, latency=args.latency_dist, jitter_s=args.jitter,
-            sigma=args.sigma, api_key=args.key, retry_after=args.retry_after, model=args.model,
-            rate_429=args.rate_429, rate_5xx=args.rate_5xx, rate_timeout=args.rate_timeout,
-            rate_drop=args.rate_drop, rate_malformed=args.rate_malformed, hang_s=args.hang,
-            rpm_limit=args.rpm_limit, seed=args.seed, port=args.port)
-    except ValueError as e:
-        p.error(str(e))
-    stop = threading.Event()
-    # SIGTERM (how benchmarks stop it) and Ctrl-C both end the loop below, so the server shuts
-    # down cleanly and the counters get printed.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    with server:
-        print(f"fake judge at {server.url}", flush=True)
-        while not stop.wait(0.5):
-            pass
-    print(msgspec.json.encode(server.snapshot()).decode(), file=sys.stderr, flush=True)
-
-
-if __name__ == "__main__":
-    main()
