@@ -134,7 +134,7 @@ def _resolve_paths(manifest: Manifest, base: Path, environ: dict[str, str] | Non
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
-    if manifest.cache is not None:  # issue 29: the response cache and price files, like the rest
+    if manifest.cache is not None:  # the response cache and price files resolve like every other path
         manifest = msgspec.structs.replace(manifest, cache=msgspec.structs.replace(
             manifest.cache, dir=absolute(manifest.cache.dir)))
     if any(j.price_file for j in manifest.judges):
