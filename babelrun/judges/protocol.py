@@ -45,16 +45,19 @@ from .fields import (
     FIELDS,
     MULTI_TURN,
     REQUIRED,
-    SOURCE_FIELDS,
+    TOOL_FIELDS,
     TemplateError,
+    aliases_of,
     builtin,
     check_source_fields,
     check_template,
     fields_of,
     multi_turn,
     plain_format,
+    render_jinja,
     template_of,
 )
+from .labels import check_slot_labels, scored_labels, slot_labels
 from .prompt import parse
 from .registry import options_of
 
@@ -69,9 +72,10 @@ DEFAULT_POINTWISE_VERDICT = VerdictSpec(pattern=r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]"
 
 
 def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
-    """The declared verdict; the pointwise default where none is; None: the strict parser."""
+    """The declared verdict (pointwise labels as scores, ``labels.scored_labels``); the
+    pointwise default where none is; None: the strict parser."""
     if spec.verdict is not None:
-        return spec.verdict
+        return scored_labels(spec.verdict, spec.protocol)
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
 
 
@@ -91,8 +95,9 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise TemplateError("verdict.scale", "needs two finite numbers, lo < hi")
         if verdict.labels:
-            raise TemplateError("verdict.labels", "a pointwise verdict reads a number (or a label through "
-                                                  "values:); labels are for pairwise")
+            label = next(iter(verdict.labels))
+            raise TemplateError(f"verdict.labels.{label}", "a pointwise label maps to a score ({C: 1, I: 0}); "
+                                                           "A, B and tie are pairwise verdicts")
         for label, value in verdict.values.items():
             if not lo <= value <= hi:
                 raise TemplateError(f"verdict.values.{label}", f"{value:g} is outside scale [{lo:g}, {hi:g}]")
@@ -100,9 +105,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
                                 "scale and values are for protocol: pointwise")
-        labels = verdict.labels or _IDENTITY
-        if not {"A", "B"} <= set(labels.values()):
-            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        check_slot_labels(verdict)
     if verdict.reply is not None:
         try:
             fields = fields_of(verdict.reply)
@@ -128,8 +131,7 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Patte
                                                    "judge, labels alone")
         if protocol != "pairwise" or verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
-        if not {"A", "B"} <= set(verdict.labels.values()):
-            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        check_slot_labels(verdict)
         return safe_regex.compile("")
     if protocol != "pairwise":
         raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
@@ -173,7 +175,7 @@ def soft_labels(spec: JudgeSpec) -> dict[str, str] | None:
     """The label tokens a soft judge reads (``verdict: {labels: …}``), or None: the built-in
     A / B / tie tokens. What a backend passes to ``prompt.slot_probabilities``."""
     if spec.soft and spec.verdict is not None and spec.verdict.labels and not spec.verdict.pattern:
-        return dict(spec.verdict.labels)
+        return slot_labels(spec.verdict)
     return None
 
 
@@ -211,7 +213,7 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
         return parse
     if verdict.scores is not None:
         return two_score_reader(verdict)
-    pattern, labels, match = safe_regex.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
+    pattern, labels, match = safe_regex.compile(verdict.pattern), slot_labels(verdict) or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
         label = _captured(pattern, match, raw)
@@ -303,6 +305,8 @@ class Judging:
             self.read_score = score_reader(self.verdict)
         self.localized = spec.prompt_language == "item"
         self.soft = spec.soft
+        self._aliases = aliases_of(self.template)
+        self._jinja = self.template.syntax == "jinja2"
         # Precomputed per template, so that a render does only the per-item work: which
         # placeholders each text fills (aliases resolved), and the texts by language with
         # a placeholder-free system text formatted once.
@@ -341,6 +345,8 @@ class Judging:
             self._write_injection(values, key)
         if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
             values.update(earlier_turn(item, key, values))
+        if self._jinja:  # a Jinja2 template: rendered in its sandbox (fields.render_jinja)
+            return render_jinja(self.template, _filled(values, None, self._aliases), self._aliases)
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -348,9 +354,10 @@ class Judging:
         system, system_names, user, user_names = texts
         messages = []
         if system is not None:
-            content = system if system_names == () else system.format_map(_filled(values, system_names))
+            content = system if system_names == () else system.format_map(_filled(values, system_names,
+                                                                                    self._aliases))
             messages.append({"role": "system", "content": content})
-        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names))})
+        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names, self._aliases))})
         return messages
 
     def _prepared(self, lang: str | None) -> tuple[str | None, _Names, str, _Names]:
@@ -365,7 +372,7 @@ class Judging:
             if any(name is not None and not name.isidentifier() or "{" in (spec or "") for _, name, spec, _ in parsed):
                 return None  # not plain names (check_template rejects these in a user's text): every field
             found = dict.fromkeys(name for _, name, _, _ in parsed if name is not None)
-            return tuple((name, ALIASES.get(name, name)) for name in found)
+            return tuple((name, self._aliases.get(name, name)) for name in found)
 
         system_names = names(system) if system else ()
         fixed = system.format_map({}) if system and system_names == () else system
@@ -378,7 +385,7 @@ class Judging:
             assert self.verdict is not None and self.verdict.scale is not None
             label = f"{self.verdict.scale[1]:g}"
         else:
-            labels = self.verdict.labels if self.verdict is not None and self.verdict.labels else {}
+            labels = slot_labels(self.verdict) if self.verdict is not None else {}
             label = next((k for k, v in labels.items() if v == slot), slot)
         form = reply_format(self.verdict) if self.verdict is not None else None
         return form.format(label=label) if form else label
@@ -428,11 +435,11 @@ def earlier_turn(item: Item, key: str, values: dict[str, str]) -> dict[str, str]
 _Names = tuple[tuple[str, str], ...] | None
 
 
-def _filled(values: dict[str, str], names: _Names) -> dict[str, str]:
+def _filled(values: dict[str, str], names: _Names, aliases: dict[str, str] = ALIASES) -> dict[str, str]:
     """The mapping a text is formatted with: its own placeholders only, or (``None``) every
     field under every alias."""
     if names is None:
-        return {**values, **{alias: values[name] for alias, name in ALIASES.items() if name in values}}
+        return {**values, **{alias: values[name] for alias, name in aliases.items() if name in values}}
     return {name: values[field] for name, field in names if field in values}
 
 
@@ -478,5 +485,5 @@ class Judge(Protocol):
 __all__ = [
     "ALIASES", "builtin", "check_source_fields", "check_template", "check_verdict", "FIELDS", "fields_of",
     "identity", "Judge", "Judging", "max_tokens", "MULTI_TURN", "multi_turn", "plain_format", "reply_format",
-    "REQUIRED", "SOURCE_FIELDS", "template_of", "TemplateError",
+    "REQUIRED", "TOOL_FIELDS", "template_of", "TemplateError",
 ]

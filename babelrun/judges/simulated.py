@@ -71,6 +71,7 @@ from ..perturb import TEXT_PERTURBATIONS, probes
 from ..perturb.romanise import main_script
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
+from .labels import slot_labels
 from .options import LocalOptions
 from .prompt import parse
 from .protocol import Judging, reply_format, verdict_of
@@ -125,7 +126,7 @@ class SimulatedJudge:
         pointwise = how.verdict if self._pointwise else None  # verdict_of: never None for pointwise
         self._scale = pointwise.scale if pointwise is not None else None
         self._values = pointwise.values if pointwise is not None else {}
-        labels = (how.verdict.labels or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
+        labels = (slot_labels(how.verdict) or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
         self._label: dict[str, str] = {}
         for label, slot in labels.items():
             self._label.setdefault(slot, label)

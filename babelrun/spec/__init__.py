@@ -278,32 +278,51 @@ class ProbeKnobs(_Spec, frozen=True):
     master_key: Probability = 0.0
 
 
+class PromptPart(_Spec, frozen=True):
+    """One message of a prompt from its own source (``prompt: {system: {…}, user: {…}}``):
+    inline ``text``, or a ``file``'s text, or with ``name`` one text in it (a ``.py`` file's
+    string constant, parsed, never imported; a YAML/JSON key whose value is text)."""
+
+    text: str | None = None
+    file: str | None = None
+    name: str | None = None
+
+
 class PromptSpec(_Spec, frozen=True):
     """A judge's own prompt template (``prompt:`` as a mapping): inline ``system`` and
-    ``user`` text, or one template of a JSONL/YAML collection (``file`` + ``name``; MT-Bench's
-    ``judge_prompts.jsonl`` fields ``system_prompt``, ``prompt_template``, ``type``). The
-    manifest loader reads files into ``system``/``user`` (``source`` keeps where from, for
-    the report; it is not part of ``judge_id``). Fields are ``str.format`` names: pairwise
-    ``{question}``, ``{answer_a}``, ``{answer_b}``; pointwise ``{question}``, ``{answer}``;
-    both may use ``{reference}`` (the corpus's ``reference_answer`` column) and ``{language}``."""
+    ``user`` text, or one template of a file (``file`` + ``name``: a JSONL/YAML/JSON collection
+    such as MT-Bench's ``judge_prompts.jsonl``, a string constant or prompt dict of a ``.py``
+    file), or ``system`` and ``user`` each from a source of its own (``PromptPart``). The
+    manifest loader reads files into ``system``/``user`` (``source`` keeps where from, for the
+    report; it is not part of ``judge_id``). Fields are babelrun's names: pairwise
+    ``question``, ``answer_a``, ``answer_b``; pointwise ``question``, ``answer``; both may use
+    ``reference`` (the corpus's ``reference_answer`` column) and ``language``.
 
-    system: str = ""
-    user: str | None = None
+    ``syntax``: ``str.format`` or Jinja2 (kept as ``jinja2`` where it needs Jinja2, rendered in
+    judges/jinja.py's sandbox), detected (``auto``). ``fields`` maps the template's own names to
+    babelrun's (``{response_A: answer_a}``); a key that is not a name is a placeholder written
+    out (WildBench's ``{$user_query}``), replaced as plain text."""
+
+    system: str | PromptPart = ""
+    user: str | PromptPart | None = None
     file: str | None = None
     name: str | None = None
     source: str | None = None
-    # Constant text for a source tool's own fields (promptfoo's {{ rubric }}, JudgeLM's
-    # {prompt} block): substituted by the loader, and may itself use the fields above.
+    # Text for a tool's own fields (promptfoo's {{ rubric }}), which may use the fields above.
     vars: dict[str, str] = {}
+    fields: dict[str, str] = {}
+    syntax: Literal["auto", "format", "jinja2"] = "auto"
 
 
 class VerdictSpec(_Spec, frozen=True):
     """How the judge's reply is read: ``pattern`` is a regex whose first group is the label;
     ``match`` picks the first or the last match (default last: explanations come first).
-    Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``; exact,
-    case-sensitive, after trimming spaces). Pointwise: the group is a number inside
-    ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an
-    unmapped label or an out-of-scale number: invalid.
+    Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``, or
+    Arena-Hard's ``{A>>B: A, A>B: A, A=B: tie, B>A: B, B>>A: B}``; exact, case-sensitive, after
+    trimming spaces). Pointwise: the group is a number inside ``scale: [lo, hi]``, or a label
+    that ``labels`` maps to a score (``{C: 1, I: 0}``; ``values`` is the older name of the same
+    map, and the loader moves pointwise ``labels`` there). No match, an unmapped label or an
+    out-of-scale number: invalid.
     ``reply``: how the simulated judge writes a verdict (``Rating: [[{label}]]``); derived
     from a simple ``pattern`` when unset.
     ``scores`` (pairwise, in place of ``pattern``): a regex whose first two groups are the
@@ -313,7 +332,7 @@ class VerdictSpec(_Spec, frozen=True):
 
     pattern: str = ""
     match: Literal["first", "last"] = "last"
-    labels: dict[str, Literal["A", "B", "tie"]] = {}
+    labels: dict[str, Literal["A", "B", "tie"] | float] = {}  # pairwise: a slot; pointwise: a score
     scale: tuple[float, float] | None = None
     values: dict[str, float] = {}  # pointwise labels and their scores ({C: 1, P: 0.5, I: 0})
     reply: str | None = None
