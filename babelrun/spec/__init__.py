@@ -202,6 +202,26 @@ class RateLimit(_Spec, frozen=True):
     tpm: Annotated[float, msgspec.Meta(ge=1, le=MAX_TPM)] | None = None  # tokens per minute (in + out)
 
 
+class FlatSection(_Spec, frozen=True):
+    """A group of a judge's common fields that the manifest writes flat, beside the others
+    (``timeout_s: 30``, never ``limits: {timeout_s: 30}``): ``babelrun.spec.flat`` nests them
+    to decode and flattens them to write (run.yaml, lock files), as it does a backend's options.
+    An error names the flat field (``judges[1].timeout_s``)."""
+
+
+class CallLimitsSpec(FlatSection, frozen=True):
+    """How fast a judge's calls go and when they are given up on (``engine/limits.py``). None
+    of it changes a verdict, so none of it is in the judge_id."""
+
+    # calls in flight (the ceiling, with adaptive_concurrency)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
+    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
+    rate_limit: RateLimit = RateLimit()
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
+    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+
+
 class Price(_Spec, frozen=True):
     """What a judge's provider charges, per million tokens, for ``babelrun validate``'s cost
     estimate. Never part of the judge's identity (it cannot change a verdict)."""
@@ -406,13 +426,9 @@ class JudgeSpec(_Spec, frozen=True):
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
-    # calls in flight (the ceiling, with adaptive_concurrency)
-    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
-    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
-    rate_limit: RateLimit = RateLimit()
-    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
-    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
-    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+    # concurrency, adaptive_concurrency, rate_limit, timeout_s, retries, max_consecutive_failures:
+    # written flat in the manifest, read as ``spec.timeout_s`` (the properties below).
+    limits: CallLimitsSpec = CallLimitsSpec()
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -426,6 +442,30 @@ class JudgeSpec(_Spec, frozen=True):
     price_file: str | None = None
     # The backend's own options (its registered struct), written flat in the manifest.
     options: JudgeOptions = JudgeOptions()
+
+    @property
+    def concurrency(self) -> int:
+        return self.limits.concurrency
+
+    @property
+    def adaptive_concurrency(self) -> bool:
+        return self.limits.adaptive_concurrency
+
+    @property
+    def rate_limit(self) -> RateLimit:
+        return self.limits.rate_limit
+
+    @property
+    def timeout_s(self) -> float:
+        return self.limits.timeout_s
+
+    @property
+    def retries(self) -> int:
+        return self.limits.retries
+
+    @property
+    def max_consecutive_failures(self) -> int:
+        return self.limits.max_consecutive_failures
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
