@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..errors import UserError
+from ..errors import NotApplicable, UsageError
 
 MARKER = ".babelrun-cache"
 MARKER_TEXT = (b"babelrun response cache. Entries: <judge id>/<2 hex>/<64 hex>.json; "
@@ -111,7 +111,7 @@ def _valid(entry: Entry) -> bool:
 def check_root(root: str | Path, *, create: bool) -> Path | None:
     """The cache folder, checked: marked (``MARKER``, a regular file), or empty and then
     adopted; absent, created and marked when ``create`` (else None). A folder holding other
-    files and no marker is refused with one line (``UserError``)."""
+    files and no marker is refused with one line (``NotApplicable``)."""
     path = Path(root).expanduser()
     try:
         st = path.stat()  # the root is the manifest's (trusted): a link to it is the user's choice
@@ -121,12 +121,12 @@ def check_root(root: str | Path, *, create: bool) -> Path | None:
         path.mkdir(parents=True, exist_ok=True)
         st = path.stat()
     if not stat.S_ISDIR(st.st_mode):
-        raise UserError(f"cache.dir {str(path)!r} is not a folder")
+        raise NotApplicable(f"cache.dir {str(path)!r} is not a folder")
     if _has_marker(path):
         return path
     # empty but for a marker another process is writing now (two audits starting on a new cache)
     if any(e.name != MARKER for e in os.scandir(path)) and not _has_marker(path):
-        raise UserError(f"cache.dir {str(path)!r} holds files and is not a babelrun cache (no {MARKER} marker): "
+        raise NotApplicable(f"cache.dir {str(path)!r} holds files and is not a babelrun cache (no {MARKER} marker): "
                         "refused, so nothing in it is read or removed; name a new or empty folder (a cache "
                         "written before the marker existed: delete it, its entries carry no key)")
     if create:
@@ -140,7 +140,7 @@ def _has_marker(path: Path) -> bool:
     except FileNotFoundError:
         return False
     if not stat.S_ISREG(marker.st_mode):
-        raise UserError(f"cache.dir {str(path)!r}: its {MARKER} is not a regular file; refused")
+        raise NotApplicable(f"cache.dir {str(path)!r}: its {MARKER} is not a regular file; refused")
     return True
 
 
@@ -177,7 +177,7 @@ class ResponseCache:
 
     def __init__(self, root: str | Path, max_mb: float = 1024.0, *, create: bool = True):
         if not (math.isfinite(max_mb) and max_mb > 0):
-            raise UserError(f"cache.max_mb must be a finite number above 0 (got {max_mb!r})")
+            raise UsageError(f"cache.max_mb must be a finite number above 0 (got {max_mb!r})")
         checked = check_root(root, create=create)
         self.root = Path(root).expanduser() if checked is None else checked
         self.present = checked is not None
@@ -290,11 +290,12 @@ class ResponseCache:
                          dir_fd=folder)
             try:
                 os.write(fd, data)
+                taken = max(len(data), os.fstat(fd).st_blocks * 512)  # blocks, as prune counts them
             finally:
                 os.close(fd)
             os.replace(tmp, key + _SUFFIX, src_dir_fd=folder, dst_dir_fd=folder)  # replaces a link, never follows it
             self.writes += 1
-            self._written_since_prune += len(data)
+            self._written_since_prune += taken
         except OSError:
             try:
                 os.unlink(tmp, dir_fd=folder)
@@ -438,7 +439,7 @@ def prune(root: str | Path, max_mb: float | None = None, older_than_days: float 
     unless it is older than ``TMP_STALE_S`` (a killed writer's)."""
     for name, value in (("max_mb", max_mb), ("older_than_days", older_than_days)):
         if value is not None and not (math.isfinite(value) and value >= 0):
-            raise UserError(f"{name} must be a finite number of at least 0 (got {value!r})")
+            raise UsageError(f"{name} must be a finite number of at least 0 (got {value!r})")
     path = _marked(root)
     if path is None:
         return 0
