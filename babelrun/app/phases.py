@@ -227,7 +227,30 @@ def write_stats(run_dir: Path, stats: RunStats, name: str = STATS_JSON) -> None:
         previous = msgspec.json.decode(path.read_bytes(), type=RunStats)
     except (FileNotFoundError, msgspec.DecodeError):  # absent, or of an unknown shape: start afresh
         previous = None
-    write_atomic(path, msgspec.json.format(msgspec.json.encode(accumulate(previous, stats)), indent=2))
+    total = accumulate(previous, stats)
+    if name == STATS_JSON:
+        total = _spend_from_log(run_dir, total)
+    write_atomic(path, msgspec.json.format(msgspec.json.encode(total), indent=2))
+
+
+def _spend_from_log(run_dir: Path, total: RunStats) -> RunStats:
+    """The totals' spend rebuilt from the log (``ledger.from_log``), not summed over the
+    processes' entries: a process killed before it wrote its entry spent what its records say.
+    Each process's own entry keeps what that process counted."""
+    from ..engine.ledger import from_log, price_of
+    from ..store.rundir import read_run_info
+
+    try:
+        info = read_run_info(run_dir)
+        priced = {info.judge_ids[j.name]: (p, j.batch) for j in info.manifest.judges
+                  if j.name in info.judge_ids and (p := price_of(j)) is not None}
+    except UserError:  # run.yaml or a price file unreadable now: the processes' sum stands
+        return total
+    if not priced:
+        return total
+    spend = from_log(run_dir, priced)
+    return msgspec.structs.replace(total, judges=[
+        msgspec.structs.replace(j, spend=spend[j.judge_id]) if j.judge_id in spend else j for j in total.judges])
 
 
 def return_freed_memory() -> None:

@@ -259,7 +259,7 @@ class ResponseCache:
         self.hits += 1
         return entry.reply
 
-    def _miss(self, why: str) -> None:
+    def _miss(self, why: str) -> CachedReply | None:
         self.misses += 1
         if why != "absent":
             self.refused[why] += 1

@@ -125,8 +125,8 @@ def test_a_link_to_a_large_file_is_neither_an_entry_nor_counted(tmp_path):
 
 def _edit_every_entry(root, make):
     entries = cache.entries(root)
-    for e in entries:
-        e.path.write_bytes(make(msgspec.json.decode(e.path.read_bytes())))
+    for path, *_ in entries:
+        path.write_bytes(make(msgspec.json.decode(path.read_bytes())))
     return len(entries)
 
 
@@ -147,16 +147,16 @@ def test_every_entry_edited_gives_the_cards_of_a_run_without_the_cache(edit, tmp
             n = _edit_every_entry(root, lambda d: msgspec.json.encode(
                 {**d, "reply": {**d["reply"], "raw": "A", "slot": "B"}}))
         elif edit == "swapped":  # each entry's content under another entry's name
-            blobs = [e.path.read_bytes() for e in entries]
+            blobs = [e[0].read_bytes() for e in entries]
             for e, blob in zip(entries, blobs[1:] + blobs[:1], strict=True):
-                e.path.write_bytes(blob)
+                e[0].write_bytes(blob)
             n = len(entries)
         else:  # an entry copied into another judge id's folder
-            for e in entries:
-                twin = root / "ffffffffffff" / e.path.parent.name / e.path.name
+            for path, *_ in entries:
+                twin = root / "ffffffffffff" / path.parent.name / path.name
                 twin.parent.mkdir(parents=True, exist_ok=True)
-                twin.write_bytes(e.path.read_bytes())
-                e.path.unlink()
+                twin.write_bytes(path.read_bytes())
+                path.unlink()
             n = len(entries)
         before = server.requests
         second = _manifest(tmp_path / "b", server, root)
@@ -178,11 +178,11 @@ def test_a_fifo_entry_and_a_link_to_dev_zero_are_misses_and_never_block(tmp_path
     root = tmp_path / "cache"
     with FakeJudgeServer() as server:
         assert quiet_audit(_manifest(tmp_path / "a", server, root)).exit_code == 0
-        fifo, zero, *_ = cache.entries(root)
-        fifo.path.unlink()
-        os.mkfifo(fifo.path)
-        zero.path.unlink()
-        os.symlink("/dev/zero", zero.path)
+        (fifo, *_), (zero, *_), *_ = cache.entries(root)
+        fifo.unlink()
+        os.mkfifo(fifo)
+        zero.unlink()
+        os.symlink("/dev/zero", zero)
         before = server.requests
         second = _manifest(tmp_path / "b", server, root)
         proc = subprocess.run([sys.executable, "-m", "babelrun", "audit", str(second), "--progress-every", "60"],
@@ -272,7 +272,7 @@ def test_max_mb_counts_blocks_and_bounds_the_cache_while_it_is_written(tmp_path)
 
 @pytest.mark.parametrize("args", [["--max-mb", "nan"], ["--max-mb", "inf"], ["--older-than-days", "nan"]])
 def test_prune_refuses_a_size_or_age_that_is_not_finite(args, tmp_path, capsys):
-    cache.ResponseCache(tmp_path / "c")
+    (tmp_path / "c").mkdir()
     assert main(["cache", "prune", str(tmp_path / "c"), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "finite" in err
