@@ -124,7 +124,7 @@ class Ledger:
                 "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(self.lang_calls.items())}}
 
 
-_LOG_COLUMNS = (("judge_id", "string"), ("status", "string"), ("cached", "bool"), ("attempts", "int64"),
+_LOG_COLUMNS = (("judge_id", "string"), ("status", "string"), ("cached", "bool_"), ("attempts", "int64"),
                 ("lang", "string"), ("tokens_in", "int64"), ("tokens_out", "int64"), ("tokens_cached", "int64"),
                 ("tokens_cache_write", "int64"))
 
