@@ -142,7 +142,7 @@ def test_every_entry_edited_gives_the_cards_of_a_run_without_the_cache(edit, tmp
         if edit == "slot_b":  # the edit: the reply says A, a planted slot says B
             n = _edit_every_entry(root, lambda _: b'{"raw": "A", "slot": "B"}')
         elif edit == "garbage_slot":
-            n = _edit_every_entry(root, lambda _: b'{"slot": "garbage"}')
+            n = _edit_every_entry(root, lambda _: b'{"raw": "A", "slot": "garbage"}')
         elif edit == "keyed_slot":  # well formed, its own key, and a verdict slot added
             n = _edit_every_entry(root, lambda d: msgspec.json.encode(
                 {**d, "reply": {**d["reply"], "raw": "A", "slot": "B"}}))
