@@ -363,7 +363,15 @@ def _from_alpaca_eval(judge: JudgeSpec, path: Path, config: dict[str, Any], vars
     template = config["prompt_template"]
     # alpaca_eval names the prompt file relative to evaluators_configs/ (the config's parent's parent)
     candidates = [path.parent.parent / template, path.parent / template, path.parent / Path(template).name]
-    found = next((p for p in candidates if p.is_file()), None)
+    # a config is data: its prompt file is kept to alpaca_eval's own layout, a file of an
+    # annotator's folder beside the config's (``<evaluators_configs>/<annotator>/<file>``: a
+    # relative name of at most two parts, no ``..``, no link out), never any file on the disk
+    parts = Path(template).parts
+    if Path(template).is_absolute() or ".." in parts or not 1 <= len(parts) <= 2:
+        raise TemplateError("prompt.file", f"alpaca_eval config {path.name}: its prompt_template {template!r} "
+                                           "is not a file of an annotator's folder beside it: refused")
+    home = os.path.realpath(path.parent.parent)
+    found = next((p for p in candidates if os.path.realpath(p).startswith(home + os.sep) and p.is_file()), None)
     if found is None:
         raise TemplateError("prompt.file", f"alpaca_eval config {path.name}: its prompt_template {template!r} "
                                            f"is not next to it ({candidates[0]})")
