@@ -70,7 +70,8 @@ def _usd(r) -> float:
                          ids=["stopping-c8", "stopping-c1", "no-stopping-c8"])
 def test_killed_twice_and_resumed_gives_the_cards_and_spend_of_an_uninterrupted_run(concurrency, stopping,
                                                                                      tmp_path):
-    with FakeJudgeServer(latency_s=0.02, cached_share=0.5) as server:
+    # latencies drawn per request (lognormal): which calls are in flight when a cell stops varies
+    with FakeJudgeServer(latency_s=0.02, latency="lognormal", sigma=1.0, cached_share=0.5) as server:
         whole = _manifest(tmp_path / "whole", server, concurrency, stopping)
         _finish(whole)
         calls = server.requests
