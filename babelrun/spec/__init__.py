@@ -222,19 +222,24 @@ class CallLimitsSpec(FlatSection, frozen=True):
     max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
 
 
+MAX_PRICE_PER_MTOK = 1e6  # per million tokens: finite, far above any provider's (nan and inf are refused)
+_PerMtok = Annotated[float, msgspec.Meta(ge=0, le=MAX_PRICE_PER_MTOK)]
+
+
 class Price(_Spec, frozen=True):
     """What a judge's provider charges, per million tokens, for ``babelrun validate``'s cost
-    estimate. Never part of the judge's identity (it cannot change a verdict)."""
+    estimate. Never part of the judge's identity (it cannot change a verdict). Every price is
+    a finite number of at least 0: ``.inf`` or ``.nan`` would make every total unusable."""
 
-    input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
-    output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    input_per_mtok: _PerMtok
+    output_per_mtok: _PerMtok = 0.0
     currency: str = "USD"
     # Input tokens the provider served from its prompt cache (unset: billed as input).
-    cached_input_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cached_input_per_mtok: _PerMtok | None = None
     batch_discount: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0  # a provider batch's share off (0.5: half price)
     # Input tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens);
     # unset: 1.25 × input_per_mtok, Anthropic's price for a 5-minute cache write.
-    cache_write_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cache_write_per_mtok: _PerMtok | None = None
 
 
 class SimulatedKnobs(_Spec, frozen=True):
@@ -583,7 +588,7 @@ class CacheSpec(_Spec, frozen=True):
     sample)."""
 
     dir: str
-    max_mb: Annotated[float, msgspec.Meta(gt=0)] = 1024.0
+    max_mb: Annotated[float, msgspec.Meta(gt=0, le=1 << 30)] = 1024.0  # finite: at most 1 PiB
     sampled: bool = False
 
 
