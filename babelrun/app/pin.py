@@ -37,15 +37,14 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
+import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import corpus
 from ..core.records import ORDERS
 from ..core.version import __version__
-import msgspec
-import numpy as np
-
 from ..errors import NotApplicable, UsageError
 from ..judges.protocol import Judging, template_of
 from ..plan.lookup import lookup
