@@ -165,3 +165,15 @@ def test_repeats_out_of_bounds_is_a_one_line_error(sampled, tmp_path, capsys, re
                  "--repeats", repeats]) == 2
     assert "--repeats must be in [2, 10]" in capsys.readouterr().err
     assert not out_lock.exists()
+
+
+def test_a_lock_whose_self_flip_counts_are_impossible_is_a_bad_lock_file(sampled, tmp_path, capsys):
+    lock, manifest, judge, _ = sampled
+    raw = json.loads(lock.read_bytes())
+    raw["judges"][0]["self_flip"]["flips"] = raw["judges"][0]["self_flip"]["asked"] + 1
+    bad = tmp_path / "bad.lock.json"
+    bad.write_text(json.dumps(raw))
+    before = sum(judge.asks.values())
+    assert main(["check", str(bad), "--manifest", str(manifest)]) == 2
+    assert "more flips than re-asks" in capsys.readouterr().err
+    assert sum(judge.asks.values()) == before  # no call made
