@@ -7,26 +7,34 @@ the served model and fingerprint the records report), the date, its accuracy on 
 labelled pairs (and its agreement with human labels, with ``--labels``), and a small fixed
 **canary set**: items of the run with the verdicts it recorded in both orders.
 
+Judges are sampled: with ``--manifest``, ``pin`` asks each canary presentation ``repeats``
+more times of the manifest's judge and records its **self-flip rate** (``SelfFlip``: the
+share of re-asks whose answer differs from the pinned one, with an item-bootstrap interval),
+the rate an unchanged judge's check flips at (a re-ask and a check's answer are both fresh
+draws compared with the same pinned draw).
+
 ``check`` re-asks the canary set (a few dozen calls, through the audit's own call path:
 rate limits, retries), compares each presentation's new verdict with the recorded one, and
-reports per judge two exact tests and the identity:
+reports per judge two exact tests, each at alpha / 2, and the identity:
 
-- McNemar on correctness (b: right then, wrong now; c: the reverse): did accuracy move?
-- the verdict flips against the tolerated flip rate (``tolerance``, 0.05 by default: a
-  provider's sampling is not perfectly repeatable even at temperature 0), one-sided exact
-  binomial: did the judge change its mind more than noise explains? A judge that flips
-  answers both ways keeps its accuracy, so McNemar alone would miss it;
+- McNemar on correctness (b: right then, wrong now; c: the reverse): did accuracy move, and
+  which way?
+- the verdict flips, one-sided: against the pin's flipped re-asks (Fisher exact), or, for a
+  lock without a self-flip rate, against the tolerated flip rate (``tolerance``, 0.05, exact
+  binomial): did the judge change its mind more than its own noise explains? A judge that
+  flips answers both ways keeps its accuracy, so McNemar alone would miss it;
 - the served model, fingerprint, judge_id and prompt text against the pinned ones.
 
-It exits 1 when a judge drifted (either p < alpha), its identity changed, or canary calls
+It exits 1 when a judge drifted (either p < alpha / 2), its identity changed, or canary calls
 failed, and appends its result to the lock file, which so becomes the judge's changelog.
 Made for CI on a schedule.
 
-A lock file is data (it is committed and shared; docs/trust.md): ``check`` never builds a
-judge from it. The judges are built from the user's manifest (``check LOCK --manifest M``);
-the lock supplies the identity to compare and the canaries to re-ask. A judge whose
-identity differs (judge_id, the template's text, or any of ``BOUND_FIELDS``: where the key
-goes, which code runs) is reported as changed **before any call**, and none is made for it.
+A lock file is data (it is committed and shared; docs/trust.md): ``check`` never builds a judge
+from it, and ``pin`` never builds one from the run directory. The judges are built from the
+user's manifest (``check LOCK --manifest M``, ``pin RUN --manifest M``); the lock supplies the
+identity to compare and the canaries to re-ask. A judge whose identity differs (judge_id, the
+template's text, or any of ``BOUND_FIELDS``: where the key goes, which code runs) is reported
+as changed **before any call**, and none is made for it.
 The lock file's format, reads and writes are in ``lockfile.py``; the re-asking and the tests
 in ``recheck.py``.
 """

@@ -1,7 +1,8 @@
 """``babelrun check``: a lock file's canaries re-asked of the manifest's judges, and compared.
 
-Per judge: McNemar on correctness (did accuracy move?), the verdict flips against the
-tolerated flip rate (did the judge change its mind more than noise explains?), and the
+Per judge: McNemar on correctness (did accuracy move?), the verdict flips against the judge's
+self-flip rate the pin measured (``flip_test``; a lock without one: the tolerated flip rate),
+each at alpha / 2 (did the judge change its mind more than its own noise explains?), and the
 identity (served model, fingerprint, judge_id, the prompt's text) against the pinned one. A
 judge is built from the user's manifest, never from the lock; one whose identity differs
 (``identity_before_calls``) is reported changed before any call, and none is made for it.

@@ -69,8 +69,9 @@ def sampled(tmp_path_factory):
         monkeypatch.setenv(KEY_ENV, "k")
         spec = {"name": "sampled", "backend": "openai", "model": "judge-model", "endpoint": server.url,
                 "api_key_env": KEY_ENV, "concurrency": 8, "retries": 0, "timeout_s": 5}
+        langs = ["en", "es", "zh", "hi", "ar", "sw"]
         manifest = write_manifest(folder, [spec], scoring={"bootstrap": 0},
-                                  corpus={"references_per_language": 11, "languages": ["en", "es", "zh", "hi", "ar", "sw"]},
+                                  corpus={"references_per_language": 11, "languages": langs},
                                   perturbations=[{"name": "truncate", "severities": [0.5]}])
         assert main(["audit", str(manifest)]) == 0
         lock = folder / "judge.lock.json"

@@ -160,17 +160,20 @@ PIN = Command(
     "Per judge of RUN_DIR: judge_id, model, endpoint, prompt template and "
     "its hash, the served model and fingerprint the records report, the date, accuracy "
     "on the run's labelled pairs (and agreement with human labels, with --labels), and a "
-    "fixed canary set of items with their recorded verdicts. `babelrun check` re-asks it. "
-    "Over an existing lock file, its checks are kept.",
+    "fixed canary set of items with their recorded verdicts. With --manifest (judges are built "
+    "from it, never from the run directory), each canary presentation is asked --repeats more "
+    "times and the judge's own flip rate recorded: the baseline `babelrun check` holds its flips "
+    "to. Over an existing lock file, its checks are kept.",
     _pin_arguments, _pin)
 CHECK = Command(
     "check", "re-ask a lock file's canary set: has the judge drifted?",
     "Ask each pinned judge, built from --manifest (never from the lock file), its canary items "
     "again (both orders) and compare "
-    "with the recorded verdicts: verdict flips, exact McNemar on correctness, the served "
+    "with the recorded verdicts: verdict flips against the pinned self-flip rate (one-sided Fisher "
+    "exact; a lock without one: against --tolerance), exact McNemar on correctness, the served "
     "model and fingerprint. A judge whose identity (judge_id, template, endpoint, key and "
     "header variables, backend, callable) differs from the lock's is reported changed before "
-    "any call and not asked. Exit 1 when a judge drifted (p < alpha), its identity changed "
+    "any call and not asked. Exit 1 when a judge drifted (p < alpha / 2 in either test), its identity changed "
     "or canary calls failed; 0 otherwise. Each check is appended to the lock file.",
     _check_arguments, _check, (0, 1, 2))
 BENCH_JUDGE = Command(
