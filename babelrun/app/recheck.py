@@ -222,8 +222,8 @@ def _baseline(r: CheckResult) -> str:
     """What the judge's flips were held to, and by which test (one line)."""
     rate = r.expected_flip_rate
     if r.flip_test == "fisher":
-        return (f"{r.judge}: flips tested against its self-flip rate pinned, {rate:.3f} "
-                "(one-sided Fisher exact, check against pin's re-asks)")
+        return (f"{r.judge}: {r.verdict_flips} of {r.answered} answers flipped, {rate:.3f} expected "
+                "(the self-flip rate pin measured); one-sided Fisher exact test against pin's re-asks")
     return (f"{r.judge}: the lock records no self-flip rate (pinned by an earlier babelrun or without "
             f"--manifest): flips tested against the tolerance {rate if rate is not None else 0.05:g} "
             "(one-sided exact binomial)")

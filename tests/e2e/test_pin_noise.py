@@ -127,7 +127,9 @@ def test_the_summary_names_the_test_and_its_baseline(sampled, capsys, monkeypatc
     main(["check", str(lock), "--manifest", str(manifest)])
     out = capsys.readouterr().out
     rate = lockfile.read(lock).judges[0].self_flip.rate
-    assert f"sampled: flips tested against its self-flip rate pinned, {rate:.3f} (one-sided Fisher exact" in out
+    last = lockfile.read(lock).checks[-1]
+    assert (f"sampled: {last.verdict_flips} of {last.answered} answers flipped, {rate:.3f} expected (the self-flip "
+            "rate pin measured); one-sided Fisher exact test against pin's re-asks") in out
 
 
 def test_a_lock_without_a_baseline_falls_back_to_the_tolerance_and_says_so(sampled, tmp_path, capsys):
