@@ -8,11 +8,12 @@ Why 64 canary items (128 presentations a check): an unchanged judge flipping 0.1
 answers disagrees with a pinned answer at 2 · 0.1 · 0.9 = 0.18; after the change, a changed
 presentation disagrees at 0.9² + 0.1² = 0.82, so a check flips at 0.7 · 0.18 + 0.3 · 0.82 =
 0.372. The check's one-sided Fisher test (each of its two tests at alpha / 2 = 0.025) against
-pin's 256 re-asks then alarms on 0.985 of changed checks and 0.019 of unchanged ones: simulated
-over 2000 seeds of this design, P(at most 1 of 10 unchanged checks alarms) = 0.97 and P(at least
-9 of 10 changed checks alarm) = 0.97 (at 48 canaries the second is 0.89, at 24 only 0.48). This
-seed: self-flip 50 of 256 re-asks (0.195 [0.137, 0.250]), unchanged checks 0 of 10 alarms at a
-flip rate of 0.207, changed checks 10 of 10. About 3000 loopback calls."""
+pin's 256 re-asks then alarms on 0.988 of changed checks and 0.018 of unchanged ones: simulated
+over 1000 seeds of this design (``python bench/pin_power.py``), P(at most 1 of 10 unchanged
+checks alarms) = 0.96 and P(at least 9 of 10 changed checks alarm) = 0.975 (at 48 canaries the
+second is 0.88, at 24 only 0.45). This seed: self-flip 50 of 256 re-asks (0.195 [0.137,
+0.250]), unchanged checks 0 of 10 alarms at a flip rate of 0.207, changed checks 10 of 10.
+About 3000 loopback calls."""
 
 from __future__ import annotations
 
