@@ -136,7 +136,7 @@ def measure_self_flip(locked: LockedJudge, spec: JudgeSpec, repeats: int, seed: 
             if not has:
                 continue
             rounds = [records[r * len(pinned) + at] for r in range(repeats)]
-            answers = [answer_of_ok(rec, pointwise) for rec in rounds]
+            answers = [_answer(rec, pointwise) for rec in rounds]
             again[key] = answers
             ok = [a for a, rec in zip(answers, rounds, strict=True) if rec is not None and rec.status == "ok"]
             asked[i] += len(ok)
@@ -146,7 +146,7 @@ def measure_self_flip(locked: LockedJudge, spec: JudgeSpec, repeats: int, seed: 
     return msgspec.structs.replace(locked, canary=canaries, self_flip=_self_flip(flips, asked, repeats, seed))
 
 
-def answer_of_ok(record: object, pointwise: bool) -> object:
+def _answer(record: object, pointwise: bool) -> object:
     ok = record is not None and record.status == "ok"  # type: ignore[attr-defined]
     return recheck.answer_of(record, pointwise) if ok else None
 

@@ -181,3 +181,14 @@ def test_a_lock_whose_self_flip_counts_are_impossible_is_a_bad_lock_file(sampled
     assert main(["check", str(bad), "--manifest", str(manifest)]) == 2
     assert "more flips than re-asks" in capsys.readouterr().err
     assert sum(judge.asks.values()) == before  # no call made
+
+
+def test_pin_refuses_a_manifest_judge_that_is_not_the_one_the_run_recorded(sampled, tmp_path, capsys):
+    _, manifest, judge, _ = sampled
+    other = tmp_path / "other.yaml"
+    other.write_text(manifest.read_text().replace("judge-model", "another-model"))
+    out_lock = tmp_path / "x.lock.json"
+    before = sum(judge.asks.values())
+    assert main(["pin", str(manifest.parent / "run"), "--out", str(out_lock), "--manifest", str(other)]) == 2
+    assert "is not the one the run recorded" in capsys.readouterr().err
+    assert sum(judge.asks.values()) == before and not out_lock.exists()  # no call, nothing written
