@@ -54,11 +54,39 @@ def run_warnings(run_dir: Path, info: RunInfo | None = None, planned_items: int 
         for jid, n in zip(*_value_counts(counted), strict=True):
             if jid in counts:
                 counts[jid] = n
-        missing = sum(2 * items - min(n, 2 * items) for n in counts.values())
-        if missing:
+        # keys of a cell that early stopping closed are not needed (stopping.json), not missing
+        missing = sum(2 * items - min(n, 2 * items) for n in counts.values()) - _not_needed(run_dir, set(every_key))
+        if missing > 0:
             out.append(f"{missing} of {2 * items * len(every_key)} planned key(s) have no verdict: the cards "
                        "leave them out; `babelrun audit MANIFEST` judges them")
     return out
+
+
+def _not_needed(run_dir: Path, judge_ids: set[str]) -> int:
+    """The planned keys of these judges that early stopping left unjudged: in each stopped
+    cell (stopping.json), its items' two keys less the records the log counts for them (the
+    cell's plain degradation items, by language or language/perturbation)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..engine.stopping import read_report
+
+    report = read_report(run_dir)
+    stopped = {(j.judge_id, c.cell): c.items for j in (report.judges if report else []) if j.judge_id in judge_ids
+               for c in j.cells if c.stopped_at is not None}
+    if not stopped:
+        return 0
+    rows = compact.load(run_dir, ["judge_id", "kind", "lang", "perturbation"])
+    rows = rows.filter(pc.equal(rows["kind"].cast("string"), "text"))
+    groups = pa.table({c: rows[c].cast("string") for c in ("judge_id", "lang", "perturbation")}).group_by(
+        ["judge_id", "lang", "perturbation"]).aggregate([([], "count_all")])
+    counted: dict[tuple[str, str], int] = {}
+    for jid, lang, pert, n in zip(*(groups[c].to_pylist() for c in ("judge_id", "lang", "perturbation", "count_all")),
+                                  strict=True):
+        for cell in (lang, f"{lang}/{pert}"):
+            if (jid, cell) in stopped:
+                counted[(jid, cell)] = counted.get((jid, cell), 0) + n
+    return sum(max(0, 2 * items - counted.get(key, 0)) for key, items in stopped.items())
 
 
 def _earlier_judge_ids(run_dir: Path, info: RunInfo) -> list[str]:
