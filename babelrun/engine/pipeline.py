@@ -469,8 +469,10 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     runs = [runner(j, budgets[j.spec.name], _state(j, plan, done, options), limits.CallLimits.of(j.spec, plan.shard))
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
-    if stoppers:
-        plan = plan.ordered()
+    # Keys go round-robin over the (language, perturbation) cells, each in its seeded order
+    # (Plan.interleaved), always: a budget, a --limit or stopping then leaves every cell
+    # equally sampled (in plan order, a budget spent itself on the first language).
+    plan = plan.ordered()
     result = EngineResult([r.state for r in runs])
     feeds: list[Cancellable] = []
     judges_scope = anyio.CancelScope()

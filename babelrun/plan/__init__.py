@@ -26,7 +26,7 @@ import hashlib
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import islice, zip_longest
 
 from .. import agentic, corpus
 from ..core import languages
@@ -135,7 +135,8 @@ class Plan:
         self.audit: list[PerturbationAudit] = cells.audit()
         self.segmentation: list[Segmentation] = _segmentation(sentences)
         self.shard: Shard | None = None
-        self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
+        self.shuffled = False  # items in the interleaved seeded order (``ordered``: the engine's feed)
+        self._interleaved: tuple[list[str], dict[str, tuple[str, str, str]]] | None = None
 
     def _survey(self, cells: AuditTally, sentences: dict[str, list[int]]) -> None:
         """The one pass over the perturbed items at construction: each cell's outcome into
@@ -305,17 +306,36 @@ class Plan:
                 yield item, key
 
     def ordered(self) -> Plan:
-        """This plan with its items in a seeded random order (``engine.stopping.order_key``):
-        each stopping cell's items then come as a random sample, the cells interleaved."""
+        """This plan with its items in the interleaved seeded order (``interleaved``): the
+        engine issues keys so, and a budget, a ``--limit`` or early stopping leaves every
+        (language, perturbation) cell equally sampled."""
         narrowed = copy.copy(self)
         narrowed.shuffled = True
         return narrowed
+
+    def interleaved(self) -> tuple[list[str], dict[str, tuple[str, str, str]]]:
+        """Every item id round-robin over the (kind, language, perturbation) cells, each cell
+        in its seeded order (``order_key``): the first item of every cell, then the second of
+        every cell, and so on (a cell that runs out drops out), so any prefix holds every
+        cell within one item of the others. With each id, its cell. Computed once (one pass
+        over the items); a judge's feed is this order with its done keys left out."""
+        if self._interleaved is None:
+            cells: dict[tuple[str, str, str], list[str]] = {}
+            cell_of: dict[str, tuple[str, str, str]] = {}
+            for item in self.items():
+                cell = (item.kind, item.lang, item.perturbation)
+                cells.setdefault(cell, []).append(item.item_id)
+                cell_of[item.item_id] = cell
+            ranked = [sorted(ids, key=lambda iid: order_key(self.seed, iid)) for _, ids in sorted(cells.items())]
+            order = [iid for rank in zip_longest(*ranked) for iid in rank if iid is not None]
+            self._interleaved = (order, cell_of)
+        return self._interleaved
 
     # Items regenerated per window of the seeded order: memory bounded by the window.
     ORDER_WINDOW = 50_000
 
     def _shuffled_items(self) -> Iterator[Item]:
-        ranked = sorted(self.item_ids, key=lambda iid: order_key(self.seed, iid))
+        ranked = self.interleaved()[0]
         place = {iid: i for i, iid in enumerate(ranked)}
         for start in range(0, len(ranked), self.ORDER_WINDOW):
             end = start + self.ORDER_WINDOW
@@ -325,14 +345,17 @@ class Plan:
 
     def stopping_cells(self, per_perturbation: bool = False) -> dict[str, list[str]]:
         """The stopping cells (plain degradation items, by language or language/perturbation),
-        each cell's item ids in the seeded order."""
+        each cell's item ids in the order the engine issues them (``interleaved``): a
+        language's perturbations round-robin, each in its seeded order, so a stopped language
+        card holds its perturbations within one item of each other (a stratified random
+        sample of the cell)."""
+        order, cell_of = self.interleaved()
         cells: dict[str, list[str]] = {}
-        for item in self.items():
-            if item.kind != "text":
-                continue
-            name = f"{item.lang}/{item.perturbation}" if per_perturbation else item.lang
-            cells.setdefault(name, []).append(item.item_id)
-        return {c: sorted(ids, key=lambda iid: order_key(self.seed, iid)) for c, ids in cells.items()}
+        for iid in order:
+            kind, lang, pert = cell_of[iid]
+            if kind == "text":
+                cells.setdefault(f"{lang}/{pert}" if per_perturbation else lang, []).append(iid)
+        return cells
 
     def _keys(self, judge_id: str):
         keys = plan_keys(self.item_ids)
