@@ -1,15 +1,17 @@
 """``babelrun validate``'s estimate of what an audit will send: tokens per judge, and the cost
 where the manifest gives a judge's ``price``.
 
-Input tokens are counted the way the rate limiter counts them (``limits.estimate_tokens``:
-the prompt's UTF-8 bytes / 3, a deliberate overestimate for most tokenizers and close for
-scripts that spend a token per character). Output tokens are *expected* per call
+Input tokens are expected at the prompt's UTF-8 bytes / 4 (about four characters a token in
+Latin scripts, three quarters of a token per character in scripts of three-byte characters:
+Devanagari, CJK), and bounded the way the rate limiter counts them (``limits.estimate_tokens``:
+bytes / 3, a deliberate overestimate for most tokenizers). Output tokens are *expected* per call
 (``expected_reply``): measured, the mean ``tokens_out`` of the judge's ok records already in
 the run directory (a ``--limit`` trial run), when it has at least ``MEASURED_MIN`` of them;
 else from the verdict format, ``ONE_WORD_REPLY`` tokens for a one-word verdict (the built-in
 pairwise templates under the strict parser) and ``REASONING_REPLY`` for a template that
 reasons before its verdict (capped at ``max_tokens``). Each judge's ``max_tokens`` gives the
-bound beside it (``tokens_out_bound``, ``cost_bound``): the most the audit may spend.
+bound beside it (``tokens_in_bound``, ``tokens_out_bound``, ``cost_bound``): what the rate
+limiter reserves, and about the most the audit may spend.
 Every item is rendered once per (template, prompt language, protocol), not per judge.
 
 With ``stopping:`` (early stopping, docs/stopping.md) the counts are an upper bound for the judges it applies to
@@ -50,6 +52,7 @@ class Estimate(msgspec.Struct, frozen=True):
     upper_bound: bool = False  # escalation-only judges, or stopping: fewer calls may be made
     cached: int = 0  # presentations the response cache already answers (not in calls)
     calls_at_least: int | None = None  # stopping: the calls if every cell stops at min_items
+    tokens_in_bound: int = 0  # input as the rate limiter counts it (bytes / 3)
     tokens_out_bound: int = 0  # every call at max_tokens
     cost_bound: float | None = None  # the cost with every call at max_tokens
     reply_source: str = ""  # where the expected reply length comes from
@@ -141,18 +144,19 @@ def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
     measured = measured_replies(manifest.run_dir)
     for i, j in enumerate(manifest.judges):
         calls = plan.calls_per_judge - hits[i]
-        tokens_in = math.ceil((prompt_bytes[group(j)] - hit_bytes[i]) / 3)
+        sent = prompt_bytes[group(j)] - hit_bytes[i]
+        tokens_in, in_bound = math.ceil(sent / 4), math.ceil(sent / 3)
         per_reply, source = expected_reply(j, measured.get(judge_id(j)))
         tokens_out, bound = math.ceil(calls * per_reply), calls * max_tokens(j)
         price = price_of(j)
         usd = None if price is None else round(cost(price, tokens_in, 0, tokens_out, batch_of(j)), 2)
-        usd_bound = None if price is None else round(cost(price, tokens_in, 0, bound, batch_of(j)), 2)
+        usd_bound = None if price is None else round(cost(price, in_bound, 0, bound, batch_of(j)), 2)
         stops = _stops(manifest, j)
         floor = None
         if stops:
             floor = max(0, min(calls, _floor(manifest, plan, len(how[group(j)].keys)) - hits[i]))
         out.append(Estimate(j.name, calls, tokens_in, tokens_out, usd, price.currency if price else None,
-                            j.calls == "escalations" or stops, hits[i], floor, bound, usd_bound, source))
+                            j.calls == "escalations" or stops, hits[i], floor, in_bound, bound, usd_bound, source))
     return out
 
 
@@ -160,12 +164,13 @@ def text(estimates: list[Estimate]) -> str:
     lines = []
     for e in estimates:
         bound = "at most " if e.upper_bound else ""
-        cost = ("" if e.cost is None else f", about {'at most ' if e.upper_bound else ''}{e.cost:,.2f} {e.currency} "
-                f"(at most {e.cost_bound:,.2f} {e.currency} at max_tokens)")
+        cost = "" if e.cost is None else f", about {'at most ' if e.upper_bound else ''}{e.cost:,.2f} {e.currency}"
+        most = "" if e.cost_bound is None else f", at most {e.cost_bound:,.2f} {e.currency}"
         floor = "" if e.calls_at_least is None else f" (stopping: at least {e.calls_at_least})"
         cached = f"; {e.cached} more from the response cache, free" if e.cached else ""
         lines.append(f"  {e.judge}: {bound}{e.calls} calls{floor}, ~{e.tokens_in:,} tokens in, ~{e.tokens_out:,} "
-                     f"tokens out expected ({e.reply_source}; ≤{e.tokens_out_bound:,} tokens out at max_tokens)"
-                     f"{cost}{cached}")
-    return ("estimated (input: UTF-8 bytes / 3; output: an expected reply length per call, max_tokens the bound):\n"
-            + "\n".join(lines) + "\n")
+                     f"tokens out ({e.reply_source}){cost}{cached}\n"
+                     f"    bound: ≤{e.tokens_in_bound:,} tokens in, ≤{e.tokens_out_bound:,} tokens out at "
+                     f"max_tokens{most}")
+    return ("estimated (input: UTF-8 bytes / 4, bound bytes / 3; output: an expected reply length per call, "
+            "bound max_tokens):\n" + "\n".join(lines) + "\n")

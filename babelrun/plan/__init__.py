@@ -102,6 +102,11 @@ def order_key(seed: int, item_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}:{item_id}".encode(), digest_size=8).digest(), "big")
 
 
+def _round_robin(sequences: list[list[str]]) -> list[str]:
+    """The first of every sequence, then the second of every one, …; a short one drops out."""
+    return [x for rank in zip_longest(*sequences) for x in rank if x is not None]
+
+
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
@@ -314,21 +319,22 @@ class Plan:
         return narrowed
 
     def interleaved(self) -> tuple[list[str], dict[str, tuple[str, str, str]]]:
-        """Every item id round-robin over the (kind, language, perturbation) cells, each cell
-        in its seeded order (``order_key``): the first item of every cell, then the second of
-        every cell, and so on (a cell that runs out drops out), so any prefix holds every
-        cell within one item of the others. With each id, its cell. Computed once (one pass
+        """Every item id round-robin in two levels: over the languages, and within each
+        language over its (kind, perturbation) cells, each cell in its seeded order
+        (``order_key``); a cell or language that runs out drops out. Any prefix then holds
+        every language within one item of the others, and every cell of a language within
+        one item of its other cells (so every (language, perturbation) cell within about
+        one). With each id, its (kind, language, perturbation) cell. Computed once (one pass
         over the items); a judge's feed is this order with its done keys left out."""
         if self._interleaved is None:
-            cells: dict[tuple[str, str, str], list[str]] = {}
+            cells: dict[str, dict[tuple[str, str], list[str]]] = {}
             cell_of: dict[str, tuple[str, str, str]] = {}
             for item in self.items():
-                cell = (item.kind, item.lang, item.perturbation)
-                cells.setdefault(cell, []).append(item.item_id)
-                cell_of[item.item_id] = cell
-            ranked = [sorted(ids, key=lambda iid: order_key(self.seed, iid)) for _, ids in sorted(cells.items())]
-            order = [iid for rank in zip_longest(*ranked) for iid in rank if iid is not None]
-            self._interleaved = (order, cell_of)
+                cells.setdefault(item.lang, {}).setdefault((item.kind, item.perturbation), []).append(item.item_id)
+                cell_of[item.item_id] = (item.kind, item.lang, item.perturbation)
+            per_lang = [_round_robin([sorted(ids, key=lambda iid: order_key(self.seed, iid))
+                                      for _, ids in sorted(by_cell.items())]) for _, by_cell in sorted(cells.items())]
+            self._interleaved = (_round_robin(per_lang), cell_of)
         return self._interleaved
 
     # Items regenerated per window of the seeded order: memory bounded by the window.

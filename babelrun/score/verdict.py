@@ -111,7 +111,7 @@ def items_to_decide(reliability: Interval, items: int, bar: float = DEPLOY_R) ->
     width = (r - lo) if r >= bar else (hi - r)
     if distance < 1e-9:
         return None
-    return max(items + 1, math.ceil(items * (width / distance) ** 2))
+    return max(items + 1, math.ceil(round(items * (width / distance) ** 2, 6)))  # 4.0000001 is 4
 
 
 def unreadable(invalid: Interval | None) -> bool:
