@@ -41,6 +41,7 @@ from .summary import (
     matrix,
     metric_cells,
     mitigation_rows,
+    planned_items,
 )
 from .summary import number as _num
 
@@ -274,16 +275,24 @@ def _language_cards(data: ReportData, plots: list[Plot]) -> str:
         what = "" if family == "degradation" else f" — labelled pairs <code>{h(family.removeprefix('pairs:'))}</code>"
         out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code>{what}</h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
-                _notes(jc),
+                _notes(jc, _planned(run, family, jc)),
                 "<details><summary>table (every language)</summary>"
                 + _table(["language", *METRIC_HEADER], rows, {1, *METRIC_RATE_COLUMNS}) + "</details>",
                 "<details><summary>R by perturbation</summary>" + _perturbation_matrix(jc) + "</details>"]
     return "".join(out)
 
 
-def _notes(jc) -> str:
-    """The judge's uncertain and early-stopped cards (summary.card_notes), a list item each."""
-    notes = card_notes(jc)
+def _planned(run, family: str, jc) -> dict[str, int] | None:
+    """Planned items per language for a judge's partly-judged notes; None for a composite
+    (it holds items out by design) and for the other families."""
+    if family != "degradation" or any(c.judge_id == jc.judge_id for c in run.cards.composites):
+        return None
+    return planned_items(run.cards)
+
+
+def _notes(jc, planned: dict[str, int] | None) -> str:
+    """The judge's uncertain, early-stopped and partly judged cards (summary.card_notes), a list item each."""
+    notes = card_notes(jc, planned)
     return ("<ul class=note>" + "".join(f"<li>{h(label)}: {h(text)}</li>" for label, text in notes) + "</ul>"
             if notes else "")
 

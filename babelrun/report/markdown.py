@@ -83,15 +83,16 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
             out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
             for lc in judge.languages:
                 out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
-        out += _card_notes(judge)
+        composite = any(c.judge_id == judge.judge_id for c in cards.composites)  # holds items out by design
+        out += _card_notes(judge, None if composite or family != "degradation" else summary.planned_items(cards))
         out += _reply_language(judge)
         out.append("")
     return out
 
 
-def _card_notes(judge) -> list[str]:
-    """The judge's uncertain and early-stopped cards, one line each (summary.card_notes)."""
-    notes = summary.card_notes(judge)
+def _card_notes(judge, planned: dict[str, int] | None) -> list[str]:
+    """The judge's uncertain, early-stopped and partly judged cards, one line each (summary.card_notes)."""
+    notes = summary.card_notes(judge, planned)
     return ["", *(f"- {_cell(label)}: {md(text)}" for label, text in notes)] if notes else []
 
 

@@ -113,17 +113,30 @@ def leaderboard(data) -> list[LeaderRow]:
 NOTES_SHOWN = 24  # note lines per judge: a 500-language run would otherwise print one per card
 
 
-def card_notes(judge) -> list[tuple[str, str]]:
-    """(label, note) for each card of a judge that is uncertain or stopped early: overall, its
-    languages, then its perturbation cards; at most ``NOTES_SHOWN``, then a count of the rest."""
-    cards = [("all", judge.overall)]
+def planned_items(cards: Cards) -> dict[str, int]:
+    """Language -> the degradation items the plan emitted for it (the perturbation audit)."""
+    out: dict[str, int] = {}
+    for row in cards.perturbation_audit:
+        if ":" not in row.perturbation:  # plain degradations (families are named family:…)
+            out[row.lang] = out.get(row.lang, 0) + row.emitted
+    return out
+
+
+def card_notes(judge, planned: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """(label, note) for each card of a judge that is uncertain, stopped early or, given the
+    ``planned`` items per language, judged on fewer (a budget, ``--limit`` or Ctrl-C ended
+    the run first: how far it got): overall, its languages, then its perturbation cards; at
+    most ``NOTES_SHOWN``, then a count of the rest."""
+    cards = [("all", judge.overall, None)]
     for lc in getattr(judge, "languages", []):
-        cards.append((f"{lc.lang} ({lc.language})", lc.card))
-        cards += [(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in getattr(lc, "perturbations", [])]
+        cards.append((f"{lc.lang} ({lc.language})", lc.card, (planned or {}).get(lc.lang)))
+        cards += [(f"{lc.lang} / {pc.perturbation}", pc.card, None) for pc in getattr(lc, "perturbations", [])]
     notes = []
-    for label, card in cards:
-        text = "; ".join(t for t in (uncertain_text(card) if card.verdict == UNCERTAIN else "",
-                                     stopped_text(card)) if t)
+    for label, card, of in cards:
+        stopped = stopped_text(card)
+        partial = (f"judged {card.items} of {of} planned items" if of is not None and card.items < of and not stopped
+                   else "")
+        text = "; ".join(t for t in (uncertain_text(card) if card.verdict == UNCERTAIN else "", stopped, partial) if t)
         if text:
             notes.append((label, text))
     if len(notes) > NOTES_SHOWN:

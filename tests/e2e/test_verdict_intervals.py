@@ -128,3 +128,11 @@ def test_a_budget_spreads_over_every_cell_and_the_estimate_is_near_the_spend(tmp
         # each (language, perturbation) cell within about one item of the others (a cell is
         # one item ahead inside its language, and its language one item ahead of the rest)
         assert max(cells) - min(cells) <= 2, (judge, sorted(cells))
+    # the report says how far each language got
+    report = (tmp_path / "quarter" / "run" / "report.md").read_text()
+    planned = {row.lang: 0 for row in result.cards.perturbation_audit}
+    for row in result.cards.perturbation_audit:
+        planned[row.lang] += row.emitted
+    for jc in result.cards.judges:
+        for lc in jc.languages:
+            assert f"judged {lc.card.items} of {planned[lc.lang]} planned items" in report, lc.lang
