@@ -493,8 +493,12 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
     cache_pending = _share_cache_pending(runs)
-    if stoppers:
-        plan = plan.ordered()
+    # Keys go round-robin over the languages and, within each, over its perturbations, each
+    # cell in its seeded order (Plan.interleaved), always: a budget, a --limit or stopping then
+    # leaves every cell equally sampled (in plan order, a budget spent itself on the first
+    # language). Stopping by language takes a language's items in its own seeded order.
+    by_language = options.stopping is not None and not options.stopping.per_perturbation
+    plan = plan.ordered(stratified=not (bool(stoppers) and by_language))
     result = EngineResult([r.state for r in runs])
     feeds: list[Cancellable] = []
     judges_scope = anyio.CancelScope()

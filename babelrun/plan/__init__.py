@@ -26,7 +26,7 @@ import hashlib
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import islice, zip_longest
 
 from .. import agentic, corpus
 from ..core import languages
@@ -102,6 +102,11 @@ def order_key(seed: int, item_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}:{item_id}".encode(), digest_size=8).digest(), "big")
 
 
+def _round_robin(sequences: list[list[str]]) -> list[str]:
+    """The first of every sequence, then the second of every one, …; a short one drops out."""
+    return [x for rank in zip_longest(*sequences) for x in rank if x is not None]
+
+
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
@@ -135,7 +140,9 @@ class Plan:
         self.audit: list[PerturbationAudit] = cells.audit()
         self.segmentation: list[Segmentation] = _segmentation(sentences)
         self.shard: Shard | None = None
-        self.shuffled = False  # items in the seeded random order (``ordered``: stopping)
+        self.shuffled = False  # items in the interleaved seeded order (``ordered``: the engine's feed)
+        self.stratified = True  # the feed's order within a language (``interleaved``)
+        self._interleaved: dict[bool, list[str]] = {}
 
     def _survey(self, cells: AuditTally, sentences: dict[str, list[int]]) -> None:
         """The one pass over the perturbed items at construction: each cell's outcome into
@@ -304,18 +311,42 @@ class Plan:
                     continue
                 yield item, key
 
-    def ordered(self) -> Plan:
-        """This plan with its items in a seeded random order (``engine.stopping.order_key``):
-        each stopping cell's items then come as a random sample, the cells interleaved."""
+    def ordered(self, stratified: bool = True) -> Plan:
+        """This plan with its items in the interleaved seeded order (``interleaved``): the
+        engine issues keys so, and a budget, a ``--limit`` or early stopping leaves every
+        (language, perturbation) cell equally sampled."""
         narrowed = copy.copy(self)
-        narrowed.shuffled = True
+        narrowed.shuffled, narrowed.stratified = True, stratified
         return narrowed
+
+    def interleaved(self, stratified: bool = True) -> list[str]:
+        """Every item id round-robin over the languages (a language that runs out drops
+        out), so any prefix holds every language within one item of the others. Within a
+        language, ``stratified``: round-robin over its (kind, perturbation) cells, each in
+        its seeded order (``order_key``), so a prefix also holds a language's cells within
+        one item of each other; else the language's items in their seeded order, the order
+        early stopping by language needs (its cells' items a random sample, in an order of
+        i.i.d. draws: the stratified order cost it 0.618 calls of the full run's against
+        0.569, tests/e2e/test_stopping_audit.py). Computed once per choice (one pass over
+        the items); a judge's feed is this order with its done keys left out."""
+        if stratified not in self._interleaved:
+            cells: dict[str, dict[tuple[str, str], list[str]]] = {}
+            for item in self.items():
+                cells.setdefault(item.lang, {}).setdefault((item.kind, item.perturbation), []).append(item.item_id)
+
+            def seeded(ids: Iterable[str]) -> list[str]:
+                return sorted(ids, key=lambda iid: order_key(self.seed, iid))
+
+            per_lang = [_round_robin([seeded(ids) for _, ids in sorted(by_cell.items())]) if stratified
+                        else seeded(i for ids in by_cell.values() for i in ids) for _, by_cell in sorted(cells.items())]
+            self._interleaved[stratified] = _round_robin(per_lang)
+        return self._interleaved[stratified]
 
     # Items regenerated per window of the seeded order: memory bounded by the window.
     ORDER_WINDOW = 50_000
 
     def _shuffled_items(self) -> Iterator[Item]:
-        ranked = sorted(self.item_ids, key=lambda iid: order_key(self.seed, iid))
+        ranked = self.interleaved(self.stratified)
         place = {iid: i for i, iid in enumerate(ranked)}
         for start in range(0, len(ranked), self.ORDER_WINDOW):
             end = start + self.ORDER_WINDOW
@@ -325,7 +356,8 @@ class Plan:
 
     def stopping_cells(self, per_perturbation: bool = False) -> dict[str, list[str]]:
         """The stopping cells (plain degradation items, by language or language/perturbation),
-        each cell's item ids in the seeded order."""
+        each cell's item ids in the seeded order: the order the engine issues them in
+        (``interleaved``, stratified only for cells per perturbation)."""
         cells: dict[str, list[str]] = {}
         for item in self.items():
             if item.kind != "text":

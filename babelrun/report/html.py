@@ -35,11 +35,13 @@ from .summary import (
     audit_cell,
     audit_cells,
     band,
+    card_notes,
     cbc_rows,
     leaderboard,
     matrix,
     metric_cells,
     mitigation_rows,
+    planned_items,
 )
 from .summary import number as _num
 
@@ -107,7 +109,7 @@ def _leaderboard(data: ReportData, plots: list[Plot]) -> str:
              f'<span class="{_band(r.card.reliability.value)}">{_num(r.card.reliability)}</span>'
              + h(mark(r.card.verdict)), _num(r.card.accuracy) + _CHANCE * r.card.below_chance,
              "–" if r.worst is None else f"{h(r.worst.lang)} ({h(r.worst.language)}) {_num(r.worst.card.reliability)}",
-             f"{r.below}/{r.languages}", str(r.not_judged), str(r.card.items)] for i, r in enumerate(rows, 1)]
+             r.below_text(), str(r.not_judged), str(r.card.items)] for i, r in enumerate(rows, 1)]
     return ("<h2>Leaderboard</h2><p class=note>Per item family (degradation items, each labelled-pair set, "
             "agentic): never pooled. R_agent for agent trajectories.</p>" + _table(
         ["#", "family", "judge", "judge_id", "R", "accuracy", "worst language (R)", f"languages below {t}",
@@ -159,7 +161,7 @@ def _cell(cell) -> str:
         return f'<td class=none title="not judged: {h(cell.note or "")}">n/j{flags}</td>'
     r = cell.reliability
     tip = f"R {_num(r)} · {cell.items} items" + (f" · {'; '.join(cell.flags)}" if cell.flags else "")
-    mark = {"pass": "✓", "fail": "✗"}.get(cell.status, "")
+    mark = {"pass": "✓", "fail": "✗", "uncertain": "?"}.get(cell.status, "")
     value = "–" if r.value is None else f"{r.value:.2f}"
     return f'<td class={band(r.value)} title="{h(tip)}">{value}{mark}{flags}</td>'
 
@@ -198,8 +200,9 @@ def _matrix(data: ReportData, plots: list[Plot]) -> str:
                 f"{_matrix_table(m, m.sorted_rows(None))}</div>")
     links = " ".join(f'<a href="#m-{a}">{h(title)}</a>' for a, title, _ in [("lang", "language", None), *views])
     return (f"<h2>Judge × language: reliability R</h2><p>{len(m.judges)} judge(s) × {len(m.langs)} "
-            f"language(s). ✓ R ≥ {t}, ✗ below; n/j not judged; – undefined. Hover a cell for its "
-            f"interval and items.</p><p class=sorts>Sort: {links}</p><div class=views>{''.join(html)}</div>")
+            f"language(s). ✓ R's interval ≥ {t}, ✗ below, ? straddling it; n/j not judged; – undefined. "
+            f"Hover a cell for its interval and items.</p><p class=sorts>Sort: {links}</p>"
+            f"<div class=views>{''.join(html)}</div>")
 
 
 def _bar(iv: Interval, threshold: float) -> str:
@@ -272,10 +275,26 @@ def _language_cards(data: ReportData, plots: list[Plot]) -> str:
         what = "" if family == "degradation" else f" — labelled pairs <code>{h(family.removeprefix('pairs:'))}</code>"
         out += [f"<h3>{h(jc.judge)} <code>{h(jc.judge_id)}</code>{what}</h3>",
                 f'<div class="cards">{_card("all languages", jc.overall, t)}{cards}</div>',
+                _notes(jc, _planned(run, family, jc)),
                 "<details><summary>table (every language)</summary>"
                 + _table(["language", *METRIC_HEADER], rows, {1, *METRIC_RATE_COLUMNS}) + "</details>",
                 "<details><summary>R by perturbation</summary>" + _perturbation_matrix(jc) + "</details>"]
     return "".join(out)
+
+
+def _planned(run, family: str, jc) -> dict[str, int] | None:
+    """Planned items per language for a judge's partly-judged notes; None for a composite
+    (it holds items out by design) and for the other families."""
+    if family != "degradation" or any(c.judge_id == jc.judge_id for c in run.cards.composites):
+        return None
+    return planned_items(run.cards)
+
+
+def _notes(jc, planned: dict[str, int] | None) -> str:
+    """The judge's uncertain, early-stopped and partly judged cards (summary.card_notes), a list item each."""
+    notes = card_notes(jc, planned)
+    return ("<ul class=note>" + "".join(f"<li>{h(label)}: {h(text)}</li>" for label, text in notes) + "</ul>"
+            if notes else "")
 
 
 def _unjudged(run, family: str, judge: str) -> list:

@@ -30,8 +30,11 @@ from .summary import (
 from .summary import number as _num
 
 THRESHOLD = DEPLOY_R  # the research's deployment threshold for R
-VERDICTS = (f"✓/✗: R at or above / below the {DEPLOY_R} deployment threshold; no verdict (reason in "
-            f"brackets) on a card with fewer than {MIN_ITEMS} items or a weakly segmented language. "
+VERDICTS = (f"✓: R's interval at or above the {DEPLOY_R} deployment threshold; ✗: its interval below it; "
+            "?: uncertain, the interval straddles the threshold (more items decide it; the notes under "
+            f"a table say roughly how many); no verdict (reason in brackets) on a card with fewer than {MIN_ITEMS} "
+            "items or a weakly segmented language. A card stopped early (docs/stopping.md) is named under its "
+            "table: its interval is the anytime-valid one, which holds at every n. "
             "**below chance**: the accuracy interval lies below 0.5 — the judge prefers the degraded "
             "answer, and a high κ_ord then means consistently wrong. Definitions: docs/metrics.md.")
 _PLAIN = re.compile(r"[\w.\-/:@+~ ]*")
@@ -80,9 +83,17 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
             out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
             for lc in judge.languages:
                 out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
+        composite = any(c.judge_id == judge.judge_id for c in cards.composites)  # holds items out by design
+        out += _card_notes(judge, None if composite or family != "degradation" else summary.planned_items(cards))
         out += _reply_language(judge)
         out.append("")
     return out
+
+
+def _card_notes(judge, planned: dict[str, int] | None) -> list[str]:
+    """The judge's uncertain, early-stopped and partly judged cards, one line each (summary.card_notes)."""
+    notes = summary.card_notes(judge, planned)
+    return ["", *(f"- {_cell(label)}: {md(text)}" for label, text in notes)] if notes else []
 
 
 def _reply_language(judge) -> list[str]:
@@ -272,7 +283,8 @@ def _leaderboard(data) -> list[str]:
     out = ["## Leaderboard", "",
            f"Judges by overall R (R_agent for agent trajectories), per item family: degradation items, "
            f"each labelled-pair set, agentic — never pooled. Worst language: the lowest R. Below {THRESHOLD}: "
-           f"languages under the deployment threshold, of the languages planned (not judged: no card).", "",
+           f"languages whose R interval lies under the deployment threshold (✗), of the languages planned "
+           f"(+k ?: k more whose interval straddles it; not judged: no card).", "",
            "| # | family | judge | judge_id | R | accuracy | worst language | below " + str(THRESHOLD)
            + " | not judged | items |",
            "|---:|---|---|---|---|---|---|---:|---:|---:|"]
@@ -281,7 +293,7 @@ def _leaderboard(data) -> list[str]:
         chance = " **below chance**" if row.card.below_chance else ""
         out.append(f"| {i} | {_cell(row.family)} | {md(row.judge)} | {row.judge_id} | "
                    f"{_num(row.card.reliability)}{mark(row.card.verdict)} | {_num(row.card.accuracy)}{chance} | "
-                   f"{worst} | {row.below}/{row.languages} | {row.not_judged} | {row.card.items} |")
+                   f"{worst} | {row.below_text()} | {row.not_judged} | {row.card.items} |")
     return out + [""]
 
 
@@ -323,10 +335,12 @@ def _matrix(data) -> list[str]:
         if c.status == "not judged":
             return "n/j" + "".join(f" {_cell(f)}" for f in c.flags)
         value = "–" if c.reliability.value is None else f"{c.reliability.value:.2f}"
-        return value + {"pass": " ✓", "fail": " ✗"}.get(c.status, "") + "".join(f" {_cell(f)}" for f in c.flags)
+        marks = {"pass": " ✓", "fail": " ✗", "uncertain": " ?"}
+        return value + marks.get(c.status, "") + "".join(f" {_cell(f)}" for f in c.flags)
 
     out = ["## Judge × language: reliability R", "",
-           f"✓ R ≥ {data.thresholds.reliability}, ✗ below (R_pw in a pointwise column, R_agent in an agentic one); "
+           f"✓ R's interval ≥ {data.thresholds.reliability}, ✗ below, ? straddling it "
+           "(R_pw in a pointwise column, R_agent in an agentic one); "
            "n/j: planned but not judged; –: undefined. "
            "Intervals: the cards below.", "",
            "| language | " + " | ".join(md(j.judge) for j in m.judges) + " |",

@@ -3,7 +3,9 @@
 Rules, checked on every judge × language card (the thresholds are ``Thresholds``, stated in
 the report and docs/reports.md):
 
-- R below the deployment bar (0.65) → route the language to another judge, or ensemble;
+- R's interval below the deployment bar (0.65, the card's ✗) → route the language to another
+  judge, or ensemble; an interval straddling the bar (the card's ?) → judge more items of the
+  language before deciding (a sampled judge's R is an estimate: the point alone decides nothing);
 - order consistency κ_ord below 0.75 → score both orders and average;
 - position bias |Δ| at least 0.10, its interval excluding 0 → position debiasing (both orders,
   or calibrate the slot prior away);
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ..score.stats import Interval
-from ..score.verdict import MISCONFIGURED, UNREADABLE
+from ..score.verdict import FAIL, MISCONFIGURED, UNCERTAIN, UNREADABLE, against_bar
 
 
 class Thresholds(msgspec.Struct, frozen=True):
@@ -46,7 +48,7 @@ class Recommendation(msgspec.Struct, frozen=True):
     judge_id: str
     lang: str
     language: str
-    rule: str     # unreadable | chance | reliability | consistency | position | verbosity
+    rule: str     # unreadable | chance | reliability | uncertain | consistency | position | verbosity
     value: float  # the metric that triggered it
     advice: str
     family: str = "degradation"  # degradation | pairs:<set> | agentic
@@ -58,6 +60,8 @@ ADVICE = {
     "chance": "accuracy {value:.2f}, interval below 0.5: the judge prefers the degraded answer; do not "
               "deploy it here (κ_ord measures consistency, not correctness)",
     "reliability": "R {value:.2f} < {t.reliability}: route this language to another judge, or ensemble judges",
+    "uncertain": "R {value:.2f}, its interval straddles {t.reliability}: judge more items of this language "
+                 "before routing it (the report's card notes say roughly how many)",
     "consistency": "κ_ord {value:.2f} < {t.consistency}: score both slot orders and average",
     "position": "|Δ| {value:.2f} ≥ {t.position}: position debiasing (both orders, or calibrate the slot prior)",
     "verbosity": "v {value:.2f} > {t.verbosity}: length normalisation in the prompt",
@@ -69,6 +73,7 @@ ACTIONS = {
     "unreadable": "fix its prompt or verdict pattern first: its replies did not match (no bias is claimed)",
     "chance": "do not use it here: it prefers the degraded answer (accuracy interval below 0.5)",
     "reliability": "route to another judge, or ensemble (R < {t.reliability})",
+    "uncertain": "judge more items before deciding (R's interval straddles {t.reliability})",
     "consistency": "score both slot orders and average (κ_ord < {t.consistency})",
     "position": "position debiasing: both orders, or calibrate the slot prior (|Δ| ≥ {t.position})",
     "verbosity": "length normalisation in the prompt (v > {t.verbosity})",
@@ -104,8 +109,11 @@ def rules(card, t: Thresholds = THRESHOLDS) -> list[tuple[str, float]]:
         return [("unreadable", card.invalid_rate.value)]
     if getattr(card, "below_chance", False):
         out.append(("chance", card.accuracy.value))
-    if r.value is not None and r.value < t.reliability:
+    bar = against_bar(r, t.reliability) if r.value is not None else None
+    if bar == FAIL:
         out.append(("reliability", r.value))
+    elif bar == UNCERTAIN:
+        out.append(("uncertain", r.value))
     if k is not None and k.value is not None and k.value < t.consistency:
         out.append(("consistency", k.value))
     if d is not None and d.value is not None and abs(d.value) >= t.position and _excludes(d, 0.0):

@@ -13,7 +13,21 @@ from ..score.metrics import REGISTRY
 from ..score.pointwise import PointwiseCard, PointwiseLanguage
 from ..score.stats import Interval, fmt
 from ..score.stats import fmt_interval as number
+from ..score.verdict import DECIDED, FAIL, UNCERTAIN, against_bar, items_to_decide
 from .recommend import THRESHOLDS
+
+
+def uncertain_text(card) -> str:
+    """Why an uncertain card has no ✓/✗, with roughly how many items would decide it."""
+    need = items_to_decide(card.reliability, card.items)
+    more = f"; about {need} items would decide it" if need is not None else ""
+    return f"uncertain: R's interval straddles the {THRESHOLDS.reliability} bar{more}"
+
+
+def stopped_text(card) -> str:
+    """An early-stopped card's mark ('' when it ran to the end): why its interval is what it is."""
+    stopped = getattr(card, "stopped", None)
+    return f"{stopped}: its interval holds at every n" if isinstance(stopped, str) else ""
 
 # The card metrics a mitigation's change is shown for, with their labels (score/metrics.REGISTRY).
 COMPARED = tuple((m.name, m.header) for m in REGISTRY if m.compared)
@@ -65,10 +79,15 @@ class LeaderRow(msgspec.Struct, frozen=True):
     run: str
     card: Card | AgenticCard | PointwiseCard
     worst: LanguageCard | AgenticLanguageCard | PointwiseLanguage | None  # the language with the lowest R
-    below: int                  # languages with R under the deployment threshold
+    below: int                  # languages whose R interval lies under the deployment threshold (fail)
     languages: int              # languages the plan asked for in this family (cards + not judged)
     family: str = "degradation"  # degradation | pairs:<set> | agentic: where the numbers come from
     not_judged: int = 0         # planned languages without a card (cards.json ``not_judged``)
+    uncertain: int = 0          # languages whose R interval straddles the threshold
+
+    def below_text(self) -> str:
+        """``below/languages``, with the uncertain languages beside: ``1/4 (+2 ?)``."""
+        return f"{self.below}/{self.languages}" + (f" (+{self.uncertain} ?)" if self.uncertain else "")
 
 
 def _r(card) -> float:
@@ -83,18 +102,55 @@ def leaderboard(data) -> list[LeaderRow]:
     for run, family, jc in data.scored():
         rated = [lc for lc in jc.languages if lc.card.reliability.value is not None]
         worst = min(rated, key=lambda lc: (lc.card.reliability.value, lc.lang)) if rated else None
-        below = sum(lc.card.reliability.value < THRESHOLDS.reliability for lc in rated)
+        bars = [against_bar(lc.card.reliability, THRESHOLDS.reliability) for lc in rated]
         missing = {n.lang for n in run.cards.not_judged if n.family == family and n.judge in (None, jc.judge)}
-        rows.append(LeaderRow(jc.judge, jc.judge_id, run.name, jc.overall, worst, below,
+        rows.append(LeaderRow(jc.judge, jc.judge_id, run.name, jc.overall, worst, bars.count(FAIL),
                               len(jc.languages) + len(missing - {lc.lang for lc in jc.languages}),
-                              family, len(missing)))
+                              family, len(missing), bars.count(UNCERTAIN)))
     return sorted(rows, key=lambda r: (order.get(r.family, 1), r.family, -_r(r.card), r.judge, r.judge_id))
+
+
+NOTES_SHOWN = 24  # note lines per judge: a 500-language run would otherwise print one per card
+
+
+def planned_items(cards: Cards) -> dict[str, int]:
+    """Language -> the degradation items the plan emitted for it (the perturbation audit)."""
+    out: dict[str, int] = {}
+    for row in cards.perturbation_audit:
+        if ":" not in row.perturbation:  # plain degradations (families are named family:…)
+            out[row.lang] = out.get(row.lang, 0) + row.emitted
+    return out
+
+
+def card_notes(judge, planned: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """(label, note) for each card of a judge that is uncertain, stopped early or, given the
+    ``planned`` items per language, judged on fewer (a budget, ``--limit`` or Ctrl-C ended
+    the run first: how far it got): overall, its languages, then its perturbation cards; at
+    most ``NOTES_SHOWN``, then a count of the rest."""
+    cards = [("all", judge.overall, None)]
+    for lc in getattr(judge, "languages", []):
+        cards.append((f"{lc.lang} ({lc.language})", lc.card, (planned or {}).get(lc.lang)))
+        cards += [(f"{lc.lang} / {pc.perturbation}", pc.card, None) for pc in getattr(lc, "perturbations", [])]
+    notes = []
+    for label, card, of in cards:
+        stopped = stopped_text(card)
+        partial = (f"judged {card.items} of {of} planned items" if of is not None and card.items < of and not stopped
+                   else "")
+        text = "; ".join(t for t in (uncertain_text(card) if card.verdict == UNCERTAIN else "", stopped, partial) if t)
+        if text:
+            notes.append((label, text))
+    if len(notes) > NOTES_SHOWN:
+        notes = notes[:NOTES_SHOWN] + [("…", f"{len(notes) - NOTES_SHOWN} more cards uncertain or stopped early "
+                                        "(cards.json has each)")]
+    return notes
 
 
 def flags(card) -> str:
     """What a card's verdict withholds or warns of, in words ('' when nothing)."""
     out = []
-    if card.verdict not in (None, "pass", "fail"):
+    if card.verdict == UNCERTAIN:
+        out.append(uncertain_text(card))
+    elif card.verdict not in (None, *DECIDED):
         out.append(f"no verdict: {card.verdict}")
     if card.below_chance:
         out.append("accuracy below chance: prefers the degraded answer (κ_ord is consistency, not correctness)")
@@ -149,10 +205,10 @@ BAND_COLOURS = {"good": "#cdebc5", "near": "#fff0b3", "bad": "#f5c6c6", "none": 
 
 
 class MatrixCell(msgspec.Struct, frozen=True):
-    """One judge in one planned language. ``status``: ``pass`` (R at or above the threshold),
-    ``fail`` (below), ``undefined`` (records, but R could not be computed), or ``not judged``
-    (planned, no counted records; ``note`` says why). ``flags``: further marks for the cell
-    (another card family may add its own, e.g. a worse-than-chance warning)."""
+    """One judge in one planned language. ``status``: ``pass`` (R's interval at or above the
+    threshold), ``fail`` (below), ``uncertain`` (straddling it), ``undefined`` (records, but R
+    could not be computed), or ``not judged`` (planned, no counted records; ``note`` says why).
+    ``flags``: further marks for the cell (another card family may add its own, e.g. a worse-than-chance warning)."""
 
     status: str
     reliability: Interval | None = None
@@ -206,14 +262,14 @@ def _matrix_cell(card, t: float) -> MatrixCell:
     r = card.reliability
     if r.value is None:
         status = "undefined"
-    elif card.verdict in ("pass", "fail"):
+    elif card.verdict in DECIDED:
         status = card.verdict
     elif card.verdict is None:
-        status = "pass" if r.value >= t else "fail"
+        status = against_bar(r, t)
     else:
         status = "undefined"
     flags = (["below chance"] if card.below_chance else []) + (
-        [card.verdict] if card.verdict not in (None, "pass", "fail") else [])
+        [card.verdict] if card.verdict not in (None, *DECIDED) else [])
     return MatrixCell(status, r, card.items, flags=flags)
 
 
@@ -262,8 +318,8 @@ def actions(data) -> list[tuple[str, str, list[Action]]]:
         # another item family's language is named with it: pairs and agents never pool
         lang = r.lang if r.family == "degradation" else f"{r.lang} ({r.family})"
         by.setdefault((r.judge, r.judge_id), {}).setdefault(r.rule, []).append((lang, r.value))
-    worst_first = {"unreadable": -1, "chance": 1, "reliability": 1, "consistency": 1, "position": -1,
-                   "verbosity": -1}
+    worst_first = {"unreadable": -1, "chance": 1, "reliability": 1, "uncertain": 1, "consistency": 1,
+                   "position": -1, "verbosity": -1}
     # robustness probes: the largest cue effect first; a master key's lowest accuracy first
     worst_first.update({rule: -1 for rule in ACTIONS if rule.startswith("probe:")}, **{"probe:master_key": 1})
     return [(judge, jid, [Action(rule, ACTIONS[rule].format(t=t),

@@ -8,9 +8,10 @@ product of resampling weights with the item table.
 Definitions (documented in docs/metrics.md):
 
 - accuracy          = P(verdict = reference); ties and invalid replies count as wrong.
-- position bias Δ   = P(judge names slot A) − P(judge names slot B), over all presentations.
-                      With both orders shown, an unbiased judge is at 0; ties and invalid
-                      replies name no slot.
+- position bias Δ   = P(judge names slot A) − P(judge names slot B), over the presentations of
+                      items seen in both orders (an item judged in one order only would show
+                      its answer's slot as a bias: its order is all it has); an unbiased
+                      judge is then at 0; ties and invalid replies name no slot.
 - order consistency = over items seen in both orders, the share whose two verdicts name the
   (κ_ord)             same answer (both the reference or both the perturbed one); a tie or an
                       invalid reply is never a consistent decision (decision consistency; on a
@@ -48,9 +49,12 @@ STATS = (
     # (consistent, or two ties), so it is left out of ``patterns``' key: the distinct rows, their
     # order and every bootstrap draw are the same as without it.
     "same_verdict",
+    # Decisive-labelled presentations of items seen in both orders: Δ's denominator (a function
+    # of n, pairs and gold_tie, so left out of ``patterns``' key like same_verdict).
+    "paired_slots",
 )
 _I = {name: i for i, name in enumerate(STATS)}
-DERIVED = ("same_verdict",)
+DERIVED = ("same_verdict", "paired_slots")
 _KEYED = np.array([name not in DERIVED for name in STATS])
 LENGTH_GAP = 0.10  # relative length difference for a pair to count in v
 
@@ -85,8 +89,7 @@ class Metric(NamedTuple):
 REGISTRY: tuple[Metric, ...] = (
     Metric("reliability", "R", (), compared=5, flag="verdict"),
     Metric("accuracy", "accuracy", ("n",), compared=1, flag="below_chance"),
-    Metric("position_bias", "Δ (slot A)", ("n",), signed=True, higher_is_better=None, compared=2,
-           less=("gold_tie",)),
+    Metric("position_bias", "Δ (slot A)", ("paired_slots",), signed=True, higher_is_better=None, compared=2),
     Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=4),
     Metric("order_consistency", "κ_ord", ("pairs",), compared=3, flag="consistently_wrong"),
     Metric("verdict_consistency", "κ_same", ("pairs",), higher_is_better=None),
@@ -161,6 +164,10 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     ):
         table[:, _I[name]] = values[starts].astype(np.uint8) + (values[second] & both)
     table[:, _I["n"]] = counts
+    # Δ is a two-order metric: an item's slots count only when both its orders are in.
+    table[:, _I["slot_a"]] *= both
+    table[:, _I["slot_b"]] *= both
+    table[:, _I["paired_slots"]] = both * (counts - table[:, _I["gold_tie"]])
 
     # Order consistency needs both orders of the item: its two adjacent verdicts.
     first_v, second_v = verdict[starts], verdict[second]
@@ -181,7 +188,7 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
     """Metrics from summed item tables; ``s`` has shape (..., len(STATS))."""
     g = {name: s[..., i] for name, i in _I.items()}
     acc = _ratio(g["correct"], g["n"])
-    delta = _ratio(g["slot_a"] - g["slot_b"], g["n"] - g["gold_tie"])  # decisive-labelled presentations
+    delta = _ratio(g["slot_a"] - g["slot_b"], g["paired_slots"])  # decisive-labelled, both orders in
     kappa = _ratio(g["consistent"], g["pairs"])
     v = 0.5 * (_ratio(g["lw_long"], g["lw_n"]) + _ratio(g["lb_long"], g["lb_n"]))
     length_factor = np.where(np.isnan(v), 1.0, 1.0 - 0.7 * np.maximum(0.0, 2.0 * v - 1.0))

@@ -1,11 +1,14 @@
 """What a card may claim: its ✓/✗ verdict, the minimum-items rule, the below-chance flag,
 and the rows for languages the plan asked for that have no card.
 
-- ``verdict``: ``pass`` (R at or above ``DEPLOY_R``), ``fail`` (below), or a reason the card
-  gets neither: ``too few items`` (fewer than ``MIN_ITEMS``: an interval over a handful of
-  items, two of them possibly the same text, says little), ``segmentation weak`` (the
-  language's units average under ``plan.WEAK_SENTENCES`` sentences, so the sentence
-  perturbations act on a few multi-sentence units only), or ``None`` where R is undefined.
+- ``verdict``: it follows R's interval, since a judge is sampled and R is an estimate:
+  ``pass`` (the interval's lower bound at or above ``DEPLOY_R``), ``fail`` (its upper bound
+  below), ``uncertain`` (the interval straddles the bar: more items decide it, roughly
+  ``items_to_decide``), or a reason the card gets none of these: ``too few items`` (fewer
+  than ``MIN_ITEMS``: an interval over a handful of items, two of them possibly the same
+  text, says little), ``segmentation weak`` (the language's units average under
+  ``plan.WEAK_SENTENCES`` sentences, so the sentence perturbations act on a few
+  multi-sentence units only), or ``None`` where R is undefined.
   The numbers are shown in every case; only the verdict is withheld.
 - ``unreadable``: more than ``MISCONFIGURED`` (20 %) of the card's replies were invalid (did
   not match the verdict pattern, or gave no score or probabilities). Such a judge is
@@ -23,6 +26,8 @@ and the rows for languages the plan asked for that have no card.
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from ..core.items import (
@@ -38,6 +43,8 @@ CHANCE = 0.5
 # misconfigured (its replies do not match its verdict pattern), not biased.
 MISCONFIGURED = 0.20
 UNREADABLE = "unreadable replies"
+PASS, FAIL, UNCERTAIN = "pass", "fail", "uncertain"
+DECIDED = (PASS, FAIL, UNCERTAIN)  # the verdicts against the bar (the others withhold one)
 
 DEGRADATION = "degradation"
 AGENTIC = "agentic"
@@ -76,7 +83,35 @@ def verdict(reliability: Interval, items: int, weak: bool = False,
         return "segmentation weak"
     if items < MIN_ITEMS:
         return "too few items"
-    return "pass" if reliability.value >= DEPLOY_R else "fail"
+    return against_bar(reliability)
+
+
+def against_bar(reliability: Interval, bar: float = DEPLOY_R) -> str:
+    """pass / fail / uncertain from R's interval against ``bar``. A card without an interval
+    (no bootstrap asked) is judged on its point value, the only estimate it has."""
+    assert reliability.value is not None
+    lo = reliability.value if reliability.lo is None else reliability.lo
+    hi = reliability.value if reliability.hi is None else reliability.hi
+    if lo >= bar:
+        return PASS
+    if hi < bar:
+        return FAIL
+    return UNCERTAIN
+
+
+def items_to_decide(reliability: Interval, items: int, bar: float = DEPLOY_R) -> int | None:
+    """Roughly how many items in all would decide an uncertain card, if R stayed where it is:
+    an interval's half-width shrinks as 1/√n, so the side facing the bar (w, from R to that
+    bound) must shrink to R's distance from the bar (d): n · (w / d)², rounded up. None when
+    the card is not uncertain, or R sits on the bar (no number of items decides it then)."""
+    r, lo, hi = reliability.value, reliability.lo, reliability.hi
+    if r is None or lo is None or hi is None or items <= 0 or against_bar(reliability, bar) != UNCERTAIN:
+        return None
+    distance = abs(r - bar)
+    width = (r - lo) if r >= bar else (hi - r)
+    if distance < 1e-9:
+        return None
+    return max(items + 1, math.ceil(round(items * (width / distance) ** 2, 6)))  # 4.0000001 is 4
 
 
 def unreadable(invalid: Interval | None) -> bool:
@@ -92,4 +127,4 @@ def below_chance(*accuracies: Interval | None) -> bool:
 
 def mark(verdict_text: str | None) -> str:
     """The verdict as the renderers show it next to R."""
-    return {"pass": " ✓", "fail": " ✗", None: ""}.get(verdict_text, f" ({verdict_text})")
+    return {PASS: " ✓", FAIL: " ✗", UNCERTAIN: " ?", None: ""}.get(verdict_text, f" ({verdict_text})")

@@ -186,11 +186,17 @@ def test_validate_estimates_tokens_and_cost(tmp_path, capsys):
                           corpus={**CORPUS, "languages": ["en"]})
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.strip().startswith("priced:"))
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.strip().startswith("priced:"))
+    line, bound = lines[at], lines[at + 1]
     calls = int(line.split(": ")[1].split(" calls")[0])
     tokens_in = int(line.split("~")[1].split(" tokens")[0].replace(",", ""))
-    assert f"≤{calls * 8:,} tokens out" in line and "USD" in line
-    assert f"{(tokens_in * 2.5 + calls * 8 * 10) / 1e6:,.2f} USD" in line
+    tokens_in_bound = int(bound.split("≤")[1].split(" tokens")[0].replace(",", ""))
+    # expected: a one-word verdict's ONE_WORD_REPLY tokens; the bound: max_tokens (8) per call
+    assert f"~{calls * 2:,} tokens out (one-word verdict)" in line and "USD" in line
+    assert f"{(tokens_in * 2.5 + calls * 2 * 10) / 1e6:,.2f} USD" in line
+    assert f"≤{calls * 8:,} tokens out at max_tokens" in bound
+    assert f"at most {(tokens_in_bound * 2.5 + calls * 8 * 10) / 1e6:,.2f} USD" in bound
     assert "USD" not in next(x for x in out.splitlines() if x.strip().startswith("free:"))
 
 

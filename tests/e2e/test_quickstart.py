@@ -27,6 +27,14 @@ def test_quickstart_runs_offline_and_resumes_to_the_same_cards(tmp_path, capsys)
     assert len(decoded["judges"][0]["languages"]) == 12
     careful, biased = decoded["judges"][1]["overall"], decoded["judges"][0]["overall"]
     assert careful["reliability"]["value"] > 0.65 > biased["reliability"]["value"]
+    # careful's weaker languages (sw, yo knobs 0.8 and 0.7) sit near the bar: their intervals
+    # straddle it, and the report, the summary line and the legend say so
+    verdicts = {lc["lang"]: lc["card"]["verdict"] for lc in decoded["judges"][1]["languages"]}
+    assert verdicts["sw"] == verdicts["yo"] == "uncertain" and verdicts["en"] == "pass"
+    report = (run / "report.md").read_text()
+    assert "?: uncertain" in report and re.search(r"\| sw \| [0-9.]+ ✗ \| [0-9.]+ \? \|", report)  # the matrix
+    assert "uncertain: R's interval straddles the 0.65 bar; about" in report
+    assert re.search(r"careful: R = .* — pass; languages: \d+ pass, \d+ uncertain", out)
 
     assert main(["audit", str(path)]) == 0
     assert f" 0 new records; {planned} of {planned} planned" in capsys.readouterr().out

@@ -241,7 +241,9 @@ def _card(r=0.8, k=0.9, d=(0.0, -0.05, 0.05), v=(0.5, 0.45, 0.55)) -> Card:
 
 @pytest.mark.parametrize(("card", "expected"), [
     (_card(), []),
-    (_card(r=0.6), ["reliability"]),
+    (_card(r=0.55), ["reliability"]),           # R's interval [0.50, 0.60] below the bar: fail
+    (_card(r=0.6), ["uncertain"]),              # [0.55, 0.65] straddles the 0.65 bar: more items decide it
+    (_card(r=0.72), []),                        # [0.67, 0.77]: pass
     (_card(k=0.7), ["consistency"]),
     (_card(d=(-0.2, -0.3, -0.1)), ["position"]),
     (_card(d=(0.2, -0.02, 0.4)), []),           # the interval holds 0: not shown to be biased

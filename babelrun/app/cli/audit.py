@@ -84,19 +84,37 @@ def _spent(stats) -> str:
 def _cards(result) -> None:
     print(f"cards: {Path(result.run_dir) / 'cards.json'}  "
           f"report: {Path(result.run_dir) / 'report.html'}, report.md")
-    from ...score.verdict import UNREADABLE
-
     for jc in result.cards.judges:
         r = jc.overall.reliability
-        unread = " — no verdict: its replies could not be read (see below)" if jc.overall.verdict == UNREADABLE else ""
-        print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items{unread}")
+        print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items{_verdicts(jc)}")
     for ac in result.cards.agentic:
         r = ac.overall.reliability
-        print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items")
+        print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items"
+              f"{_verdicts(ac)}")
     for pc in result.cards.pointwise or []:
         r, d = pc.overall.reliability, pc.overall.discrimination
         print(f"  {pc.judge} (pointwise): R_pw = {r.value} [{r.lo}, {r.hi}], discrimination {d.value} "
-              f"over {pc.overall.items} items")
+              f"over {pc.overall.items} items{_verdicts(pc)}")
+
+
+def _verdicts(jc) -> str:
+    """The summary line's verdict tail: the overall card's verdict (uncertain: with roughly how
+    many items decide it), its languages' verdicts counted, and the cards stopped early."""
+    from ...report.summary import uncertain_text
+    from ...score.verdict import DECIDED, UNCERTAIN, UNREADABLE
+
+    card = jc.overall
+    if card.verdict == UNREADABLE:
+        return " — no verdict: its replies could not be read (see below)"
+    head = (f" — {uncertain_text(card)}" if card.verdict == UNCERTAIN
+            else f" — {card.verdict}" if card.verdict is not None else "")
+    langs = [lc.card for lc in jc.languages]
+    counts = [f"{sum(c.verdict == v for c in langs)} {v}" for v in DECIDED if any(c.verdict == v for c in langs)]
+    perts = [pc.card for lc in jc.languages for pc in getattr(lc, "perturbations", [])]
+    stopped = sum(isinstance(getattr(c, "stopped", None), str) for c in langs + perts)
+    tail = [f"languages: {', '.join(counts)}"] if counts else []
+    tail += [f"{stopped} card(s) stopped early: their intervals hold at every n"] if stopped else []
+    return head + ("; " + "; ".join(tail) if tail else "")
 
 
 def _executor(m, args):
