@@ -1,6 +1,8 @@
 """The llama.cpp backend with the Gemma 3 270M GGUF, in-process, behind the micro-batcher."""
 
 
+import msgspec
+
 import babelrun
 from babelrun.store import log
 from helpers import needs_llama_cpp, quiet_audit, request, write_manifest
@@ -25,6 +27,15 @@ def test_gemma_judges_through_the_engine_in_batches(tmp_path):
     assert {r.fingerprint for r in records} == {"llama.cpp multi-sequence"}  # batch_size 4: the low-level path
     card = result.cards.judges[0].overall
     assert card.presentations == 8  # whatever it answered, the card counts it honestly
+    # The micro-batches' counters, as stats.json keeps them: every call in a batch, every
+    # prompt token either evaluated or taken from a kept prefix, and the prompts of one
+    # template sharing their instructions at least (all but the first prompt took a prefix).
+    counted = result.stats.judges[0].local
+    assert counted is not None and counted.batch_size == 4 and counted.requests == 8
+    assert counted.prompt_tokens == sum(r.tokens_in for r in records) == counted.evaluated + counted.reused
+    assert counted.prefix_hits == 7 and counted.reused > 7 * 20
+    written = msgspec.json.decode((tmp_path / "run" / "stats.json").read_bytes())
+    assert written["judges"][0]["local"]["requests"] == 8
 
 
 def test_micro_batcher_collects_concurrent_requests():
