@@ -183,6 +183,25 @@ def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_verdicts():
     # which the one-at-a-time path itself breaks either way depending on the prefix it kept.
     assert [read(r.raw) for r in got] == [read(r.raw) for r in expected]
     assert [r.tokens_in for r in got] == [r.tokens_in for r in expected]
+    _counted_as_each_path_reads(one, multi, requests)
+
+
+def _counted_as_each_path_reads(one, multi, requests):
+    """The batching counters: every prompt token evaluated or reused, on both paths; the
+    one-at-a-time path reuses what a prompt shares with the one before (its first prompt,
+    with whatever an earlier test left in the shared model's cache: up to all but a token),
+    the batched path what its decoder copied, every prompt after the first taking a prefix."""
+    from babelrun.judges import llamacpp_batch
+    from babelrun.judges.llamacpp import prompt_tokens
+
+    prompts = [prompt_tokens(one._llm(), r) for r in requests]
+    total = sum(map(len, prompts))
+    assert one.prompt_tokens == multi.prompt_tokens == total
+    assert one.evaluated + one.reused == multi.evaluated + multi.reused == total
+    after_first = sum(min(llamacpp_batch.common(a, b), len(b) - 1) for a, b in zip(prompts, prompts[1:], strict=False))
+    assert after_first <= one.reused <= after_first + len(prompts[0]) - 1
+    assert (multi.evaluated, multi.reused) == (multi._decoder.evaluated, multi._decoder.reused)
+    assert multi.prefix_hits == len(prompts) - 1 and multi.evaluated < one.evaluated
 
 
 def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_soft_verdicts():
