@@ -321,6 +321,9 @@ class JudgeRunner:
             pass
         finally:
             self.state.ended = time.monotonic()
+            batching = getattr(self.judge, "batching", None)  # an in-process judge's counters
+            if callable(batching):
+                self.state.local = batching()
             with anyio.CancelScope(shield=True):
                 await self.judge.aclose()
 

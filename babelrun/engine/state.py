@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from ..core.records import Record
-from ..store.stats import JudgeStats
+from ..store.stats import JudgeStats, LocalBatching
 from .ledger import Ledger
 
 
@@ -48,6 +48,7 @@ class JudgeState:
     ledger: Ledger | None = None  # the cost ledger, when the judge has a price
     cached: int = 0  # records served by the response cache (no call)
     not_needed: int = 0  # keys left unjudged because their cell stopped (``stopping:``): not unfinished
+    local: LocalBatching | None = None  # an in-process judge's batching counters, read as its workers end
 
     def count(self, record: Record) -> None:
         """Count one finished key: the one counter of calls and provider batches."""
@@ -93,7 +94,7 @@ class JudgeState:
             round(self.ok / self.elapsed, 2) if self.elapsed > 0 else 0.0,
             round(self.elapsed, 3), self.stopped,
             spend=None if self.ledger is None else self.ledger.summary(), cached=self.cached,
-            not_needed=self.not_needed,
+            not_needed=self.not_needed, local=self.local,
         )
 
 

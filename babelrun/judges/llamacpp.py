@@ -112,6 +112,12 @@ def prompt_tokens(llm: Any, request: JudgeRequest) -> list[int]:
     return tokens
 
 
+def _shared(cached: np.ndarray, tokens: list[int]) -> int:
+    """How many leading tokens the cache's ``cached`` and the prompt ``tokens`` share."""
+    n = min(len(cached), len(tokens))
+    return int(np.argmin(np.append(cached[:n] == np.asarray(tokens[:n]), False)))
+
+
 def _soft_reply(llm: Any, logits: np.ndarray, tokens_in: int, engine: str,
                 labels: dict[str, str] | None = None) -> JudgeReply:
     """P(A), P(B), P(tie) from the next token's top-20 log-probabilities."""
@@ -178,14 +184,17 @@ class LlamaCppJudge(LocalJudge):
         floats (4 GB for Gemma's 262k-token vocabulary)."""
         # Keep the KV cache of the prefix this prompt shares with the last one (the judge's
         # instructions), as llama-cpp-python's own completion does; evaluate the rest.
-        cached = llm.input_ids[: llm.n_tokens]
-        same = int(np.argmin(np.append(cached[: len(tokens)] == tokens[: len(cached)], False)))
+        same = _shared(llm.input_ids[: llm.n_tokens], tokens)
         llm.n_tokens = min(same, len(tokens) - 1)  # at least one token to evaluate
+        self._count_prompt(len(tokens), llm.n_tokens)
         llm.eval(tokens[llm.n_tokens:])
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
         return _soft_reply(llm, logits, len(tokens), ONE_AT_A_TIME, soft_labels(self.spec))
 
     def _generate(self, llm: Any, tokens: list[int]) -> JudgeReply:
+        # The completion keeps the prefix this prompt shares with the tokens in its cache
+        # (less one: a token is evaluated for the logits): counted as it will reuse it.
+        self._count_prompt(len(tokens), min(_shared(llm.input_ids[: llm.n_tokens], tokens), len(tokens) - 1))
         out = llm.create_completion(tokens, max_tokens=max_tokens(self.spec), temperature=self.spec.temperature,
                                     stop=["\n"])
         usage = out.get("usage", {})
@@ -204,6 +213,8 @@ class LlamaCppJudge(LocalJudge):
                                                                                              strict=True))
         decoder = self._decoder_for(llm, len(prompts), cells)
         first = decoder.prefill(prompts, share=self.share_prefix, reuse=self.keep_prefix)
+        for tokens, start in zip(prompts, decoder.first_evaluated, strict=True):
+            self._count_prompt(len(tokens), start)
         if self.spec.soft:
             return [_soft_reply(llm, logits, len(tokens), MULTI_SEQUENCE, soft_labels(self.spec))
                     for logits, tokens in zip(first, prompts, strict=True)]

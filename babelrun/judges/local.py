@@ -18,6 +18,7 @@ import anyio
 import msgspec
 
 from ..spec import JudgeSpec
+from ..store.stats import LocalBatching
 from .base import JudgeReply, JudgeRequest
 from .options import local_of
 
@@ -46,9 +47,24 @@ class LocalJudge:
         self._full = anyio.Event()
         self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
         self.batches: list[int] = []  # the size of every batch run (for tests and benches)
+        # Prompt tokens read by the model thread: evaluated, or taken from a prompt evaluated
+        # before (a kept prefix), and the prompts that took one; a backend counts them.
+        self.prompt_tokens = self.evaluated = self.reused = self.prefix_hits = 0
 
     def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
         raise NotImplementedError
+
+    def _count_prompt(self, tokens: int, reused: int) -> None:
+        """One prompt read by the model: ``reused`` of its ``tokens`` from a kept prefix."""
+        self.prompt_tokens += tokens
+        self.evaluated += tokens - reused
+        self.reused += reused
+        self.prefix_hits += reused > 0
+
+    def batching(self) -> LocalBatching:
+        """This judge's micro-batching counters so far (the engine keeps them in stats.json)."""
+        return LocalBatching(self.spec.batch_size, len(self.batches), sum(self.batches), self.prompt_tokens,
+                             self.evaluated, self.reused, self.prefix_hits)
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:
         mine = _Pending(request, anyio.Event())

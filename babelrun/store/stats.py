@@ -19,6 +19,34 @@ Amount = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]
 MAX_STATS_BYTES = 64 << 20  # a stats file larger than this is not read (treated as absent)
 
 
+class LocalBatching(msgspec.Struct, frozen=True):
+    """How an in-process judge's micro-batches went in one run (``stats.json``): the batches
+    run and the requests they held (``fill``: requests ÷ batches ÷ batch_size, 1.0 when every
+    batch was full), and the prompt tokens the model read: those evaluated and those taken
+    from a prompt evaluated before (a prefix kept in the KV cache), with ``prefix_hits`` the
+    prompts that took one. On a CPU the batched path evaluates at the one-at-a-time path's
+    tokens/s, so ``evaluated`` is what batching saves: compare it between two runs of the
+    same calls."""
+
+    batch_size: Count
+    batches: Count = 0
+    requests: Count = 0
+    prompt_tokens: Count = 0
+    evaluated: Count = 0
+    reused: Count = 0
+    prefix_hits: Count = 0
+
+    def fill(self) -> float:
+        """Mean batch fill: requests ÷ (batches × batch_size); 0.0 with no batch."""
+        return self.requests / (self.batches * self.batch_size) if self.batches and self.batch_size else 0.0
+
+    def __add__(self, other: LocalBatching) -> LocalBatching:
+        return LocalBatching(max(self.batch_size, other.batch_size), self.batches + other.batches,
+                             self.requests + other.requests, self.prompt_tokens + other.prompt_tokens,
+                             self.evaluated + other.evaluated, self.reused + other.reused,
+                             self.prefix_hits + other.prefix_hits)
+
+
 class JudgeStats(msgspec.Struct, frozen=True):
     """What one judge did in one run (``stats.json``)."""
 
@@ -43,6 +71,7 @@ class JudgeStats(msgspec.Struct, frozen=True):
     spend: dict[str, Any] | None = None
     cached: Count = 0  # records served by the response cache
     not_needed: Count = 0  # keys left unjudged because their cell stopped (``stopping:``)
+    local: LocalBatching | None = None  # an in-process judge's micro-batches (judges/local.py)
 
 
 class Spend(msgspec.Struct, frozen=True):
@@ -119,7 +148,18 @@ def _total(entries: list[JudgeStats]) -> JudgeStats:
                       sum(e.tokens_in for e in entries), sum(e.tokens_out for e in entries),
                       round(ok / elapsed, 2) if elapsed > 0 else 0.0, round(elapsed, 3), last.stopped,
                       spend=spend_total([e.spend for e in entries]), cached=sum(e.cached for e in entries),
-                      not_needed=last.not_needed)  # the last process's: each skips them anew
+                      not_needed=last.not_needed,  # the last process's: each skips them anew
+                      local=_local_total([e.local for e in entries]))
+
+
+def _local_total(entries: list[LocalBatching | None]) -> LocalBatching | None:
+    counted = [e for e in entries if e is not None]
+    if not counted:
+        return None
+    total = counted[0]
+    for e in counted[1:]:
+        total = total + e
+    return total
 def spend_total(spends: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     """The cost ledgers of several processes (``JudgeStats.spend``) summed: the total, by
     kind, calls by kind and by language and kind; None when none had a price."""

@@ -1,6 +1,8 @@
 """The llama.cpp backend with the Gemma 3 270M GGUF, in-process, behind the micro-batcher."""
 
 
+import msgspec
+
 import babelrun
 from babelrun.judges import judge_spec
 from babelrun.store import log
@@ -26,6 +28,15 @@ def test_gemma_judges_through_the_engine_in_batches(tmp_path):
     assert {r.fingerprint for r in records} == {"llama.cpp multi-sequence"}  # batch_size 4: the low-level path
     card = result.cards.judges[0].overall
     assert card.presentations == 8  # whatever it answered, the card counts it honestly
+    # The micro-batches' counters, as stats.json keeps them: every call in a batch, every
+    # prompt token either evaluated or taken from a kept prefix, and the prompts of one
+    # template sharing their instructions at least (all but the first prompt took a prefix).
+    counted = result.stats.judges[0].local
+    assert counted is not None and counted.batch_size == 4 and counted.requests == 8
+    assert counted.prompt_tokens == sum(r.tokens_in for r in records) == counted.evaluated + counted.reused
+    assert counted.prefix_hits == 7 and counted.reused > 7 * 20
+    written = msgspec.json.decode((tmp_path / "run" / "stats.json").read_bytes())
+    assert written["judges"][0]["local"]["requests"] == 8
 
 
 def test_micro_batcher_collects_concurrent_requests():
@@ -171,6 +182,25 @@ def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_verdicts():
     # which the one-at-a-time path itself breaks either way depending on the prefix it kept.
     assert [read(r.raw) for r in got] == [read(r.raw) for r in expected]
     assert [r.tokens_in for r in got] == [r.tokens_in for r in expected]
+    _counted_as_each_path_reads(one, multi, requests)
+
+
+def _counted_as_each_path_reads(one, multi, requests):
+    """The batching counters: every prompt token evaluated or reused, on both paths; the
+    one-at-a-time path reuses what a prompt shares with the one before (its first prompt,
+    with whatever an earlier test left in the shared model's cache: up to all but a token),
+    the batched path what its decoder copied, every prompt after the first taking a prefix."""
+    from babelrun.judges import llamacpp_batch
+    from babelrun.judges.llamacpp import prompt_tokens
+
+    prompts = [prompt_tokens(one._llm(), r) for r in requests]
+    total = sum(map(len, prompts))
+    assert one.prompt_tokens == multi.prompt_tokens == total
+    assert one.evaluated + one.reused == multi.evaluated + multi.reused == total
+    after_first = sum(min(llamacpp_batch.common(a, b), len(b) - 1) for a, b in zip(prompts, prompts[1:], strict=False))
+    assert after_first <= one.reused <= after_first + len(prompts[0]) - 1
+    assert (multi.evaluated, multi.reused) == (multi._decoder.evaluated, multi._decoder.reused)
+    assert multi.prefix_hits == len(prompts) - 1 and multi.evaluated < one.evaluated
 
 
 def test_prefixes_kept_across_micro_batches_give_the_one_at_a_time_soft_verdicts():

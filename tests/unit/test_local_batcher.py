@@ -68,3 +68,29 @@ def test_a_cancelled_caller_does_not_strand_the_others():
 
     anyio.run(go)
     assert len(got) == 4 and sum(judge.batches) in (4, 5)
+
+
+@pytest.mark.parametrize(("n", "size", "batches", "fill"), [(10, 4, 3, 10 / 12), (8, 8, 1, 1.0), (3, 1, 3, 1.0)])
+def test_the_batching_counters_say_how_full_the_batches_ran(n, size, batches, fill):
+    judge, requests = _judge(size), _requests(5)[:n]
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            for r in requests:
+                tg.start_soon(judge.judge, r)
+
+    anyio.run(go)
+    counted = judge.batching()
+    assert (counted.batch_size, counted.batches, counted.requests) == (size, batches, n)
+    assert counted.fill() == pytest.approx(fill)
+    assert counted.prompt_tokens == counted.evaluated == counted.reused == 0  # Echo reads no tokens
+
+
+def test_batching_counters_of_several_processes_add_up():
+    from babelrun.store.stats import LocalBatching, _local_total
+
+    a, b = LocalBatching(8, 2, 12, 1000, 700, 300, 9), LocalBatching(8, 1, 8, 400, 100, 300, 7)
+    total = _local_total([a, None, b])
+    assert total == LocalBatching(8, 3, 20, 1400, 800, 600, 16)
+    assert total.fill() == pytest.approx(20 / 24)
+    assert _local_total([None, None]) is None
