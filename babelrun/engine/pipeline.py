@@ -476,6 +476,15 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
     return [r.stopper for r in eligible if r.stopper is not None]
 
 
+def _key_order(plan: Plan, stopping: bool, options: RunOptions) -> Plan:
+    """Keys go round-robin over the languages and, within each, over its perturbations, each
+    cell in its seeded order (``Plan.interleaved``), always: a budget, a ``--limit`` or stopping
+    then leaves every cell equally sampled (in plan order, a budget spent itself on the first
+    language). Stopping by language takes a language's items in its own seeded order."""
+    by_language = options.stopping is not None and not options.stopping.per_perturbation
+    return plan.ordered(stratified=not (stopping and by_language))
+
+
 def _share_cache_pending(runs: list[JudgeRunner]) -> _Pending:
     """One table of the replies waiting to enter the cache (each once its record is written),
     shared by every judge's runner that has a cache and the log writer."""
@@ -496,12 +505,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
     cache_pending = _share_cache_pending(runs)
-    # Keys go round-robin over the languages and, within each, over its perturbations, each
-    # cell in its seeded order (Plan.interleaved), always: a budget, a --limit or stopping then
-    # leaves every cell equally sampled (in plan order, a budget spent itself on the first
-    # language). Stopping by language takes a language's items in its own seeded order.
-    by_language = options.stopping is not None and not options.stopping.per_perturbation
-    plan = plan.ordered(stratified=not (bool(stoppers) and by_language))
+    plan = _key_order(plan, bool(stoppers), options)
     result = EngineResult([r.state for r in runs])
     feeds: list[Cancellable] = []
     judges_scope = anyio.CancelScope()
