@@ -198,6 +198,8 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
     ]
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
+    sources = [msgspec.structs.replace(s, join=[msgspec.structs.replace(j, path=absolute(j.path)) for j in s.join])
+               if getattr(s, "join", None) else s for s in sources]  # a labelled table's joined files
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
     if manifest.cache is not None:  # issue 29: the response cache and price files, like the rest
         manifest = msgspec.structs.replace(manifest, cache=msgspec.structs.replace(
