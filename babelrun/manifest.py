@@ -50,10 +50,11 @@ _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 _NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
 
 
-def fields_at(path: str) -> list[str]:
+def fields_at(path: str, document: object = None) -> list[str]:
     """The field names valid at ``path`` of the manifest (``judges[0].simulated``: the
-    simulated knobs; a union, such as a corpus source: every member's), the vocabulary of
-    did-you-mean there; empty where the path leaves the manifest's structs."""
+    simulated knobs; a union, such as a corpus source: every member's, or with the decoded
+    ``document`` the member its tag names: a ``labelled_pairs`` source's own), the vocabulary
+    of did-you-mean there; empty where the path leaves the manifest's structs."""
     import typing
 
     def members(tp: object) -> list[object]:
@@ -76,18 +77,38 @@ def fields_at(path: str) -> list[str]:
             elif isinstance(tp, type) and issubclass(tp, msgspec.Struct) and part in tp.__struct_fields__:
                 step.extend(members(typing.get_type_hints(tp)[part]))
         current = step
+        document = _step(document, part)
+    current = _tagged(current, document)
     return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
                    for f in tp.__struct_fields__})
 
 
-def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
+def _step(document: object, part: str) -> object:
+    """The decoded YAML under one path step (None where it is not there)."""
+    if part.startswith("["):
+        i = part[1:-1]
+        return document[int(i)] if isinstance(document, list) and i.isdigit() and int(i) < len(document) else None
+    return document.get(part) if isinstance(document, dict) else None
+
+
+def _tagged(members: list[object], document: object) -> list[object]:
+    """The union members whose tag the document's tag field names (all of them otherwise)."""
+    if not isinstance(document, dict):
+        return members
+    chosen = [tp for tp in members if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+              and tp.__struct_config__.tag_field is not None
+              and document.get(tp.__struct_config__.tag_field) == tp.__struct_config__.tag]
+    return chosen or members
+
+
+def _field_path(error: msgspec.ValidationError, document: object = None) -> tuple[str, str]:
     """Split msgspec's message into (field path, problem) in the manifest's own terms."""
     m = _AT.match(str(error))
     msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
     found = _UNKNOWN.match(msg)
     if found:
         field = found.group("field")
-        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, fields_at(path))
+        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, fields_at(path, document))
     found = _MISSING.match(msg)
     if found:
         field = found.group("field")
@@ -124,6 +145,14 @@ def _duplicate_key(raw: bytes) -> tuple[str, str] | None:
     return None
 
 
+def _plain(raw: bytes) -> object:
+    """The manifest as plain YAML data (for the did-you-mean of an error; None if unreadable)."""
+    try:
+        return msgspec.yaml.decode(raw)
+    except (msgspec.DecodeError, ValueError):
+        return None
+
+
 def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> Manifest:
     """Read, decode and check a manifest. Raises ``ManifestError`` naming the first problem."""
     path = Path(path)
@@ -143,7 +172,7 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
     try:
         manifest = msgspec.yaml.decode(raw, type=Manifest)
     except msgspec.ValidationError as e:
-        field, problem = _field_path(e)
+        field, problem = _field_path(e, _plain(raw))
         raise ManifestError(field, problem, source) from None
     except msgspec.DecodeError as e:
         problem = " ".join(str(e).split())

@@ -67,13 +67,16 @@ import pyarrow.compute as pc
 from ..core.items import LABELLED_KINDS, bare_name
 from ..corpus import labelled
 from ..errors import NotApplicable
-from ..score import lookup, stats
+from ..score import lookup
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.pointwise import all_pointwise, pairwise_only
 from ..score.stats import cohen_kappa, confusion, fmt, landis_koch, precision_recall_f1, rounded, wilson
-from ..spec import LabelledPairsSource
+from ..spec import JoinSpec, LabelledPairsSource
 from ..store import compact
 from ..store.rundir import read_run_info
+from .humans import AnnotatorPair, AnnotatorVsRest, Humans, humans
+
+__all__ = ["AnnotatorPair", "AnnotatorVsRest", "Humans", "humans"]  # the human–human part: .humans
 
 VIEWS = ("both orders", "ref_first", "pert_first", "data order", "presentations")
 CLASSES = labelled.LABELS  # "1", "2", "tie": the data's frame
@@ -152,35 +155,6 @@ class Unmatched(msgspec.Struct, frozen=True):
     examples: list[str]
 
 
-class AnnotatorPair(msgspec.Struct, frozen=True):
-    a: str
-    b: str
-    n: int  # pairs both labelled
-    agreement: float | None
-    kappa: float | None
-
-
-class AnnotatorVsRest(msgspec.Struct, frozen=True):
-    annotator: str
-    n: int  # pairs it labelled where the others have a majority
-    agreement: float | None
-    kappa: float | None
-
-
-class Humans(msgspec.Struct, frozen=True):
-    """Human–human agreement: the ceiling a judge's agreement is read against."""
-
-    annotators: list[str]
-    pairs_with_several: int  # pairs with two or more labels
-    pairwise: list[AnnotatorPair]
-    vs_rest: list[AnnotatorVsRest]
-    mean_pairwise_agreement: float | None
-    fleiss_kappa: float | None  # over the pairs every annotator labelled
-    fleiss_n: int
-    krippendorff_alpha: float | None  # nominal, over every pair with two or more labels
-    alpha_n: int
-
-
 class Agreement(msgspec.Struct, frozen=True):
     run_dir: str
     labels: str
@@ -197,22 +171,26 @@ class Agreement(msgspec.Struct, frozen=True):
     humans: Humans | None = None  # with two or more annotators
 
 
-def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, str]]:
-    """The run's labelled pairs: id → (output_1, output_2, gold label "1" | "2" | "tie"), read
-    from the data the run was built from, since only the data knows which output was numbered
-    1. Pairs without a majority label were never planned and are not here."""
-    sources = [s for s in read_run_info(run_dir).manifest.corpus.sources
-               if isinstance(s, LabelledPairsSource)]
-    pairs = {}
+def _sources(run_dir: Path) -> list[LabelledPairsSource]:
+    sources = [s for s in read_run_info(run_dir).manifest.corpus.sources if isinstance(s, LabelledPairsSource)]
     for source in sources:
         path = labelled.path_of(source)  # no path: the pairs bundled with babelrun
         if not path.exists():
             raise NotApplicable(f"the run's labelled pairs are gone from {path}: agree reads "
-                            "their gold labels there")
+                                "their gold labels there")
+    return sources
+
+
+def _run_pairs(sources: list[LabelledPairsSource]) -> dict[str, tuple[str, str, str]]:
+    """The run's labelled pairs: id → (output_1, output_2, gold label "1" | "2" | "tie"), read
+    from the data the run was built from, since only the data knows which output was numbered
+    1. Pairs without a majority label were never planned and are not here."""
+    pairs = {}
+    for source in sources:
         try:
             golds = [(pid, row, g) for pid, _, row, g in labelled.gold(source) if g is not None]
         except (msgspec.DecodeError, ValueError) as e:
-            raise NotApplicable(f"{path}: not LLMBar pairs ({e})") from None
+            raise NotApplicable(f"{labelled.path_of(source)}: not labelled pairs ({e})") from None
         for pair_id, row, g in golds:
             # the first source wins an id: another language condition of a pair shares its
             # alignment id (per-condition accuracy is `babelrun invariance`'s)
@@ -220,25 +198,53 @@ def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, str]]:
     return pairs
 
 
-def _human(labels_path: Path, data: dict) -> tuple[dict[str, dict[str, str]], list[str], list[str], int]:
-    """Human labels in the data's numbering: (id → {annotator: label}, unknown ids,
-    mismatched ids, labels read). An LLMBar-format label is renumbered when its file lists
-    the two outputs the other way round."""
-    if not (labels_path.suffix.lower() in (".csv", ".json") or labels_path.is_dir()):
-        raise NotApplicable(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
+def _own_votes(sources: list[LabelledPairsSource]) -> dict[str, dict[str, str]]:
+    """The run's own labels (each source's labels with its mapping; the first source wins an id)."""
+    votes: dict[str, dict[str, str]] = {}
+    for source in sources:
+        try:
+            for pair_id, _, _, v in labelled.votes(source):
+                votes.setdefault(pair_id, v)
+        except (msgspec.DecodeError, ValueError) as e:
+            raise NotApplicable(f"{labelled.path_of(source)}: not labelled pairs ({e})") from None
+    return votes
+
+
+class LabelOptions(msgspec.Struct, frozen=True):
+    """How a label file given to agree is read: the labelled_pairs source's options."""
+
+    columns: dict[str, str | list[str]] = {}
+    label_map: dict[int | str, int | str] | None = None
+    join: list[JoinSpec] = []
+    delimiter: str | None = None
+
+
+def _read_labels(labels_path: Path, options: LabelOptions) -> tuple[dict[str, dict[str, str]], dict]:
+    if not (labels_path.suffix.lower() in (".csv", ".tsv", ".json", ".jsonl", ".ndjson") or labels_path.is_dir()):
+        raise NotApplicable(f"{labels_path}: labels are a table (.csv, .json, .jsonl), a dataset.json or a "
+                            "folder of them")
     try:
-        votes, texts = labelled.read_label_file(labels_path)
+        return labelled.read_label_file(labels_path, options.label_map, options.columns, options.join,
+                                        options.delimiter)
     except msgspec.DecodeError as e:
         raise NotApplicable(f"{labels_path}: not LLMBar pairs ({e})") from None
     except ValueError as e:
         raise NotApplicable(str(e)) from None
+
+
+def _human(votes: dict[str, dict[str, str]], texts: dict, data: dict,
+           own: bool = False) -> tuple[dict[str, dict[str, str]], list[str], list[str], int]:
+    """Human labels in the data's numbering: (id → {annotator: label}, unknown ids,
+    mismatched ids, labels read). A label is renumbered when its file lists the two outputs
+    the other way round. ``own``: the run's own labels, whose pairs without a majority were
+    never planned (counted as no majority, not as unknown)."""
     human: dict[str, dict[str, str]] = {}
     unknown, mismatched = [], []
     for pid, v in votes.items():
-        if pid not in data:
+        if pid not in data and not (own and labelled.majority(list(v.values())) is None):
             unknown.append(pid)
             continue
-        if pid in texts:
+        if pid in texts and pid in data:
             ours, theirs = data[pid][:2], texts[pid]
             if theirs != ours and theirs[::-1] != ours:
                 mismatched.append(pid)
@@ -364,13 +370,24 @@ def _examples(ids) -> Unmatched:
     return Unmatched(len(ids), ids[:_EXAMPLES])
 
 
-def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) -> Agreement:
-    """Every judge's agreement with the human labels, per labelled set (and all sets)."""
-    run_dir, labels_path = Path(run_dir), Path(labels_path)
-    if not labels_path.exists():
-        raise NotApplicable(f"labels not found: {labels_path}")
-    data_pairs = _run_pairs(run_dir)
-    votes, unknown, mismatched, read = _human(labels_path, data_pairs)
+OWN_LABELS = "the run's labelled sources"
+
+
+def run(run_dir: str | Path, labels_path: str | Path | None = None, confidence: float = 0.95,
+        options: LabelOptions | None = None) -> Agreement:
+    """Every judge's agreement with the human labels, per labelled set (and all sets): the
+    labels of ``labels_path`` (read with ``options``), or without one the run's own labelled
+    sources' labels, with their mapping."""
+    run_dir = Path(run_dir)
+    sources = _sources(run_dir)
+    data_pairs = _run_pairs(sources)
+    if labels_path is None:
+        votes, unknown, mismatched, read = _human(_own_votes(sources), {}, data_pairs, own=True)
+    else:
+        labels_path = Path(labels_path)
+        if not labels_path.exists():
+            raise NotApplicable(f"labels not found: {labels_path}")
+        votes, unknown, mismatched, read = _human(*_read_labels(labels_path, options or LabelOptions()), data_pairs)
     human_of = {pid: labelled.majority(list(v.values())) for pid, v in votes.items()}
     no_majority = [pid for pid, g in human_of.items() if g is None]
     pair_ids = sorted(data_pairs)
@@ -387,41 +404,12 @@ def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) 
     judges = _judges(records.take(pa.array(labelled_rows)), choice[labelled_rows],
                      h[labelled_rows], data_order[labelled_rows], confidence)
     matched = judged & (human >= 0)
-    return Agreement(str(run_dir), str(labels_path), read, int(matched.sum()),
+    return Agreement(str(run_dir), OWN_LABELS if labels_path is None else str(labels_path), read, int(matched.sum()),
                      _examples(unknown), _examples(mismatched), _examples(no_records),
                      int((judged & (human == -1)).sum()),
                      judges, confidence, no_majority=_examples(no_majority),
                      tie_labelled=int((matched & (human == 2)).sum()),
                      humans=humans({pid: v for pid, v in votes.items()}))
-
-
-def humans(votes: dict[str, dict[str, str]]) -> Humans | None:
-    """Human–human agreement of labels with two or more annotators (None with fewer)."""
-    annotators = sorted({a for v in votes.values() for a in v})
-    several = {pid: v for pid, v in votes.items() if len(v) >= 2}
-    if len(annotators) < 2 or not several:
-        return None
-    pairwise = []
-    for i, a in enumerate(annotators):
-        for b in annotators[i + 1:]:
-            both = [(v[a], v[b]) for v in votes.values() if a in v and b in v]
-            x, y = np.array([t[0] for t in both]), np.array([t[1] for t in both])
-            pairwise.append(AnnotatorPair(a, b, len(both), rounded(float((x == y).mean())) if both else None,
-                                          rounded(cohen_kappa(x, y)) if both else None))
-    vs_rest = []
-    for a in annotators:
-        cases = [(v[a], m) for v in votes.values() if a in v
-                 for m in [labelled.majority([x for o, x in v.items() if o != a])] if m is not None]
-        x, y = np.array([c[0] for c in cases]), np.array([c[1] for c in cases])
-        vs_rest.append(AnnotatorVsRest(a, len(cases), rounded(float((x == y).mean())) if cases else None,
-                                       rounded(cohen_kappa(x, y)) if cases else None))
-    counts = np.array([[sum(1 for x in v.values() if x == c) for c in CLASSES] for v in several.values()])
-    full = counts[counts.sum(axis=1) == len(annotators)]
-    fleiss = stats.fleiss_kappa(full) if len(full) else None
-    defined = [p.agreement for p in pairwise if p.agreement is not None]
-    return Humans(annotators, len(several), pairwise, vs_rest,
-                  rounded(float(np.mean(defined))) if defined else None,
-                  rounded(fleiss), len(full), rounded(stats.krippendorff_alpha_nominal(counts)), len(counts))
 
 
 def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray, data_order: np.ndarray,
@@ -494,11 +482,13 @@ def detail(f: Figure) -> list[str]:
 def _humans(h: Humans | None) -> list[str]:
     if h is None:
         return ["Human–human agreement: one label per pair (no ceiling to show)."]
-    out = [f"Human–human agreement (the ceiling): {len(h.annotators)} annotators, "
+    listed = f" ({len(h.annotators)} listed: the most labels)" if h.n_annotators > len(h.annotators) else ""
+    out = [f"Human–human agreement (the ceiling): {h.n_annotators or len(h.annotators)} annotators{listed}, "
            f"{h.pairs_with_several} pairs with two or more labels",
            f"  Fleiss' κ {fmt(h.fleiss_kappa)} (n {h.fleiss_n}, pairs every annotator labelled); "
            f"Krippendorff's α {fmt(h.krippendorff_alpha)} (nominal, n {h.alpha_n}); "
-           f"mean pairwise agreement {fmt(h.mean_pairwise_agreement)}"]
+           f"pairwise agreement {fmt(h.mean_pairwise_agreement)} (n {h.label_pairs} label pairs), "
+           f"without ties {fmt(h.agreement_no_ties)} (n {h.label_pairs_no_ties})"]
     out += [f"  {p.a} vs {p.b}: agreement {fmt(p.agreement)}, κ {fmt(p.kappa)}, n {p.n}" for p in h.pairwise]
     out += [f"  {r.annotator} vs the others' majority: agreement {fmt(r.agreement)}, κ {fmt(r.kappa)}, n {r.n}"
             for r in h.vs_rest]
