@@ -12,7 +12,7 @@ classes table), never from a loop over pairs of annotators:
 - **Fleiss' κ** over the pairs every annotator labelled, and **Krippendorff's α** (nominal)
   over every pair with two or more labels, both from the counts;
 - **annotator pairs**: agreement and κ between each two of the ``LISTED`` annotators with
-  the most labels (the only quadratic part, bounded by ``LISTED``).
+  the most labels that labelled a pair in common (the only quadratic part, bounded by ``LISTED``).
 
 The output is bounded whatever the number of annotators: ``annotators``, ``vs_rest`` and
 ``pairwise`` list at most ``LISTED`` annotators (the most labels first, then by name);
@@ -138,9 +138,10 @@ def _pairwise(c: Codes, listed: np.ndarray) -> list[AnnotatorPair]:
             both = (grid[:, i] >= 0) & (grid[:, j] >= 0)
             x, y = grid[both, i], grid[both, j]
             n = int(both.sum())
+            if not n:
+                continue  # two listed annotators who never labelled the same pair: nothing to show
             out.append(AnnotatorPair(c.annotators[listed[i]], c.annotators[listed[j]], n,
-                                     rounded(float((x == y).mean())) if n else None,
-                                     rounded(cohen_kappa(x, y)) if n else None))
+                                     rounded(float((x == y).mean())), rounded(cohen_kappa(x, y))))
     return out
 
 

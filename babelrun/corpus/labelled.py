@@ -163,10 +163,10 @@ def _sets(spec) -> list[tuple[str, Path]]:
 def _decode(path: Path) -> list[_Row]:
     try:
         with pairtable.open_regular(path) as f:  # a FIFO refused, never waited on
-            data = f.read(pairtable.MAX_DOCUMENT + 1)
+            data = pairtable.read_bounded(f, pairtable.MAX_DOCUMENT)
     except TableError as e:
         raise msgspec.DecodeError(str(e).removeprefix(f"{path}: ")) from None
-    if len(data) > pairtable.MAX_DOCUMENT:
+    if data is None:
         raise msgspec.DecodeError(f"over {pairtable.MAX_DOCUMENT >> 30} GiB")
     try:
         return msgspec.json.decode(data, type=list[_Row])
@@ -347,6 +347,8 @@ def _turn_index(path: Path, number: int, value) -> int | None:
 def _texts(path: Path, number: int, rec: dict) -> tuple[list[str | None], list[_Turn]]:
     """The judged turn's (input, output_1, output_2) and the earlier turns (module docstring of
     pairtable: a list is a conversation, ``turn`` picks the judged one)."""
+    if rec["input"] is None and rec["output_1"] is None and rec["output_2"] is None:
+        return [None, None, None], []  # a label file's row: an id and labels only
     values = [pairtable.conversation(rec[f], f) for f in TEXTS]
     if not any(isinstance(v, list) for v in values):
         return [v if isinstance(v, str) else None for v in values], []
@@ -413,9 +415,12 @@ def table_pairs(path: Path, columns: dict, join: list, label_map: dict | None, d
                              "columns: or join:)")
         name = str(rec["set"]) if rec.get("set") not in (None, "") else default_set
         votes = _row_labels(path, number, rec, label_map)
-        key = (name, question, tuple((t.input, frozenset((t.output_1, t.output_2))) for t in turns),
-               frozenset((first, second)))
-        pid = str(rec["id"]).strip() if has_id else by_texts.setdefault(key, f"{name}-{index:04d}")
+        if has_id:
+            pid = str(rec["id"]).strip()
+        else:  # a pair is its texts, whichever output the row lists first
+            key = (name, question, tuple((t.input, frozenset((t.output_1, t.output_2))) for t in turns),
+                   frozenset((first, second)))
+            pid = by_texts.setdefault(key, f"{name}-{index:04d}")
         if len(pid) > 200:
             raise TableError(f"{path}: row {number}: an id is at most 200 characters")
         if pid not in pairs:
@@ -453,7 +458,7 @@ def _known(where: str, names, known) -> None:
 
 def _check_table(spec, where: str) -> None:
     """A table source's checks: its fields, its files, then every row read once."""
-    if spec.path is None or not Path(spec.path).is_file():
+    if spec.path is None or not Path(spec.path).exists():
         raise ManifestError(f"{where}.path", f"not found: {spec.path} (a table of pairs: CSV, JSON or JSON Lines)")
     _known(f"{where}.columns", spec.columns, TABLE_FIELDS)
     for i, join in enumerate(spec.join):

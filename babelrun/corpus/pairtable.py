@@ -74,6 +74,15 @@ def open_regular(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def read_bounded(f: BinaryIO, limit: int) -> bytes | None:
+    """The whole of a regular file, or None when it is over ``limit`` bytes (its size is
+    checked before anything is read, so no buffer of ``limit`` bytes is ever made)."""
+    if os.fstat(f.fileno()).st_size > limit:
+        return None
+    data = f.read()
+    return None if len(data) > limit else data
+
+
 def rows(path: Path, delimiter: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, row) of a CSV / TSV, JSON or JSON Lines file, numbered from 1 (a CSV's
     line number; a JSON list's element)."""
@@ -130,8 +139,8 @@ def _line_rows(path: Path, f: BinaryIO) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _document_rows(path: Path, f: BinaryIO) -> Iterator[tuple[int, dict[str, Any]]]:
-    data = f.read(MAX_DOCUMENT + 1)
-    if len(data) > MAX_DOCUMENT:
+    data = read_bounded(f, MAX_DOCUMENT)
+    if data is None:
         raise TableError(f"{path}: a .json document over {MAX_DOCUMENT >> 30} GiB (write it as JSON Lines)")
     try:  # the rows' spans only (zero-copy): each is decoded when it is reached
         spans = msgspec.json.decode(data, type=list[msgspec.Raw])
@@ -144,8 +153,9 @@ def _document_rows(path: Path, f: BinaryIO) -> Iterator[tuple[int, dict[str, Any
 def _csv_rows(path: Path, f: BinaryIO, delimiter: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
     import io
 
-    if csv.field_size_limit() < MAX_CELL + 1:
-        csv.field_size_limit(MAX_CELL + 1)  # our own bound below, with the row named
+    if csv.field_size_limit() < MAX_CELL:
+        csv.field_size_limit(MAX_CELL)  # the csv module refuses a longer cell; the row is named below
+    check_cells = csv.field_size_limit() > MAX_CELL  # set higher elsewhere: our own check
     text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")
     header_line = text.readline(MAX_ROW)
     text.seek(0)
@@ -158,18 +168,18 @@ def _csv_rows(path: Path, f: BinaryIO, delimiter: str | None) -> Iterator[tuple[
         twice = sorted({h for h in header if header.count(h) > 1})
         if twice:
             raise TableError(f"{path}: row 1: column {twice[0]!r} given twice")
+        width = len(header)
         for cells in reader:
-            number = reader.line_num
-            if not any(cells):
-                continue
-            if len(cells) != len(header):
-                raise TableError(f"{path}: row {number}: {len(cells)} cells where the header has {len(header)}")
-            big = next((c for c in cells if len(c) > MAX_CELL), None)
-            if big is not None:
-                raise TableError(f"{path}: row {number}: a cell over {MAX_CELL >> 10} KiB")
-            yield number, dict(zip(header, cells, strict=True))
-    except csv.Error as e:
-        raise TableError(f"{path}: row {reader.line_num}: {e}") from None
+            if not cells:
+                continue  # a blank line
+            if len(cells) != width:
+                raise TableError(f"{path}: row {reader.line_num}: {len(cells)} cells where the header has {width}")
+            if check_cells and max(map(len, cells)) > MAX_CELL:
+                raise TableError(f"{path}: row {reader.line_num}: a cell over {MAX_CELL >> 10} KiB")
+            yield reader.line_num, dict(zip(header, cells))  # noqa: B905 (lengths checked above)
+    except csv.Error as e:  # a cell past the field limit among them
+        problem = f"a cell over {MAX_CELL >> 10} KiB" if "field limit" in str(e) else str(e)
+        raise TableError(f"{path}: row {reader.line_num}: {problem}") from None
     except UnicodeDecodeError:
         raise TableError(f"{path}: row {reader.line_num + 1}: not UTF-8 text") from None
 
@@ -279,10 +289,19 @@ def records(path: Path, columns: Mapping[str, str | list[str]], joins: Iterable[
             delimiter: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, field -> value) of each data row: ``fields`` read through ``columns``
     (a field not mapped: its own column) and the joins."""
-    joins = list(joins)
-    wanted = list(fields)
+    joins, fields = list(joins), list(fields)
+    plan = [(f, c, isinstance(c, str) and "." not in c and "[" not in c)
+            for f in fields for c in [columns.get(f, f)]]
+    fixed = path.suffix.lower() in (".csv", ".tsv")  # every row has the header's columns
     for index, (number, row) in enumerate(rows(path, delimiter)):
-        out = {f: cell(path, number, row, columns.get(f, f)) for f in wanted}
+        if fixed and index == 0:
+            plan = [(f, c, plain) for f, c, plain in plan if not plain or c in row]
+        out = dict.fromkeys(fields)
+        for field, column, plain in plan:  # a plain name: one lookup (most fields, on most rows)
+            value = row.get(column) if plain else cell(path, number, row, column)
+            if plain and isinstance(value, str) and len(value) > MAX_CELL:
+                raise TableError(f"{path}: row {number}: column {column!r} over {MAX_CELL >> 10} KiB")
+            out[field] = value
         for join in joins:
             out.update(joined(join, path, number, index, row))
         yield number, out
