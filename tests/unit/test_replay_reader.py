@@ -22,8 +22,8 @@ def test_rows_of_every_shape_become_keys():
     ])
     assert found[("id", "p1", "ref_first")] == replay.Verdict("A", None, "A.")
     assert found[("id", "p1", "pert_first")].slot == "B"
-    assert found[("text", "y", "x")].slot == "B"
-    assert found[("text", "u", "v")].slot == "tie"
+    assert found[replay.text_key("y", "x")].slot == "B"
+    assert found[replay.text_key("u", "v")].slot == "tie"
     assert found[("id", "p2", "reference")].score == 7.5
 
 
