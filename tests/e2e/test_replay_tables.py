@@ -43,7 +43,8 @@ def replayed(tmp_path_factory):
     games = ["A>B", "B>>A", "A=B", "B>A", "A>>B", "garbled"]
     arena = _write_jsonl(folder / "arena.jsonl", [
         {"question_id": i, "baseline": x, "model_answer": y,
-         "games": [{"score": games[i % 6], "judgment": f"g1 {i}"}, {"score": games[(i + 1) % 6], "judgment": f"g2 {i}"}]}
+         "games": [{"score": games[i % 6], "judgment": f"g1 {i}"},
+                   {"score": games[(i + 1) % 6], "judgment": f"g2 {i}"}]}
         for i, (_, x, y) in enumerate(rows)])
     alpaca = _write_jsonl(folder / "alpaca.jsonl", [
         {"instruction": q, "output_1": x, "output_2": y, "preference": [1.0, 2.0, 1.5, 1.8, 1.2, "n/a"][i % 6]}
@@ -147,7 +148,8 @@ def test_mt_bench_pair_judgments_replayed_with_answers_joined(tmp_path):
             continue
         seen.add(key)
         lines.append({"question_id": v["question_id"], "model_1": v["model_a"], "model_2": v["model_b"],
-                      "g1_winner": ["model_1", "model_2", "tie"][i % 3], "g2_winner": ["model_2", "tie", "model_1"][i % 3],
+                      "g1_winner": ["model_1", "model_2", "tie"][i % 3],
+                      "g2_winner": ["model_2", "tie", "model_1"][i % 3],
                       "judge": ["gpt-4", "pair-v2-multi-turn" if v["turn"] == 2 else "pair-v2"],
                       "g1_judgment": f"[[{'ABC'[i % 3]}]]", "g2_judgment": "...", "turn": v["turn"]})
     judgments = _write_jsonl(tmp_path / "gpt-4_pair.jsonl", lines)
