@@ -98,11 +98,11 @@ class FloresSource(_Spec, tag="flores", tag_field="kind", frozen=True):
 
 class JoinSpec(_Spec, frozen=True):
     """Texts kept in another file (babelrun/corpus/pairtable.py): ``path`` a file or a glob;
-    ``on`` {our column: their column} (``$file``: a joined file's name without its extension),
+    ``by`` {our column: their column} (``$file``: a joined file's name without its extension),
     or ``line`` (the n-th row of each); ``columns`` {field: their column}."""
 
     path: str
-    on: dict[str, str] | str
+    by: dict[str, str] | str  # not ``on``: YAML 1.1 reads a bare on as true
     columns: dict[str, str]
 
 

@@ -1,32 +1,31 @@
-"""``babelrun agree RUN_DIR LABELS``: how often a judge agrees with human labels.
+"""``babelrun agree RUN_DIR [LABELS]``: how often a judge agrees with human labels.
 
-The run's labelled pairs (perturbation ``pairs:<set>``) carry the data's gold label; a human
-label file says, for some of the same pairs, which output a person preferred. This module
-compares each judge's choices with those human labels, per judge and per set.
+The run's labelled pairs (perturbation ``pairs:<set>``) carry the data's gold label; human
+labels say, for some of the same pairs, which output a person preferred. This module compares
+each judge's choices with those human labels, per judge and per set.
 
 **Labels.** Either
 
-- LLMBar / MT-Bench format (the files ``babelrun.corpus.labelled`` reads): a ``dataset.json``
-  (a JSON list of ``{input, output_1, output_2, label}``) or a folder of
-  ``<set>/dataset.json``. A pair's id is ``f"{set}-{index:04d}"`` as for the run; a pair
-  whose two outputs are not the run's two outputs (in either order) is *mismatched*.
-- CSV with a header ``item,label`` (or ``item,annotator,label``): ``item`` a pair's ref_id
-  (``LLMBar_Natural-0007``), ``label`` 1, 2 or tie: which of the data's ``output_1`` /
-  ``output_2`` is better, numbered as
-  in the run's own ``dataset.json``. babelrun puts a labelled pair's better output (by the
-  data's gold) in the reference's place, so a human label equal to the data's gold label
-  agrees with a judge verdict ``reference``, and the other label with ``perturbed``.
+- the run's own: no ``LABELS``, the labels of its ``labelled_pairs`` sources as the audit read
+  them (``columns``, ``label_map``, ``join``, a ``labels`` file);
+- a label file, read like a source (``corpus.labelled.read_label_file``, ``LabelOptions``:
+  the same ``columns``, ``label_map`` and ``join``): any CSV / JSON / JSON Lines table; CSV
+  ``item,label`` / ``item,annotator,label`` as they are (``item`` a pair's ref_id,
+  ``LLMBar_Natural-0007``); an LLMBar-format ``dataset.json`` or folder of them (a pair's id
+  ``f"{set}-{index:04d}"`` as for the run). A label file that names the texts and lists the two
+  outputs the other way round is renumbered; other outputs than the run's: *mismatched*.
 
-Both need the run's own labelled data (the ``labelled_pairs`` paths in ``run.yaml``): its
-gold label says where each output stood.
+Labels are numbered as in the run's own data: babelrun puts a labelled pair's better output (by
+the data's gold) in the reference's place, so a human label equal to the data's gold label
+agrees with a judge verdict ``reference``, and the other label with ``perturbed``. The run's
+own labelled data (the ``labelled_pairs`` paths in ``run.yaml``) must still be there.
 
 Labels are ``1``, ``2`` or ``tie`` (neither better). A pair may carry several annotators'
 labels (``labels: [..]`` in the JSON, or CSV ``item,annotator,label``): the human label is
 their majority; a pair whose top count is shared has no majority and is left out (counted as
-``no_majority``). With two or more annotators, ``humans`` gives the human–human agreement —
-pairwise between annotators, each annotator against the others' majority, Fleiss' κ (pairs
-every annotator labelled) and Krippendorff's α (nominal; any number of labels per pair) —
-the ceiling to read a judge's agreement against.
+``no_majority``). With two or more annotators, ``humans`` (``analyses/humans.py``: linear in
+the labels, its output bounded) gives the human–human agreement, the ceiling to read a
+judge's agreement against.
 
 **Comparison.** Labels are compared in the data's frame: output 1 better, output 2 better,
 or tie. A judge's choice is the output it picked (``reference`` → the gold one, ``perturbed``

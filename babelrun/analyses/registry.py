@@ -153,7 +153,7 @@ AGREE_ARGUMENTS = (
              help="the file's label words to 1, 2 or tie: '{model_a: 1, model_b: 2, tie: tie}'"),
     Argument("--join", str, metavar="YAML",
              help="texts kept in other files, as a labelled_pairs source's join: "
-                  "'[{path: q.jsonl, on: {qid: id}, columns: {input: text}}]'"),
+                  "'[{path: q.jsonl, by: {qid: id}, columns: {input: text}}]'"),
     Argument("--min-kappa", float, metavar="K",
              help="exit 1 when a judge's kappa (both orders, all sets) is below K or undefined"),
 )

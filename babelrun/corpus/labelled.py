@@ -402,7 +402,7 @@ def table_pairs(path: Path, columns: dict, join: list, label_map: dict | None, d
     the pair's outputs the other way round has its label turned round too. Without
     ``texts_needed`` (a label file) a row may carry an id and labels only."""
     default_set = path.parent.name if path.stem == "dataset" else path.stem
-    joins = [pairtable.load_join(j.path, j.on, j.columns) for j in join]
+    joins = [pairtable.load_join(j.path, j.by, j.columns) for j in join]
     pairs: dict[str, tuple[str, _Row, dict[str, str]]] = {}
     by_texts: dict[tuple, str] = {}
     for index, (number, rec) in enumerate(pairtable.records(path, columns, joins, TABLE_FIELDS, delimiter)):
@@ -463,8 +463,8 @@ def _check_table(spec, where: str) -> None:
     _known(f"{where}.columns", spec.columns, TABLE_FIELDS)
     for i, join in enumerate(spec.join):
         _known(f"{where}.join[{i}].columns", join.columns, TABLE_FIELDS)
-        if isinstance(join.on, str) and join.on != pairtable.LINE:
-            raise ManifestError(f"{where}.join[{i}].on", "a mapping {our_column: their_column} or 'line'")
+        if isinstance(join.by, str) and join.by != pairtable.LINE:
+            raise ManifestError(f"{where}.join[{i}].by", "a mapping {our_column: their_column} or 'line'")
     languages.checked(spec.language, f"{where}.language")
     if spec.delimiter is not None and len(spec.delimiter) != 1:
         raise ManifestError(f"{where}.delimiter", "one character, e.g. ';'")

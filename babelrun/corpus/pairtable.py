@@ -9,9 +9,9 @@ named is read from the column of its own name. A column may be a path into neste
 of columns (their values joined by ``/``).
 
 **Join.** Each ``join`` entry reads one more file (or every file a glob matches, in name
-order) and takes some fields from it: ``on: {our_column: their_column}`` matches rows by key —
+order) and takes some fields from it: ``by: {our_column: their_column}`` matches rows by key —
 ``$file`` on their side is the joined file's name without its extension (MT-Bench keeps each
-model's answers in ``model_answer/<model>.jsonl``) — or ``on: line`` pairs the n-th row of
+model's answers in ``model_answer/<model>.jsonl``) — or ``by: line`` pairs the n-th row of
 each file; ``columns: {field: their_column}`` says what it gives. A row whose key has no
 joined row is refused (one line naming both files); so is a key two joined rows share.
 
@@ -214,7 +214,7 @@ class Join(msgspec.Struct, frozen=True):
     holding only the columns it gives."""
 
     what: str  # the path or glob, for messages
-    on: dict[str, str] | None  # our column -> theirs; None: line order
+    by: dict[str, str] | None  # our column -> theirs; None: line order
     fields: dict[str, str]  # our field -> their column
     by_key: dict[tuple[str, ...], dict[str, Any]]
     by_line: list[dict[str, Any]]
@@ -232,12 +232,13 @@ def files_of(pattern: str) -> list[Path]:
     return [Path(p) for p in found]
 
 
-def load_join(path: str, on: Mapping[str, str] | str, fields: Mapping[str, str]) -> Join:
-    if isinstance(on, str) and on != LINE:
-        raise TableError(f"{path}: join on {on!r}: a mapping {{our_column: their_column}} or 'line'")
+def load_join(path: str, by: Mapping[str, str] | str, fields: Mapping[str, str]) -> Join:
+    """A ``join`` entry's files read and indexed (module docstring)."""
+    if isinstance(by, str) and by != LINE:
+        raise TableError(f"{path}: join by {by!r}: a mapping {{our_column: their_column}} or 'line'")
     by_key: dict[tuple[str, ...], dict[str, Any]] = {}
     by_line: list[dict[str, Any]] = []
-    theirs = None if isinstance(on, str) else list(on.values())
+    theirs = None if isinstance(by, str) else list(by.values())
     for file in files_of(path):
         for number, row in rows(file):
             kept = {f: cell(file, number, row, c) for f, c in fields.items()}
@@ -248,19 +249,19 @@ def load_join(path: str, on: Mapping[str, str] | str, fields: Mapping[str, str])
             if key in by_key:
                 raise TableError(f"{file}: row {number}: key {'/'.join(key)[:80]!r} given by two rows of {path}")
             by_key[key] = kept
-    return Join(path, None if isinstance(on, str) else dict(on), dict(fields), by_key, by_line)
+    return Join(path, None if isinstance(by, str) else dict(by), dict(fields), by_key, by_line)
 
 
 def joined(join: Join, path: Path, number: int, index: int, row: dict[str, Any]) -> dict[str, Any]:
     """The fields ``join`` gives the ``index``-th data row (row ``number`` of ``path``)."""
-    if join.on is None:
+    if join.by is None:
         if index >= len(join.by_line):
-            raise TableError(f"{path}: row {number}: {join.what} has only {len(join.by_line)} rows (join on line)")
+            raise TableError(f"{path}: row {number}: {join.what} has only {len(join.by_line)} rows (join by line)")
         return join.by_line[index]
-    key = tuple(key_text(v) if (v := cell(path, number, row, ours)) is not None else "" for ours in join.on)
+    key = tuple(key_text(v) if (v := cell(path, number, row, ours)) is not None else "" for ours in join.by)
     found = join.by_key.get(key)
     if found is None:
-        shown = ", ".join(f"{t}={k}" for t, k in zip(join.on.values(), key, strict=True))
+        shown = ", ".join(f"{t}={k}" for t, k in zip(join.by.values(), key, strict=True))
         raise TableError(f"{path}: row {number}: no row in {join.what} with {shown[:120]}")
     return found
 

@@ -70,7 +70,7 @@ def _replay_identity(replay: Any) -> dict[str, Any]:
     mapped = {k: msgspec.to_builtins(getattr(replay, k)) for k in ("columns", "label_map")
               if getattr(replay, k, None)}  # a mapped table's reading (absent: the ids of old runs)
     if getattr(replay, "join", None):  # joined files by content too, never by path
-        mapped["join"] = [{"on": j.on, "columns": j.columns, "files": _digests(j.path)} for j in replay.join]
+        mapped["join"] = [{"by": j.by, "columns": j.columns, "files": _digests(j.path)} for j in replay.join]
     return {"file": digest, "judge": replay.judge, **mapped}
 
 

@@ -130,7 +130,7 @@ def load(replay: ReplaySpec) -> dict[Key, Any]:
         if target not in _MAPPED:
             raise ValueError(f"label_map: {word!r} maps to {target!r}, not one of {', '.join(_MAPPED)}")
     path = Path(replay.path)
-    joins = [pairtable.load_join(j.path, j.on, j.columns) for j in replay.join]
+    joins = [pairtable.load_join(j.path, j.by, j.columns) for j in replay.join]
     out: dict[Key, Any] = {}
     judges: set[str] = set()
     for number, rec in pairtable.records(path, replay.columns, joins, FIELDS):

@@ -25,12 +25,12 @@ MT_BENCH_SOURCE = {
     "kind": "labelled_pairs", "path": str(MT_BENCH / "human_judgments.json"),
     "columns": {"label": "winner", "annotator": "judge", "model_1": "model_a", "model_2": "model_b"},
     "label_map": {"model_a": 1, "model_b": 2, "tie": "tie", "tie (bothbad)": "tie"},
-    "join": [{"path": str(MT_BENCH / "question.jsonl"), "on": {"question_id": "question_id"},
+    "join": [{"path": str(MT_BENCH / "question.jsonl"), "by": {"question_id": "question_id"},
               "columns": {"input": "turns"}},
-             {"path": str(MT_BENCH / "model_answer" / "*.jsonl"), "on": {"question_id": "question_id",
+             {"path": str(MT_BENCH / "model_answer" / "*.jsonl"), "by": {"question_id": "question_id",
                                                                          "model_a": "$file"},
               "columns": {"output_1": "choices[0].turns"}},
-             {"path": str(MT_BENCH / "model_answer" / "*.jsonl"), "on": {"question_id": "question_id",
+             {"path": str(MT_BENCH / "model_answer" / "*.jsonl"), "by": {"question_id": "question_id",
                                                                          "model_b": "$file"},
               "columns": {"output_2": "choices[0].turns"}}]}
 
@@ -197,9 +197,9 @@ def _split_files(folder: Path) -> dict:
     return {"kind": "labelled_pairs", "path": str(folder / "labels.csv"),
             "columns": {"id": "pair", "label": "verdict"},
             "label_map": {"left": 1, "right": 2, "same": "tie"},
-            "join": [{"path": str(folder / "questions.jsonl"), "on": {"qid": "qid"},
+            "join": [{"path": str(folder / "questions.jsonl"), "by": {"qid": "qid"},
                       "columns": {"input": "question.text"}},
-                     {"path": str(folder / "answers.jsonl"), "on": "line",
+                     {"path": str(folder / "answers.jsonl"), "by": "line",
                       "columns": {"output_1": "left", "output_2": "right"}}]}
 
 

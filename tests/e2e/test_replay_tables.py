@@ -157,9 +157,9 @@ def test_mt_bench_pair_judgments_replayed_with_answers_joined(tmp_path):
     spec = {"path": str(judgments),
             "columns": {"decision": "g1_winner", "decision_swapped": "g2_winner", "raw": "g1_judgment",
                         "raw_swapped": "g2_judgment"},
-            "join": [{"path": answers, "on": {"question_id": "question_id", "model_1": "$file"},
+            "join": [{"path": answers, "by": {"question_id": "question_id", "model_1": "$file"},
                       "columns": {"output_1": "choices[0].turns"}},
-                     {"path": answers, "on": {"question_id": "question_id", "model_2": "$file"},
+                     {"path": answers, "by": {"question_id": "question_id", "model_2": "$file"},
                       "columns": {"output_2": "choices[0].turns"}}]}
     judges = [{"name": f"gpt4-{t}", "backend": "replay", "replay": {**spec, "judge": f"gpt-4/{t}"}}
               for t in ("pair-v2", "pair-v2-multi-turn")]
