@@ -301,6 +301,21 @@ def _rates(choice: np.ndarray, human: np.ndarray) -> dict[str, np.ndarray]:
     return {"precision": precision, "recall": recall, "f1": f1, "kappa": kappa, "true": true}
 
 
+_BOOT_CELLS = 1 << 21  # replicates × cases resampled at once: memory bounded whatever the number of labels
+
+
+def _bootstrap(rng: np.random.Generator, choice: np.ndarray, human: np.ndarray) -> dict[str, np.ndarray]:
+    """``_rates`` of BOOTSTRAP resamples, drawn in chunks of replicates (the same draws, in the
+    same order, as one (BOOTSTRAP × n) draw: the figures do not change, the memory stays bounded)."""
+    n = len(choice)
+    step = max(1, min(BOOTSTRAP, _BOOT_CELLS // max(n, 1)))
+    parts = []
+    for start in range(0, BOOTSTRAP, step):
+        draws = rng.integers(0, n, size=(min(step, BOOTSTRAP - start), n))
+        parts.append(_rates(choice[draws], human[draws]))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
 def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float, seed: str = "") -> Figure:
     """Agreement with its Wilson interval, κ with its Landis–Koch band, and the class-conditional
     rates of one view."""
@@ -316,8 +331,7 @@ def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float,
     precision, recall, f1 = precision_recall_f1(table)
     present = table.sum(axis=1) > 0  # macro means over the classes the human labels hold
     rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(f"{seed}\x1f{view}".encode(), digest_size=8).digest()))
-    draws = rng.integers(0, n, size=(BOOTSTRAP, n))
-    boot = _rates(choice[draws], human[draws])
+    boot = _bootstrap(rng, choice, human)
     tail = (1 - confidence) / 2
 
     def q(values: np.ndarray) -> Bounds:

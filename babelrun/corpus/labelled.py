@@ -338,9 +338,9 @@ def _turn_index(path: Path, number: int, value) -> int | None:
     try:
         turn = int(pairtable.key_text(value))
     except ValueError:
-        raise TableError(f"{path}: row {number}: turn {value!r} is not a number (turns count from 1)") from None
+        raise TableError(f"{path}:{number}: turn {value!r} is not a number (turns count from 1)") from None
     if not 1 <= turn <= 10_000:
-        raise TableError(f"{path}: row {number}: turn {turn} is not 1 to 10000")
+        raise TableError(f"{path}:{number}: turn {turn} is not 1 to 10000")
     return turn - 1
 
 
@@ -358,7 +358,7 @@ def _texts(path: Path, number: int, rec: dict) -> tuple[list[str | None], list[_
         if isinstance(v, list):
             i = len(v) - 1 if index is None else index
             if not 0 <= i < len(v):
-                raise TableError(f"{path}: row {number}: {field} has {len(v)} turns, not turn {i + 1}")
+                raise TableError(f"{path}:{number}: {field} has {len(v)} turns, not turn {i + 1}")
             judged.append(v[i] if isinstance(v[i], str) else None)
         else:
             judged.append(v if isinstance(v, str) else None)
@@ -366,25 +366,41 @@ def _texts(path: Path, number: int, rec: dict) -> tuple[list[str | None], list[_
     if not any(earlier):
         return judged, []
     if len(earlier) < 3 or len({len(e) for e in earlier}) != 1:
-        raise TableError(f"{path}: row {number}: a later turn needs the earlier turns of input, output_1 "
+        raise TableError(f"{path}:{number}: a later turn needs the earlier turns of input, output_1 "
                          "and output_2 (each a list)")
     return judged, [_Turn(q, a, b) for q, a, b in zip(*earlier, strict=True)]
 
 
-def _row_labels(path: Path, number: int, rec: dict, label_map: dict | None) -> dict[str, str]:
+class _Labels:
+    """``label_of`` with the file's ``label_map``, remembered per value: a file has few label words."""
+
+    def __init__(self, label_map: dict | None):
+        self.label_map = label_map
+        self.seen: dict[tuple[type, object], str] = {}
+
+    def __call__(self, value: object) -> str:
+        key = (type(value), value if isinstance(value, str | int | float) else repr(value))
+        if key not in self.seen:
+            self.seen[key] = label_of(value, self.label_map)  # ValueError for a bad one: never remembered
+        return self.seen[key]
+
+
+def _row_labels(path: Path, number: int, rec: dict, decode: _Labels) -> dict[str, str]:
     try:
-        if rec.get("labels") not in (None, ""):
+        if rec["labels"] not in (None, ""):
             labels = rec["labels"]
             items = labels.items() if isinstance(labels, dict) else enumerate(labels) if isinstance(labels, list) \
                 else None
             if items is None:
                 raise ValueError("labels is a list or a mapping annotator -> label")
-            return {str(a): label_of(v, label_map) for a, v in items}
-        if rec.get("label") in (None, ""):
+            return {str(a): decode(v) for a, v in items}
+        label = rec["label"]
+        if label is None or label == "":
             return {}
-        return {str(rec.get("annotator") or ""): label_of(rec["label"], label_map)}
+        annotator = rec["annotator"]
+        return {annotator if isinstance(annotator, str) else str(annotator or ""): decode(label)}
     except ValueError as e:
-        raise TableError(f"{path}: row {number}: {e}") from None
+        raise TableError(f"{path}:{number}: {e}") from None
 
 
 _FLIP = {"1": "2", "2": "1"}
@@ -405,16 +421,17 @@ def table_pairs(path: Path, columns: dict, join: list, label_map: dict | None, d
     joins = [pairtable.load_join(j.path, j.by, j.columns) for j in join]
     pairs: dict[str, tuple[str, _Row, dict[str, str]]] = {}
     by_texts: dict[tuple, str] = {}
+    decode = _Labels(label_map)
     for index, (number, rec) in enumerate(pairtable.records(path, columns, joins, TABLE_FIELDS, delimiter)):
         (question, first, second), turns = _texts(path, number, rec)
         has_id = rec.get("id") not in (None, "")
         if (texts_needed or not has_id) and (question is None or first is None or second is None):
             missing = next(f for f, v in zip(TEXTS, (question, first, second), strict=True) if v is None)
             what = "" if texts_needed else " and no id"
-            raise TableError(f"{path}: row {number}: no text for {missing}{what} (map the file's own with "
+            raise TableError(f"{path}:{number}: no text for {missing}{what} (map the file's own with "
                              "columns: or join:)")
         name = str(rec["set"]) if rec.get("set") not in (None, "") else default_set
-        votes = _row_labels(path, number, rec, label_map)
+        votes = _row_labels(path, number, rec, decode)
         if has_id:
             pid = str(rec["id"]).strip()
         else:  # a pair is its texts, whichever output the row lists first
@@ -422,7 +439,7 @@ def table_pairs(path: Path, columns: dict, join: list, label_map: dict | None, d
                    frozenset((first, second)))
             pid = by_texts.setdefault(key, f"{name}-{index:04d}")
         if len(pid) > 200:
-            raise TableError(f"{path}: row {number}: an id is at most 200 characters")
+            raise TableError(f"{path}:{number}: an id is at most 200 characters")
         if pid not in pairs:
             models = {k: _opt(rec, k) or "" for k in ("model_1", "model_2", "family_1", "family_2")}
             row = _Row(question or "", first or "", second or "", id=pid, set=name, condition=_opt(rec, "condition"),
@@ -432,11 +449,11 @@ def table_pairs(path: Path, columns: dict, join: list, label_map: dict | None, d
         if (first, second) == (row.output_2, row.output_1) and first != second and question == row.input:
             votes = {a: _FLIP.get(v, v) for a, v in votes.items()}
         elif (question, first, second) != (row.input, row.output_1, row.output_2) and question is not None:
-            raise TableError(f"{path}: row {number}: id {pid!r} names another pair's texts")
+            raise TableError(f"{path}:{number}: id {pid!r} names another pair's texts")
         for annotator, label in votes.items():
             slot = annotator if annotator or annotator not in merged else f"#{number}"
             if merged.get(slot, label) != label:
-                raise TableError(f"{path}: row {number}: annotator {annotator!r} labels pair {pid} twice, differently")
+                raise TableError(f"{path}:{number}: annotator {annotator!r} labels pair {pid} twice, differently")
             merged[slot] = label
     for pid, (name, row, merged) in pairs.items():
         yield pid, name, row, merged

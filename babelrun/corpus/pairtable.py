@@ -104,24 +104,24 @@ def _no_duplicates(path: Path, number: int):
         if len(out) != len(pairs):
             seen: set[str] = set()
             twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-            raise TableError(f"{path}: row {number}: key {twice[:60]!r} given twice (the last would win silently)")
+            raise TableError(f"{path}:{number}: key {twice[:60]!r} given twice (the last would win silently)")
         return out
     return hook
 
 
 def _json_row(path: Path, number: int, data: bytes) -> dict[str, Any]:
     if len(data) > MAX_ROW:
-        raise TableError(f"{path}: row {number}: longer than {MAX_ROW >> 20} MiB")
+        raise TableError(f"{path}:{number}: longer than {MAX_ROW >> 20} MiB")
     try:
         row = json.loads(data, object_pairs_hook=_no_duplicates(path, number))
     except RecursionError:
-        raise TableError(f"{path}: row {number}: nested too deeply") from None
+        raise TableError(f"{path}:{number}: nested too deeply") from None
     except TableError:
         raise
     except ValueError as e:  # JSONDecodeError, a number past Python's digit bound, bad UTF-8
-        raise TableError(f"{path}: row {number}: not valid JSON ({str(e)[:120]})") from None
+        raise TableError(f"{path}:{number}: not valid JSON ({str(e)[:120]})") from None
     if not isinstance(row, dict):
-        raise TableError(f"{path}: row {number}: a row is a JSON object")
+        raise TableError(f"{path}:{number}: a row is a JSON object")
     return row
 
 
@@ -133,7 +133,7 @@ def _line_rows(path: Path, f: BinaryIO) -> Iterator[tuple[int, dict[str, Any]]]:
             return
         number += 1
         if len(line) > MAX_ROW:
-            raise TableError(f"{path}: row {number}: longer than {MAX_ROW >> 20} MiB")
+            raise TableError(f"{path}:{number}: longer than {MAX_ROW >> 20} MiB")
         if line.strip():
             yield number, _json_row(path, number, line)
 
@@ -167,21 +167,21 @@ def _csv_rows(path: Path, f: BinaryIO, delimiter: str | None) -> Iterator[tuple[
             return
         twice = sorted({h for h in header if header.count(h) > 1})
         if twice:
-            raise TableError(f"{path}: row 1: column {twice[0]!r} given twice")
+            raise TableError(f"{path}:1: column {twice[0]!r} given twice")
         width = len(header)
         for cells in reader:
             if not cells:
                 continue  # a blank line
             if len(cells) != width:
-                raise TableError(f"{path}: row {reader.line_num}: {len(cells)} cells where the header has {width}")
+                raise TableError(f"{path}:{reader.line_num}: {len(cells)} cells where the header has {width}")
             if check_cells and max(map(len, cells)) > MAX_CELL:
-                raise TableError(f"{path}: row {reader.line_num}: a cell over {MAX_CELL >> 10} KiB")
+                raise TableError(f"{path}:{reader.line_num}: a cell over {MAX_CELL >> 10} KiB")
             yield reader.line_num, dict(zip(header, cells))  # noqa: B905 (lengths checked above)
     except csv.Error as e:  # a cell past the field limit among them
         problem = f"a cell over {MAX_CELL >> 10} KiB" if "field limit" in str(e) else str(e)
-        raise TableError(f"{path}: row {reader.line_num}: {problem}") from None
+        raise TableError(f"{path}:{reader.line_num}: {problem}") from None
     except UnicodeDecodeError:
-        raise TableError(f"{path}: row {reader.line_num + 1}: not UTF-8 text") from None
+        raise TableError(f"{path}:{reader.line_num + 1}: not UTF-8 text") from None
 
 
 def _sniff(header: str) -> str:
@@ -198,7 +198,7 @@ def cell(path: Path, number: int, row: dict[str, Any], column: str | list[str]) 
         return None if any(p is None for p in parts) else "/".join(str(p) for p in parts)
     value = get(row, column)
     if isinstance(value, str) and len(value) > MAX_CELL:
-        raise TableError(f"{path}: row {number}: column {column!r} over {MAX_CELL >> 10} KiB")
+        raise TableError(f"{path}:{number}: column {column!r} over {MAX_CELL >> 10} KiB")
     return value
 
 
@@ -247,7 +247,7 @@ def load_join(path: str, by: Mapping[str, str] | str, fields: Mapping[str, str])
                 continue
             key = tuple(file.stem if c == FILE else key_text(cell(file, number, row, c)) for c in theirs)
             if key in by_key:
-                raise TableError(f"{file}: row {number}: key {'/'.join(key)[:80]!r} given by two rows of {path}")
+                raise TableError(f"{file}:{number}: key {'/'.join(key)[:80]!r} given by two rows of {path}")
             by_key[key] = kept
     return Join(path, None if isinstance(by, str) else dict(by), dict(fields), by_key, by_line)
 
@@ -256,13 +256,13 @@ def joined(join: Join, path: Path, number: int, index: int, row: dict[str, Any])
     """The fields ``join`` gives the ``index``-th data row (row ``number`` of ``path``)."""
     if join.by is None:
         if index >= len(join.by_line):
-            raise TableError(f"{path}: row {number}: {join.what} has only {len(join.by_line)} rows (join by line)")
+            raise TableError(f"{path}:{number}: {join.what} has only {len(join.by_line)} rows (join by line)")
         return join.by_line[index]
     key = tuple(key_text(v) if (v := cell(path, number, row, ours)) is not None else "" for ours in join.by)
     found = join.by_key.get(key)
     if found is None:
         shown = ", ".join(f"{t}={k}" for t, k in zip(join.by.values(), key, strict=True))
-        raise TableError(f"{path}: row {number}: no row in {join.what} with {shown[:120]}")
+        raise TableError(f"{path}:{number}: no row in {join.what} with {shown[:120]}")
     return found
 
 
@@ -301,7 +301,7 @@ def records(path: Path, columns: Mapping[str, str | list[str]], joins: Iterable[
         for field, column, plain in plan:  # a plain name: one lookup (most fields, on most rows)
             value = row.get(column) if plain else cell(path, number, row, column)
             if plain and isinstance(value, str) and len(value) > MAX_CELL:
-                raise TableError(f"{path}: row {number}: column {column!r} over {MAX_CELL >> 10} KiB")
+                raise TableError(f"{path}:{number}: column {column!r} over {MAX_CELL >> 10} KiB")
             out[field] = value
         for join in joins:
             out.update(joined(join, path, number, index, row))

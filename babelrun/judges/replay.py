@@ -28,7 +28,6 @@ guessed), the audit reports it, and a later audit with a fuller file judges it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,19 +36,16 @@ import msgspec
 
 from ..corpus import pairtable
 from ..spec import JudgeSpec, ReplaySpec
+from . import replay_table
 from .base import JudgeReply, JudgeRequest, RejectedError
+from .replay_table import _AMBIGUOUS, Key, Verdict, text_key
+
+__all__ = ["Key", "ReplayJudge", "ReplaySpec", "Verdict", "check", "entries", "load", "text_key"]
 
 ORDERS = ("ref_first", "pert_first", "reference", "degraded")
 SLOTS = ("A", "B", "tie", "invalid")
-_AMBIGUOUS = object()  # an id that names several presentations: not a key
-Key = tuple[str, ...]
 
 
-class Verdict(msgspec.Struct, frozen=True):
-    slot: str | None
-    score: float | None
-    raw: str | None
-    probs: tuple[float, float, float] | None = None  # a soft verdict: P(A), P(B), P(tie)
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -66,12 +62,6 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
             yield row
     else:
         raise ValueError(f"{path}: a replay file is .jsonl, .json, .csv or .parquet")
-
-
-def text_key(a: Any, b: Any) -> Key:
-    """The key of a presentation by the texts it shows (a digest: the file's texts are not kept)."""
-    digest = hashlib.blake2b(f"{a}\x1f{b}".encode(), digest_size=16).digest()
-    return ("text", digest.hex())
 
 
 def _text(value: Any) -> str | None:
@@ -217,8 +207,6 @@ def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict
 
 def load(replay: ReplaySpec) -> dict[tuple[str, ...], Any]:
     if getattr(replay, "columns", None) or getattr(replay, "join", None):
-        from . import replay_table
-
         return replay_table.load(replay)
     return entries(_rows(Path(replay.path)), replay.judge)
 
@@ -290,14 +278,12 @@ def _check_mapping(replay: ReplaySpec) -> tuple[str, str] | None:
     """A mapped table's field names (the did-you-mean from the replay table's own fields)."""
     import difflib
 
-    from .replay_table import FIELDS
-
     given = [("replay.columns", name) for name in getattr(replay, "columns", {})]
     given += [(f"replay.join[{i}].columns", name) for i, j in enumerate(getattr(replay, "join", []))
               for name in j.columns]
     for where, name in given:
-        if name not in FIELDS:
-            close = difflib.get_close_matches(name, FIELDS, n=1)
+        if name not in replay_table.FIELDS:
+            close = difflib.get_close_matches(name, replay_table.FIELDS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            return f"{where}.{name}", f"unknown field{hint} (fields: {', '.join(FIELDS)})"
+            return f"{where}.{name}", f"unknown field{hint} (fields: {', '.join(replay_table.FIELDS)})"
     return None

@@ -29,15 +29,33 @@ they show, so they need ``output_1`` and ``output_2`` (from the table or a join)
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..corpus import pairtable
 from ..corpus.pairtable import TableError
 from ..spec import ReplaySpec
-from .replay import _AMBIGUOUS, Key, Verdict, text_key
+
+_AMBIGUOUS = object()  # a key that names several different verdicts: not a key
+Key = tuple[str, ...]
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    slot: str | None
+    score: float | None
+    raw: str | None
+    probs: tuple[float, float, float] | None = None  # a soft verdict: P(A), P(B), P(tie)
+
+
+def text_key(a: Any, b: Any) -> Key:
+    """The key of a presentation by the texts it shows (a digest: the file's texts are not kept)."""
+    digest = hashlib.blake2b(f"{a}\x1f{b}".encode(), digest_size=16).digest()
+    return ("text", digest.hex())
 
 FIELDS = ("output_1", "output_2", "decision", "decision_swapped", "raw", "raw_swapped", "model_1", "model_2",
           "turn", "judge", "input", "id")
@@ -93,14 +111,14 @@ def _pick(path: Path, number: int, value: Any, field: str, turn: Any) -> str:
         i = len(got) - 1 if turn in (None, "") else int(pairtable.key_text(turn)) - 1
         got = got[i] if 0 <= i < len(got) else None
     if not isinstance(got, str):
-        raise TableError(f"{path}: row {number}: no text for {field} (map the file's own with columns: or join:)")
+        raise TableError(f"{path}:{number}: no text for {field} (map the file's own with columns: or join:)")
     return got
 
 
 def _two(path: Path, number: int, first: Any, second: Any, what: str) -> tuple[Any, Any]:
     if isinstance(first, list) and second in (None, ""):
         if len(first) != 2:
-            raise TableError(f"{path}: row {number}: {what} is a list of two (the data order's, the swapped one's)")
+            raise TableError(f"{path}:{number}: {what} is a list of two (the data order's, the swapped one's)")
         return first[0], first[1]
     return first, second
 
@@ -112,7 +130,7 @@ def row_entries(path: Path, number: int, rec: dict[str, Any],
         first = _pick(path, number, rec["output_1"], "output_1", rec.get("turn"))
         second = _pick(path, number, rec["output_2"], "output_2", rec.get("turn"))
     except ValueError as e:
-        raise TableError(str(e) if isinstance(e, TableError) else f"{path}: row {number}: turn: {e}") from None
+        raise TableError(str(e) if isinstance(e, TableError) else f"{path}:{number}: turn: {e}") from None
     decisions = _two(path, number, rec["decision"], rec["decision_swapped"], "decision")
     raws = _two(path, number, rec["raw"], rec["raw_swapped"], "raw")
     models = (str(rec["model_1"] or ""), str(rec["model_2"] or ""))

@@ -24,15 +24,15 @@ def _read(path: Path) -> list:
 
 
 @pytest.mark.parametrize(("name", "body", "says"), [
-    ("short.csv", "id,label\na,1\nb\n", "row 3: 1 cells where the header has 2"),
-    ("long.csv", "id,label\na,1,extra\n", "row 2: 3 cells where the header has 2"),
-    ("twice.csv", "id,label,label\na,1,2\n", "row 1: column 'label' given twice"),
-    ("big.csv", "id,label\na," + "x" * (pairtable.MAX_CELL + 1) + "\n", "row 2: a cell over 1024 KiB"),
-    ("twice.jsonl", '{"id": "a"}\n{"id": "b", "label": 1, "label": 2}\n', "row 2: key 'label' given twice"),
-    ("nested.json", '[{"id": "a", "x": {"k": 1, "k": 2}}]', "row 1: key 'k' given twice"),
-    ("bad.jsonl", '{"id": "a"}\n{"id": \n', "row 2: not valid JSON"),
-    ("list.jsonl", '[1, 2]\n', "row 1: a row is a JSON object"),
-    ("deep.jsonl", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "row 1:"),
+    ("short.csv", "id,label\na,1\nb\n", ":3: 1 cells where the header has 2"),
+    ("long.csv", "id,label\na,1,extra\n", ":2: 3 cells where the header has 2"),
+    ("twice.csv", "id,label,label\na,1,2\n", ":1: column 'label' given twice"),
+    ("big.csv", "id,label\na," + "x" * (pairtable.MAX_CELL + 1) + "\n", ":2: a cell over 1024 KiB"),
+    ("twice.jsonl", '{"id": "a"}\n{"id": "b", "label": 1, "label": 2}\n', ":2: key 'label' given twice"),
+    ("nested.json", '[{"id": "a", "x": {"k": 1, "k": 2}}]', ":1: key 'k' given twice"),
+    ("bad.jsonl", '{"id": "a"}\n{"id": \n', ":2: not valid JSON"),
+    ("list.jsonl", '[1, 2]\n', ":1: a row is a JSON object"),
+    ("deep.jsonl", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n", ":1:"),
 ])
 def test_bad_rows_refused_in_one_line_naming_file_and_row(tmp_path, name, body, says):
     path = tmp_path / name
@@ -98,7 +98,7 @@ def test_join_by_key_and_line_and_a_missing_key_named(tmp_path):
     rows = pairtable.records(tmp_path / "labels.csv", {}, joins, ["input", "output_1", "label"])
     number, first = next(rows)
     assert first == {"input": "Q1", "output_1": ["x1", "x1b"], "label": "1"}
-    with pytest.raises(TableError, match=r"labels.csv: row 3: no row in .*ans/\*.jsonl with qid=2, \$file=m1"):
+    with pytest.raises(TableError, match=r"labels.csv:3: no row in .*ans/\*.jsonl with qid=2, \$file=m1"):
         next(rows)
     line = pairtable.load_join(str(tmp_path / "q.jsonl"), "line", {"input": "t"})
     assert [r["input"] for _, r in pairtable.records(tmp_path / "labels.csv", {}, [line], ["input"])] == ["Q1", "Q2"]
