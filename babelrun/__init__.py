@@ -21,7 +21,7 @@ The layer rule. Imports go one way, down this list; a module may import from its
 or any layer below it, never above (imports inside functions count), and
 ``tests/unit/test_layers.py`` fails on any import that breaks it::
 
-    app        cli, audit (phases, merge, the finish), cluster (Ray), benchjudge, testing
+    app        cli, audit (run files, judging, scoring, merge), cluster (Ray), benchjudge, testing
     report     data, summary, markdown, html, plots
     analyses   calibrate, invariance, agree, drift
     score      metrics, stats, cards, agentic, paired comparison, composite, run

@@ -11,8 +11,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import msgspec
-
 
 @dataclass
 class Served:
@@ -67,12 +65,11 @@ async def run_engine(url: str, planned, folder, **judge_settings):
     Returns the judge's final state and the wall time."""
     from babelrun import engine, judges
     from babelrun.engine.progress import Progress
-    from babelrun.manifest import JudgeSpec
+    from babelrun.judges import judge_spec
     from babelrun.store import log
     from babelrun.store.done import DoneSet
 
-    spec = msgspec.convert({"name": "bench", "backend": "openai", "model": "m", "endpoint": url,
-                            **judge_settings}, JudgeSpec)
+    spec = judge_spec(**{"name": "bench", "backend": "openai", "model": "m", "endpoint": url, **judge_settings})
     writer = log.LogWriter(folder)
     started = time.perf_counter()
     try:

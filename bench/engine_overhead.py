@@ -23,8 +23,8 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import fake_judge, plan, run_engine  # noqa: E402
 
+from babelrun.judges import judge_spec
 from babelrun.judges.protocol import Judging  # noqa: E402
-from babelrun.spec import JudgeSpec  # noqa: E402
 
 
 async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> float:
@@ -71,7 +71,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     planned = plan(args.calls)
-    protocol = Judging.of(JudgeSpec(name="bare", backend="openai", model="m"))  # the built-in template
+    protocol = Judging.of(judge_spec(name="bare", backend="openai", model="m"))  # the built-in template
     bodies = [
         msgspec.json.encode({"model": "m", "messages": protocol.render(it, key), "temperature": 0, "max_tokens": 8})
         for it in planned.items() for key in ("ref_first", "pert_first")

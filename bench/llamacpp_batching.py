@@ -33,9 +33,8 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import plan  # noqa: E402
 
-from babelrun.judges import JudgeRequest, build  # noqa: E402
+from babelrun.judges import JudgeRequest, build, judge_spec  # noqa: E402
 from babelrun.judges.protocol import Judging  # noqa: E402
-from babelrun.manifest import JudgeSpec  # noqa: E402
 
 
 def requests(n: int) -> list[JudgeRequest]:
@@ -44,7 +43,7 @@ def requests(n: int) -> list[JudgeRequest]:
     out, seen = [], set()
     for item in plan(4 * n).items():
         for order in ("ref_first", "pert_first"):
-            request = Judging.of(JudgeSpec(name="b", backend="simulated")).request(item, order)
+            request = Judging.of(judge_spec(name="b", backend="simulated")).request(item, order)
             key = str(request.messages)
             if key not in seen:
                 seen.add(key)
@@ -64,7 +63,7 @@ class Row(msgspec.Struct):
 
 async def throughput(label: str, reqs: list[JudgeRequest], concurrency: int, soft: bool, batch_size: int,
                      multi: bool, share: bool = True, keep: bool = True, flash: bool = False) -> Row:
-    judge = build(JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", max_tokens=4, soft=soft,
+    judge = build(judge_spec(name="g", backend="llamacpp", model="gemma3-270m", max_tokens=4, soft=soft,
                             batch_size=batch_size, max_wait_ms=20, threads=2), 0)
     judge.multi_sequence, judge.share_prefix, judge.keep_prefix = multi, share, keep
     judge.flash_attention = flash

@@ -24,14 +24,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from llamacpp_batching import requests  # noqa: E402
 
-from babelrun.judges import JudgeRequest, build  # noqa: E402
-from babelrun.manifest import JudgeSpec  # noqa: E402
+from babelrun.judges import JudgeRequest, build, judge_spec  # noqa: E402
 from helpers import tiny_mlx_model  # noqa: E402
 
 
 async def throughput(model: str, reqs: list[JudgeRequest], batch_size: int, concurrency: int,
                      max_tokens: int) -> tuple[float, float]:
-    judge = build(JudgeSpec(name="m", backend="mlx", model=model, max_tokens=max_tokens, batch_size=batch_size,
+    judge = build(judge_spec(name="m", backend="mlx", model=model, max_tokens=max_tokens, batch_size=batch_size,
                             max_wait_ms=20), 0)
     await judge.judge(reqs[-1])  # load the model outside the timing
     queue = iter(reqs)

@@ -44,7 +44,8 @@ PROBES = [{"name": name} for name in ("truncate", "shuffle", "number_corrupt", "
 def run(example: str, data: Path, folder: Path, bootstrap: int, perturbations: list | None = None) -> dict:
     manifest = msgspec.yaml.decode((ROOT / "examples" / example).read_bytes())
     source = manifest["corpus"]["sources"][0]
-    source["path"] = str(data / Path(source["path"]).name)
+    # the example's data:udhr, read from the copy under --data the example names
+    source["path"] = str(data / Path(manifest["corpus"]["data_dirs"]["udhr"]).name)
     manifest.update(output_dir=str(folder / "run"), scoring={"bootstrap": bootstrap})
     if perturbations is not None:
         manifest["perturbations"] = perturbations

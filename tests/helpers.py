@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgspec
 
+from babelrun.judges import judge_spec
+
 ROOT = Path(__file__).resolve().parent.parent
 # ``../shared/data`` from the repo root; BABELRUN_SHARED_DATA points elsewhere (a worktree).
 SHARED_DATA = Path(os.environ.get("BABELRUN_SHARED_DATA") or ROOT.parent / "shared" / "data")
@@ -54,21 +56,56 @@ def kill_after_records(cmd: list[str], run_dir: Path, records: int, poll_s: floa
     proc.wait()
 
 
+def tiny_flores(folder: Path) -> dict:
+    """A FLORES-200 ``devtest`` layout in ``folder``/flores (English, Hindi, Spanish; six
+    parallel lines with numbers) and the corpus source that reads it."""
+    devtest = folder / "flores" / "devtest"
+    devtest.mkdir(parents=True)
+    for code, text in (("eng_Latn", "Sentence {i} about 1{i} boats."), ("hin_Deva", "वाक्य {i} में 1{i} नावें।"),
+                       ("spa_Latn", "La frase {i} habla de 1{i} barcos.")):
+        (devtest / f"{code}.devtest").write_text("\n".join(text.format(i=i) for i in range(6)) + "\n", encoding="utf-8")
+    return {"kind": "flores", "path": "flores", "lines_per_reference": 3}
+
+
 def files_bytes(folder: Path) -> bytes:
     """Every file under ``folder``, concatenated: to assert a secret appears in none."""
     return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
 
 
-def quiet_audit(path: Path):
-    """``babelrun audit`` in-process: no signal handlers, no progress output."""
+def quiet_progress():
+    """Progress written into a buffer, at most a line a minute: an audit in a test prints nothing,
+    and a test that asserts on progress lines reads them from ``progress.stream.getvalue()``."""
     import io
 
-    import babelrun
-    from babelrun.app import audit as run
     from babelrun.engine.progress import Progress
 
-    return run.audit(babelrun.load_manifest(path), handle_signals=False,
-                     progress=Progress(stream=io.StringIO(), interval=60))
+    return Progress(stream=io.StringIO(), interval=60)
+
+
+def quiet_audit(manifest, *, folder: Path | None = None, progress=None, expect_exit: int | None = None, **options):
+    """``babelrun audit`` in-process, the one way the tests run it: no signal handlers, progress
+    into a buffer (``quiet_progress``) unless ``progress`` is given.
+
+    ``manifest``: a manifest file, a loaded ``Manifest``, or the fields of one as a dict (``judges``
+    and whatever else ``write_manifest`` takes), written to ``folder``/manifest.yaml first (the
+    run directory is then ``folder``/run). ``expect_exit``: fail unless the audit ends with this
+    exit code (the message names its stop reasons). ``options``: ``audit``'s own keywords the
+    tests vary (``judges``, ``limit``, ``shard``, ``budget``, ``stop``)."""
+    import babelrun
+
+    if isinstance(manifest, dict):
+        if folder is None:
+            raise TypeError("quiet_audit: a manifest given as a dict needs the folder to write it in")
+        folder.mkdir(parents=True, exist_ok=True)
+        fields = dict(manifest)
+        manifest = write_manifest(folder, fields.pop("judges"), **fields)
+    if isinstance(manifest, str | os.PathLike):
+        manifest = babelrun.load_manifest(manifest)
+    result = babelrun.audit(manifest, handle_signals=False, progress=progress or quiet_progress(), **options)
+    if expect_exit is not None and result.exit_code != expect_exit:
+        raise AssertionError(f"the audit exited {result.exit_code}, not {expect_exit} "
+                             f"(stop reasons {result.stop_reasons}, {result.failed_calls} failed calls)")
+    return result
 
 
 class LoopbackServer:
@@ -170,9 +207,8 @@ def request(item, key: str = "ref_first", prompt: str = "pairwise", prompt_langu
     """The request a judge of this template sends for ``item`` under ``key``: through the
     judge's protocol (``Judging``), the one way babelrun renders requests."""
     from babelrun.judges.protocol import Judging
-    from babelrun.spec import JudgeSpec
 
-    judge = JudgeSpec(name="t", backend="simulated", prompt=prompt, prompt_language=prompt_language, **spec)
+    judge = judge_spec(name="t", backend="simulated", prompt=prompt, prompt_language=prompt_language, **spec)
     return Judging.of(judge).request(item, key)
 
 

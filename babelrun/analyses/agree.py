@@ -41,13 +41,27 @@ both sides next to κ. Precision and recall carry Wilson intervals; agreement to
 macro averages and κ a percentile bootstrap over the figure's cases (seeded: the same run
 gives the same numbers). Views per judge and set:
 
-- ``both orders``: per item, the judge's choice when both presentations pick the same
-  output, else ``split``; an item agrees when both its verdicts agree with the human.
+- ``both orders`` (rule ``label_both``): per item, the judge's choice when both presentations
+  pick the same output, else ``split``; an item agrees when both its verdicts agree with the
+  human (tie/tie agrees with a tie label).
+- ``two orders: both`` (rule ``both``, MT-Bench's): the common choice of the two orders,
+  otherwise a tie (one invalid reply: the other order's choice).
+- ``two orders: votes`` (rule ``votes``, JudgeBench's): each order votes for the output it
+  names, a tie or an invalid reply abstains; the item's choice is the output with more votes,
+  a tie when they are even (invalid when both replies are).
 - ``ref_first`` / ``pert_first``: the presentations of one order.
 - ``data order``: the presentations showing output 1 first (the order the file lists the
   outputs in), as published tables report.
 - ``presentations``: both orders pooled (the Wilson interval then treats an item's two
   presentations as independent: narrower than it should be).
+
+The item views carry ``outcomes``, the counts their rule's benchmarks publish:
+``both orders`` the items whose two verdicts both agree with the human, one does, or neither;
+``two orders: votes`` the items with more votes for the human's output than against, fewer,
+and even. Per judge and set, ``consistency`` counts the items seen in both orders whose two
+verdicts name the same output (*decision consistency*, the cards' κ_ord: on a tie-labelled
+pair of the run, tie in both orders is its decision) and whose two verdicts are the same verdict,
+tie/tie included (*same verdict*, the cards' κ_same); neither reads the human labels.
 
 Labels whose item is no labelled pair of the run (*unknown*), whose outputs differ
 (*mismatched*) or that no judge has a record for (*no records*) are counted and reported.
@@ -67,17 +81,20 @@ from ..core.items import LABELLED_KINDS, bare_name
 from ..corpus import labelled
 from ..errors import NotApplicable
 from ..score import lookup
+from ..score.composite import TWO_ORDER_RULES
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.pointwise import all_pointwise, pairwise_only
 from ..score.stats import cohen_kappa, confusion, fmt, landis_koch, precision_recall_f1, rounded, wilson
-from ..spec import JoinSpec, LabelledPairsSource
 from ..store import compact
-from ..store.rundir import read_run_info
+from .agree_labels import OWN_LABELS, LabelOptions, _human, _own_votes, _read_labels, _run_pairs, _sources
 from .humans import AnnotatorPair, AnnotatorVsRest, Humans, humans
 
-__all__ = ["AnnotatorPair", "AnnotatorVsRest", "Humans", "humans"]  # the human–human part: .humans
+# the label reading is .agree_labels's, the human–human part .humans's
+__all__ = ["OWN_LABELS", "AnnotatorPair", "AnnotatorVsRest", "Humans", "LabelOptions", "humans"]
 
-VIEWS = ("both orders", "ref_first", "pert_first", "data order", "presentations")
+VIEWS = ("both orders", "two orders: both", "two orders: votes", "ref_first", "pert_first", "data order",
+         "presentations")
+RULES = {"both orders": "label_both", "two orders: both": "both", "two orders: votes": "votes"}  # view -> rule
 CLASSES = labelled.LABELS  # "1", "2", "tie": the data's frame
 OTHER = "other"  # the judge's invalid replies and both-orders splits
 BOOTSTRAP = 1000
@@ -136,11 +153,24 @@ class Figure(msgspec.Struct, frozen=True):
     per_class: dict[str, ClassRates] = {}
     macro: Macro | None = None
     base_rates: dict[str, dict[str, float]] = {}  # "human" / "judge" -> class -> share
+    rule: str | None = None  # a two-order view's rule (score/composite.py TWO_ORDER_RULES)
+    outcomes: dict[str, int] = {}  # the rule's published counts (module docstring)
+
+
+class Consistency(msgspec.Struct, frozen=True):
+    """Order consistency in both definitions, over the items seen in both orders."""
+
+    items: int
+    decision: int  # both verdicts name the same output (tie/tie on the run's tie-labelled pairs)
+    decision_rate: float | None
+    same_verdict: int  # the same verdict in both orders, tie/tie included
+    same_verdict_rate: float | None
 
 
 class SetAgreement(msgspec.Struct, frozen=True):
     set: str
     figures: list[Figure]
+    consistency: Consistency | None = None
 
 
 class JudgeAgreement(msgspec.Struct, frozen=True):
@@ -168,90 +198,6 @@ class Agreement(msgspec.Struct, frozen=True):
     no_majority: Unmatched = Unmatched(0, [])  # labelled pairs whose annotators have no majority: left out
     tie_labelled: int = 0  # matched pairs the human labels a tie
     humans: Humans | None = None  # with two or more annotators
-
-
-def _sources(run_dir: Path) -> list[LabelledPairsSource]:
-    sources = [s for s in read_run_info(run_dir).manifest.corpus.sources if isinstance(s, LabelledPairsSource)]
-    for source in sources:
-        path = labelled.path_of(source)  # no path: the pairs bundled with babelrun
-        if not path.exists():
-            raise NotApplicable(f"the run's labelled pairs are gone from {path}: agree reads "
-                                "their gold labels there")
-    return sources
-
-
-def _run_pairs(sources: list[LabelledPairsSource]) -> dict[str, tuple[str, str, str]]:
-    """The run's labelled pairs: id → (output_1, output_2, gold label "1" | "2" | "tie"), read
-    from the data the run was built from, since only the data knows which output was numbered
-    1. Pairs without a majority label were never planned and are not here."""
-    pairs = {}
-    for source in sources:
-        try:
-            golds = [(pid, row, g) for pid, _, row, g in labelled.gold(source) if g is not None]
-        except (msgspec.DecodeError, ValueError) as e:
-            raise NotApplicable(f"{labelled.path_of(source)}: not labelled pairs ({e})") from None
-        for pair_id, row, g in golds:
-            # the first source wins an id: another language condition of a pair shares its
-            # alignment id (per-condition accuracy is `babelrun invariance`'s)
-            pairs.setdefault(pair_id, (row.output_1, row.output_2, g))
-    return pairs
-
-
-def _own_votes(sources: list[LabelledPairsSource]) -> dict[str, dict[str, str]]:
-    """The run's own labels (each source's labels with its mapping; the first source wins an id)."""
-    votes: dict[str, dict[str, str]] = {}
-    for source in sources:
-        try:
-            for pair_id, _, _, v in labelled.votes(source):
-                votes.setdefault(pair_id, v)
-        except (msgspec.DecodeError, ValueError) as e:
-            raise NotApplicable(f"{labelled.path_of(source)}: not labelled pairs ({e})") from None
-    return votes
-
-
-class LabelOptions(msgspec.Struct, frozen=True):
-    """How a label file given to agree is read: the labelled_pairs source's options."""
-
-    columns: dict[str, str | list[str]] = {}
-    label_map: dict[int | str, int | str] | None = None
-    join: list[JoinSpec] = []
-    delimiter: str | None = None
-
-
-def _read_labels(labels_path: Path, options: LabelOptions) -> tuple[dict[str, dict[str, str]], dict]:
-    if not (labels_path.suffix.lower() in (".csv", ".tsv", ".json", ".jsonl", ".ndjson") or labels_path.is_dir()):
-        raise NotApplicable(f"{labels_path}: labels are a table (.csv, .json, .jsonl), a dataset.json or a "
-                            "folder of them")
-    try:
-        return labelled.read_label_file(labels_path, options.label_map, options.columns, options.join,
-                                        options.delimiter)
-    except msgspec.DecodeError as e:
-        raise NotApplicable(f"{labels_path}: not LLMBar pairs ({e})") from None
-    except ValueError as e:
-        raise NotApplicable(str(e)) from None
-
-
-def _human(votes: dict[str, dict[str, str]], texts: dict, data: dict,
-           own: bool = False) -> tuple[dict[str, dict[str, str]], list[str], list[str], int]:
-    """Human labels in the data's numbering: (id → {annotator: label}, unknown ids,
-    mismatched ids, labels read). A label is renumbered when its file lists the two outputs
-    the other way round. ``own``: the run's own labels, whose pairs without a majority were
-    never planned (counted as no majority, not as unknown)."""
-    human: dict[str, dict[str, str]] = {}
-    unknown, mismatched = [], []
-    for pid, v in votes.items():
-        if pid not in data and not (own and labelled.majority(list(v.values())) is None):
-            unknown.append(pid)
-            continue
-        if pid in texts and pid in data:
-            ours, theirs = data[pid][:2], texts[pid]
-            if theirs != ours and theirs[::-1] != ours:
-                mismatched.append(pid)
-                continue
-            if theirs != ours:
-                v = {a: {"1": "2", "2": "1"}.get(x, x) for a, x in v.items()}
-        human[pid] = v
-    return human, unknown, mismatched, sum(len(v) for v in votes.values())
 
 
 def _records(run_dir: Path, pair_ids: list[str], gold: np.ndarray, human: np.ndarray):
@@ -365,25 +311,41 @@ def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float,
                   macro=macro, base_rates=base)
 
 
-def _views(order, item, choice, human, data_order, confidence, seed: str = "") -> list[Figure]:
-    """The five views of one group of records, sorted by (item, order)."""
+def _views(order, item, choice, human, data_order, tie_gold, confidence,
+           seed: str = "") -> tuple[list[Figure], Consistency]:
+    """The views of one group of records, sorted by (item, order), and its order consistency.
+    The two-order rules see the judge's two choices only; the human label enters at the
+    comparison."""
     first = np.flatnonzero(np.r_[True, item[1:] != item[:-1]])
     both = first[np.diff(np.r_[first, len(item)]) == 2]
-    item_choice = np.where(choice[both] == choice[both + 1], choice[both], _SPLIT)
-    cases = {"both orders": (item_choice, human[both]),
+    a, b, h = choice[both], choice[both + 1], human[both]
+    cases = {"both orders": (np.where(a == b, a, _SPLIT), h),
+             "two orders: both": (TWO_ORDER_RULES["both"](a, b), h),
+             "two orders: votes": (TWO_ORDER_RULES["votes"](a, b), h),
              "ref_first": (choice[order == 0], human[order == 0]),
              "pert_first": (choice[order == 1], human[order == 1]),
              "data order": (choice[data_order], human[data_order]),
              "presentations": (choice, human)}
-    return [_figure(view, *cases[view], confidence, seed) for view in VIEWS]
+    hits = (a == h).astype(np.int64) + (b == h)
+    decisive = h != 2  # votes against: for the other output of a decisive label
+    margin = (hits - (a == 1 - h) - (b == 1 - h))[decisive]
+    outcomes = {"both orders": {"both": int((hits == 2).sum()), "one": int((hits == 1).sum()),
+                                "neither": int((hits == 0).sum())},
+                "two orders: votes": {"more_for": int((margin > 0).sum()), "more_against": int((margin < 0).sum()),
+                                      "even": int((margin == 0).sum()), "tie_labelled": int((~decisive).sum())}}
+    figures = [msgspec.structs.replace(_figure(view, *cases[view], confidence, seed), rule=RULES.get(view),
+                                       outcomes=outcomes.get(view, {})) for view in VIEWS]
+    same = (a == b) & (a <= 2)
+    decision = (a == b) & ((a <= 1) | (tie_gold[both] & (a == 2)))
+    n = len(both)
+    consistency = Consistency(n, int(decision.sum()), rounded(decision.mean()) if n else None,
+                              int(same.sum()), rounded(same.mean()) if n else None)
+    return figures, consistency
 
 
 def _examples(ids) -> Unmatched:
     ids = sorted(ids)
     return Unmatched(len(ids), ids[:_EXAMPLES])
-
-
-OWN_LABELS = "the run's labelled sources"
 
 
 def run(run_dir: str | Path, labels_path: str | Path | None = None, confidence: float = 0.95,
@@ -410,12 +372,13 @@ def run(run_dir: str | Path, labels_path: str | Path | None = None, confidence: 
     human = np.array([-1 if p not in human_of else code.get(human_of[p] or "", -2) for p in pair_ids],
                      dtype=np.int64)
     records, p, choice, h, data_order = _records(run_dir, pair_ids, gold, human)
+    tie_gold = gold[p] == 2
     judged = np.zeros(len(pair_ids), dtype=bool)
     judged[p] = True
     no_records = [pair_ids[i] for i in np.flatnonzero((human >= 0) & ~judged)]
     labelled_rows = np.flatnonzero(h >= 0)
     judges = _judges(records.take(pa.array(labelled_rows)), choice[labelled_rows],
-                     h[labelled_rows], data_order[labelled_rows], confidence)
+                     h[labelled_rows], data_order[labelled_rows], tie_gold[labelled_rows], confidence)
     matched = judged & (human >= 0)
     return Agreement(str(run_dir), OWN_LABELS if labels_path is None else str(labels_path), read, int(matched.sum()),
                      _examples(unknown), _examples(mismatched), _examples(no_records),
@@ -426,7 +389,7 @@ def run(run_dir: str | Path, labels_path: str | Path | None = None, confidence: 
 
 
 def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray, data_order: np.ndarray,
-            confidence: float) -> list[JudgeAgreement]:
+            tie_gold: np.ndarray, confidence: float) -> list[JudgeAgreement]:
     """Sort the records by (judge, set, item, order) once: each judge, each of its sets and
     each item is then a slice, and no loop runs per record."""
     if records.num_rows == 0:
@@ -437,19 +400,19 @@ def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray, data_order
     item = pc.dictionary_encode(records["item_id"]).combine_chunks().indices.to_numpy()
     order = lookup(records["order"], ORDER_CODES)
     by = np.lexsort((order, item, pset, judge))
-    judge, pset, item, order, choice, human, data_order = (
-        x[by] for x in (judge, pset, item, order, choice, human, data_order))
+    judge, pset, item, order, choice, human, data_order, tie_gold = (
+        x[by] for x in (judge, pset, item, order, choice, human, data_order, tie_gold))
     out = []
     for j in range(len(jids)):
         a, b = np.searchsorted(judge, [j, j + 1])
         bounds = a + np.searchsorted(pset[a:b], np.arange(len(sets) + 1))
         per_set = [SetAgreement(bare_name(sets[s]),
-                                _views(order[x:y], item[x:y], choice[x:y], human[x:y], data_order[x:y],
-                                       confidence, f"{jids[j]}/{sets[s]}"))
+                                *_views(order[x:y], item[x:y], choice[x:y], human[x:y], data_order[x:y],
+                                        tie_gold[x:y], confidence, f"{jids[j]}/{sets[s]}"))
                    for s, (x, y) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)) if y > x]
         if len(per_set) > 1:  # an item lies in one set: the judge's slice is sorted by item too
-            per_set.append(SetAgreement(ALL_SETS, _views(order[a:b], item[a:b], choice[a:b],
-                                                         human[a:b], data_order[a:b], confidence, jids[j])))
+            per_set.append(SetAgreement(ALL_SETS, *_views(order[a:b], item[a:b], choice[a:b], human[a:b],
+                                                          data_order[a:b], tie_gold[a:b], confidence, jids[j])))
         out.append(JudgeAgreement(records["judge"][int(by[a])].as_py(), jids[j], per_set))
     return out
 
@@ -461,8 +424,10 @@ def line(f: Figure) -> str:
         return f"acc –, κ –, n 0, {f.view}"
     no_ties = (f", no ties {fmt(f.agreement_no_ties)} {_iv(f.agreement_no_ties_interval)} (n {f.n_no_ties})"
                if f.n_no_ties != f.n else "")
+    rule = f" (rule {f.rule}: " + ", ".join(f"{k} {v}" for k, v in f.outcomes.items()) + ")" if f.outcomes else (
+        f" (rule {f.rule})" if f.rule else "")
     return (f"acc {fmt(f.accuracy)} [{fmt(f.lo)}, {fmt(f.hi)}]{no_ties}, κ {fmt(f.kappa)} "
-            f"{_iv(f.kappa_interval)} ({f.band}), n {f.n}, {f.view}")
+            f"{_iv(f.kappa_interval)} ({f.band}), n {f.n}, {f.view}{rule}")
 
 
 def _iv(bounds: Bounds) -> str:
@@ -529,7 +494,9 @@ def text(agreement: Agreement) -> str:
         f"Wilson {a.confidence:.0%} intervals (agreement, precision, recall); bootstrap for κ, F1 and "
         "macro. A tie agrees with a tie label; invalid replies never agree, and κ keeps them as a "
         "category of their own (other). No ties: on the pairs the human does not label a tie. Both "
-        "orders: an item agrees when both its verdicts do. Data order: output 1 shown first.",
+        "orders: an item agrees when both its verdicts do; two orders: both, a win needs both orders "
+        "(else tie); votes, each order votes, ties and invalid replies abstain. Data order: output 1 "
+        "shown first.",
     ]
     if not a.judges:
         out.append("No judge has a record for a pair with a human label.")
@@ -537,6 +504,10 @@ def text(agreement: Agreement) -> str:
         out.append(f"\n{judge.judge} ({judge.judge_id[:8]})")
         for s in judge.sets:
             out.append(f"  {s.set}")
+            if (c := s.consistency) is not None:
+                out.append(f"    order consistency over {c.items} items in both orders: decision "
+                           f"{fmt(c.decision_rate)} ({c.decision}), same verdict {fmt(c.same_verdict_rate)} "
+                           f"({c.same_verdict}, tie/tie included)")
             for f in s.figures:
                 out.append(f"    {line(f)}")
                 if f.view in DETAILED:

@@ -27,8 +27,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from ..store.rundir import AGREEMENT_JSON, CALIBRATION_JSON, INVARIANCE_JSON, SELF_PREFERENCE_JSON
-
 
 @dataclass(frozen=True)
 class Argument:
@@ -228,7 +226,7 @@ def _self_preference(args: Values) -> Any:
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis(
-        "calibrate", CALIBRATION_JSON, "babelrun.analyses.calibrate",
+        "calibrate", "calibration.json", "babelrun.analyses.calibrate",
         "Calibration", "Cross-lingual bias calibration (CBC)",
         help="CBC: remove judges' language-specific bias",
         description="From several judges audited over the same languages and "
@@ -241,7 +239,7 @@ ANALYSES: tuple[Analysis, ...] = (
         arguments=CALIBRATE_ARGUMENTS, compute=_calibrate, run_dirs=lambda args: args["run_dirs"],
         spans_runs=True),
     Analysis(
-        "invariance", INVARIANCE_JSON, "babelrun.analyses.invariance",
+        "invariance", "invariance.json", "babelrun.analyses.invariance",
         "Invariance", "Language-switch invariance",
         help="language-switch flip rates on a parallel corpus or labelled pairs",
         description="For a run over a parallel corpus (UDHR, FLORES): per judge "
@@ -254,7 +252,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "to RUN_DIR/invariance.json, which babelrun report shows.",
         arguments=INVARIANCE_ARGUMENTS, compute=_invariance),
     Analysis(
-        "agree", AGREEMENT_JSON, "babelrun.analyses.agree",
+        "agree", "agreement.json", "babelrun.analyses.agree",
         "Agreement", "Agreement with human labels",
         help="agreement of a run's verdicts with human labels",
         description="Compare the judges' verdicts on a run's labelled pairs with "
@@ -268,7 +266,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "RUN_DIR/agreement.json, which babelrun report shows.",
         arguments=AGREE_ARGUMENTS, compute=_agree, gate=_agree_gate),
     Analysis(
-        "self-preference", SELF_PREFERENCE_JSON, "babelrun.analyses.selfpref",
+        "self-preference", "self_preference.json", "babelrun.analyses.selfpref",
         "SelfPreference", "Self-preference",
         help="how much each judge favours its own model family's answers",
         description="For judges that declare a family (family: in the manifest) and labelled "

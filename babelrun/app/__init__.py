@@ -1,3 +1,5 @@
-"""What users run: the audit (``audit``: phases, merge, one finish from log to cards and
-report), the Ray executor (``cluster``), the throughput bench (``benchjudge``) and the CLI
-(``cli``). The top layer: nothing in babelrun imports from here except ``babelrun/__init__``."""
+"""What users run: the audit (``audit``: plan, judge, finish; merge), built from its steps —
+the run files (``runfiles``), one shard's judging (``judging``), scoring and warnings
+(``scoring``), the result (``outcome``), memory hand-back (``memory``) — the Ray executor
+(``cluster``, ``replicas``), the throughput bench (``benchjudge``) and the CLI (``cli``). The
+top layer: nothing in babelrun imports from here except ``babelrun/__init__``."""

@@ -21,10 +21,11 @@ from pathlib import Path
 import msgspec
 import pyarrow.compute as pc
 
-from .. import report
+from .. import engine, report
 from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
+from ..judges import batch_of, local_of
 from ..plan import Plan
 from ..report import plots
 from ..score import Cards
@@ -32,21 +33,12 @@ from ..spec import Manifest
 from ..store import compact, log
 from ..store.done import KEYS as DONE_KEYS
 from ..store.done import DoneSet
-from ..store.rundir import STATS_JSON, read_run_info
-from .phases import (
-    AuditResult,
-    check_plan,
-    check_shardable,
-    prepare_dir,
-    result_of,
-    return_freed_memory,
-    run_shard,
-    score_run,
-    shard_budget,
-    warnings,
-    write_run_files,
-    write_stats,
-)
+from ..store.rundir import RunDir, RunInfo
+from .judging import check_shardable, run_shard, shard_budget
+from .memory import return_freed_memory
+from .outcome import AuditResult, result_of
+from .runfiles import check_plan, remove_stale_tmp, run_info, write_run_files
+from .scoring import run_warnings, score_run
 
 __all__ = ["AuditResult", "MergeResult", "audit", "audit_async", "compact_run", "load_run", "merge_run",
            "score_run"]
@@ -76,59 +68,69 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
     if shard is not None:
         check_shardable(manifest)
     for i, spec in enumerate(manifest.judges):
-        if spec.replicas > 1:
+        if local_of(spec).replicas > 1:
             raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
                             "(or --executor ray)")
-    run_dir = manifest.run_dir
     # The report's plot-drawing children import matplotlib while this process plans and judges.
-    painter = plots.Painter(run_dir) if shard is None else None
+    painter = plots.Painter(manifest.run_dir) if shard is None else None
     try:
-        return _audit(manifest, run_dir, painter, progress=progress, handle_signals=handle_signals,
+        return _audit(manifest, painter, progress=progress, handle_signals=handle_signals,
                       shard=shard, only=only, limit=limit, budget=budget, stop=stop)
     finally:
         if painter is not None:
             painter.close()
 
 
-def _audit(manifest: Manifest, run_dir: Path, painter: plots.Painter | None, *, progress: Progress | None,
-           handle_signals: bool, shard: log.Shard | None, only, limit: int | None, budget: float | None,
-           stop: threading.Event | None) -> AuditResult:
+def _audit(manifest: Manifest, painter: plots.Painter | None, *, progress: Progress | None,
+           handle_signals: bool, shard: log.Shard | None, only: frozenset[str] | None, limit: int | None,
+           budget: float | None, stop: threading.Event | None) -> AuditResult:
+    """Plan, write the run files, judge, then ``_finish``: each step is given what it needs
+    (the run directory, run.yaml's content, the plan's item count), none reads them back."""
     plan = Plan.from_manifest(manifest).sharded(shard)
     check_plan(plan)
-    prepare_dir(run_dir)
-    with log.RunLock(run_dir, shard):
+    folder, info, items = RunDir(manifest.run_dir), run_info(manifest), plan.n_items
+    folder.create()
+    with folder.lock(shard):
         if shard is None:
-            compact.remove_stale_tmp(run_dir)
-        write_run_files(manifest, plan)
+            remove_stale_tmp(folder)
+        write_run_files(folder, info, plan)
         # A shard outside Ray cannot see the others' calls: it paces at 1/N of each account.
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
-        outcome = run_shard(manifest, plan, accounts=accounts, progress=progress, handle_signals=handle_signals,
-                            only=only, limit=limit, budget_usd=shard_budget(budget, shard), stop=stop,
-                            compacts=shard is None)
+        outcome = run_shard(manifest, plan, info.judge_ids, accounts=accounts, progress=progress,
+                            handle_signals=handle_signals, only=only, limit=limit,
+                            budget_usd=shard_budget(budget, shard), stop=stop, compacts=shard is None)
         plan.release()  # the engine's passes are over: its held items go before scoring,
-        return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
-        if not outcome.interrupted and shard is None:
-            compact.write_parquet(run_dir, index=True)  # and the last segment's keys index (run_shard)
-        result = result_of(run_dir, outcome.judges, written=outcome.written,
-                           interrupted=outcome.interrupted, elapsed_s=outcome.elapsed_s)
         del plan  # the plan's references and the engine's buffers: not the scoring's business
-        try:
-            if not outcome.interrupted and shard is None:
-                return_freed_memory()  # the engine's heap, before scoring reads the records
-                result.cards = score_run(run_dir, write_report=False)
-                result.warnings = warnings(run_dir)
-                # stats.json says what the cards left out, and why
-                result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
-        finally:  # this process's entry, once (stats.json accumulates entries)
-            write_stats(run_dir, result.stats, STATS_JSON if shard is None else f"stats.{shard.tag}.json")
-        if result.cards is not None:
-            # The full report (report.md with the leaderboard, report.html, plots/) from the
-            # log and the cards just scored.
-            return_freed_memory()
-            gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
-            runs = getattr(gathered, "runs", None)  # (a test's stand-in for report.write returns none)
-            if runs:
-                result.diagnoses = list(runs[0].diagnoses)  # the CLI's exit code reads them
+        return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
+        return _finish(folder, info, items, outcome, shard, painter)
+
+
+def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineResult, shard: log.Shard | None,
+            painter: plots.Painter | None) -> AuditResult:
+    """After judging, under the run lock: compact and score (a whole run not interrupted),
+    add this process's stats entry, then the full report from the cards just scored."""
+    run_dir = folder.path
+    whole = not outcome.interrupted and shard is None
+    if whole:
+        compact.write_parquet(run_dir, index=True)  # and the last segment's keys index (run_shard)
+    result = result_of(run_dir, outcome)
+    try:
+        if whole:
+            return_freed_memory()  # the engine's heap, before scoring reads the records
+            result.cards = score_run(run_dir, write_report=False)
+            result.warnings = run_warnings(run_dir, info, items)
+            # stats.json says what the cards left out, and why
+            result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
+    finally:  # this process's entry, once (stats.json accumulates entries)
+        folder.add_stats(result.stats, shard)
+    if result.cards is not None:
+        # The full report (report.md with the leaderboard, report.html, plots/) from the
+        # log and the cards just scored.
+        return_freed_memory()
+        gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
+        runs = getattr(gathered, "runs", None)  # (a test's stand-in for report.write returns none)
+        if runs:
+            result.diagnoses = list(runs[0].diagnoses)  # the CLI's exit code reads them
     return result
 
 
@@ -195,7 +197,7 @@ def _only(manifest: Manifest, judges: Sequence[str] | None, limit: int | None) -
     only = frozenset(judges) if judges else None
     if (only is not None or limit is not None) and manifest.executor == "ray":
         raise UsageError("--judge and --limit run here: use them without the Ray executor")
-    if limit is not None and any(j.batch for j in manifest.judges if only is None or j.name in only):
+    if limit is not None and any(batch_of(j) for j in manifest.judges if only is None or j.name in only):
         raise UsageError("--limit does not apply to provider batches (batch: true): pick the other judges with --judge")
     return only
 
@@ -204,7 +206,7 @@ def load_run(run_dir: str | Path, columns: list[str] | None = None):
     """A run's counted records (one per judge, item and order) as an Arrow table; ``columns``
     to read only some. ``.to_pandas()`` or ``polars.from_arrow`` for a DataFrame."""
     run_dir = Path(run_dir)
-    read_run_info(run_dir)
+    RunDir(run_dir).info()  # a clear line when it is no run directory
     return compact.load(run_dir, columns)
 
 
@@ -221,10 +223,10 @@ def merge_run(run_dir: Path) -> MergeResult:
     """Unify a run directory's segments (every shard's) into judgements.parquet and cards:
     repair torn lines, count each key's first ``ok`` record once. Idempotent. Takes the
     run lock exclusively, so it refuses while any shard is still writing."""
-    run_dir = Path(run_dir)
-    info = read_run_info(run_dir)
-    with log.RunLock(run_dir):
-        compact.remove_stale_tmp(run_dir)
+    folder = RunDir(run_dir)
+    run_dir, info = folder.path, folder.info()
+    with folder.lock():
+        remove_stale_tmp(folder)
         log.repair(run_dir)
         done = DoneSet.from_log(run_dir)
         plan = Plan.from_manifest(info.manifest)
@@ -235,12 +237,12 @@ def merge_run(run_dir: Path) -> MergeResult:
         ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
         cards = score_run(run_dir, write_report=False)
         report.write([run_dir], run_dir, cards={run_dir: cards})
-        bad = [w for w in warnings(run_dir) if "invalid log line" in w]  # merge counts keys itself
+        bad = [w for w in run_warnings(run_dir, info) if "invalid log line" in w]  # merge counts keys itself
     return MergeResult(len(log.segments(run_dir)), ok, counted, planned, cards, bad)
 
 
 def compact_run(run_dir: Path) -> Path:
     """Write ``judgements.parquet`` from the log (a no-op read when it is current)."""
     run_dir = Path(run_dir)
-    read_run_info(run_dir)
+    RunDir(run_dir).info()  # a clear line when it is no run directory
     return compact.write_parquet(run_dir)

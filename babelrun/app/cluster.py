@@ -1,7 +1,7 @@
 """The Ray executor (``executor: ray``): the plan's shards on Ray workers, one shared budget.
 
     driver ──┬─ budget actor per provider account  (holds a ``limits.Account``)
-             └─ shard task × workers ── run.run_shard(plan.sharded(i/N))
+             └─ shard task × workers ── judging.run_shard(plan.sharded(i/N))
                                         (the same async engine; its own log segments)
 
 Cascades' escalation-only strong judges (``calls: escalations``) are a second round of shard
@@ -9,7 +9,7 @@ tasks, started when every shard of the first has ended, over the keys the driver
 from the cheap judges' records.
 
 The driver builds the plan once and hands it to every task (``ray.put``); it holds the run
-directory's lock shared, and each task locks its shard (``log.RunLock``). Records go
+directory's lock shared, and each task locks its shard (``RunDir.lock``). Records go
 straight from each worker to its own segments (``s<i>of<N>-host-pid-…jsonl``) in the run
 directory, which must therefore be on storage every worker can write: one machine, or a
 shared file system with working ``flock``. Nothing crosses Ray but the plan, budget calls
@@ -29,10 +29,7 @@ the actor runs the very ``limits.Account`` a local run uses. A Retry-After pause
 every worker through it.
 
 Replicas: an in-process judge (llama.cpp, MLX, simulated) with ``replicas: N`` is N actors
-(``ReplicaActor``), each holding the model and reserving ``threads`` CPUs; every worker's
-engine sends its calls to the least busy one (``ReplicaPool``), where the backend's
-micro-batcher batches the calls that arrive together. A replica that dies is restarted by
-Ray and its calls are retried.
+that every worker's engine shares (replicas.py).
 """
 
 from __future__ import annotations
@@ -42,34 +39,26 @@ import sys
 import time
 
 import anyio
-import msgspec
 
 from .. import judges, report
-from ..engine import limits
+from ..engine import EngineResult, limits
 from ..engine.progress import Progress
 from ..errors import UserError
-from ..judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
 from ..store import log
 from ..store.done import DoneSet
-from . import phases as run
-
-INSTALL = "executor: ray needs Ray, which is not installed: pip install 'babelrun[ray]'"
+from ..store.rundir import RunDir
+from . import judging, runfiles
+from .outcome import AuditResult, combine_shards, result_of
+from .replicas import ReplicaPool, require_ray, start_replicas
+from .scoring import score_run
 
 
 class Interrupted(UserError):
     """Ctrl-C at the driver: the shards are cancelled, and the run resumes like any other."""
 
     exit_code = 130
-
-
-def require_ray():
-    try:
-        import ray
-    except ImportError:
-        raise UserError(INSTALL) from None
-    return ray
 
 
 class BudgetActor:
@@ -131,135 +120,26 @@ class RemoteAccount:
         self._actor.pause.remote(seconds)
 
 
-# ---- replicas of in-process judges ----------------------------------------------------------
-
-
-class _Failure(msgspec.Struct, frozen=True):
-    """A judge error sent back from a replica as a value: our error classes take keyword
-    parts that pickling an exception would lose."""
-
-    severity: str  # retryable | rejected | fatal
-    kind: str
-    message: str
-    retry_after: float | None = None
-
-    def error(self) -> Exception:
-        if self.severity == "retryable":
-            return RetryableError(self.kind, self.message, self.retry_after)
-        return (RejectedError if self.severity == "rejected" else FatalJudgeError)(self.kind, self.message)
-
-
-class ReplicaActor:
-    """One replica of an in-process judge (a Ray async actor): it holds the model and serves
-    calls from every worker; the backend's own micro-batcher gathers the calls that arrive
-    together into one batch, as it does in a local run."""
-
-    def __init__(self, spec: JudgeSpec, seed: int):
-        self.backend = judges.build(spec, seed)
-        self.served = 0
-
-    async def call(self, request: JudgeRequest) -> JudgeReply | _Failure:
-        self.served += 1
-        try:
-            return await self.backend.judge(request)
-        except RetryableError as e:
-            return _Failure("retryable", e.kind, str(e), e.retry_after)
-        except RejectedError as e:
-            return _Failure("rejected", e.kind, str(e))
-        except FatalJudgeError as e:
-            return _Failure("fatal", e.kind, str(e))
-
-    async def count(self) -> int:
-        return self.served
-
-
-class ReplicaPool:
-    """A judge backend (``judges.Judge``) whose calls go to the least busy of its replicas
-    (as this worker sees them). A replica that died is a retryable error: the engine's retry
-    goes to another replica, or to the same one once Ray has restarted it."""
-
-    def __init__(self, spec: JudgeSpec, judge_id: str, actors: list):
-        from ..judges.protocol import Judging
-
-        self.spec, self.judge_id = spec, judge_id
-        self.protocol = Judging.of(spec)  # the requests and readings are the judge's, not the replicas'
-        self._actors = actors
-        self._busy = [0] * len(actors)
-        self._ray = require_ray()
-
-    async def judge(self, request: JudgeRequest) -> JudgeReply:
-        i = min(range(len(self._actors)), key=self._busy.__getitem__)
-        self._busy[i] += 1
-        try:
-            reply = await self._actors[i].call.remote(request)
-        except self._ray.exceptions.RayActorError as e:
-            raise RetryableError("replica_died",
-                                 f"replica {i} of {self.spec.name!r} died: {type(e).__name__}") from None
-        finally:
-            self._busy[i] -= 1
-        if isinstance(reply, _Failure):
-            raise reply.error()
-        return reply
-
-    async def aclose(self) -> None:
-        pass  # the driver ends the replicas when every shard is done
-
-
-def _start_replicas(ray, manifest: Manifest) -> dict[str, list]:
-    """Judge name -> its replica actors, for every judge with ``replicas`` > 1. Each reserves
-    the CPU threads its model uses."""
-    out = {}
-    for spec in manifest.judges:
-        if spec.replicas > 1:
-            actor = ray.remote(ReplicaActor).options(
-                num_cpus=spec.threads or 1, max_restarts=manifest.ray.max_retries,
-                max_concurrency=max(64, 4 * spec.batch_size))
-            out[spec.name] = [actor.remote(spec, manifest.seed) for _ in range(spec.replicas)]
-    # Wait until every replica is up: calls sent to one still starting would wait behind it
-    # while the first one up took nearly all the rest.
-    ray.get([a.count.remote() for actors in out.values() for a in actors])
-    return out
-
-
-def _run_shard(manifest: Manifest, plan: Plan, shard: log.Shard, budgets: dict, replicas: dict,
-               interval: float, phases: tuple[str, ...], wanted: DoneSet | None, budget_usd: float | None = None):
-    """A worker's task: one shard through the engine in the given phases (run.PHASES),
+def _run_shard(manifest: Manifest, judge_ids: dict[str, str], plan: Plan, shard: log.Shard, budgets: dict,
+               replicas: dict, interval: float, phases: tuple[str, ...], wanted: DoneSet | None,
+               budget_usd: float | None = None):
+    """A worker's task: one shard through the engine in the given phases (judging.PHASES),
     under the shard's lock."""
 
     def build(spec: JudgeSpec, seed: int):
         if spec.name in replicas:
-            return ReplicaPool(spec, judges.judge_id(spec), replicas[spec.name])
+            return ReplicaPool(spec, judge_ids[spec.name], replicas[spec.name])
         return judges.build(spec, seed)
 
     lims = limits.account_limits(manifest.judges)
     accounts = {spec.name: RemoteAccount(budgets[limits.account_key(spec)], *lims[limits.account_key(spec)])
                 for spec in manifest.judges}
     progress = Progress(stream=sys.stderr, interval=interval, live=False)
-    with log.RunLock(manifest.run_dir, shard):
-        outcome = run.run_shard(manifest, plan.sharded(shard), accounts=accounts, progress=progress,
+    with RunDir(manifest.run_dir).lock(shard):
+        outcome = judging.run_shard(manifest, plan.sharded(shard), judge_ids, accounts=accounts, progress=progress,
                                 handle_signals=False, build=build, phases=phases, wanted=wanted,
                                 budget_usd=budget_usd)
     return outcome.judges, outcome.written, outcome.interrupted
-
-
-def _combine(parts: list) -> list:
-    """Each judge's counters summed over the shards (latencies pooled for the percentiles)."""
-    merged = {}
-    for states in parts:
-        for s in states:
-            m = merged.get(s.judge_id)
-            if m is None:
-                merged[s.judge_id] = s
-                continue
-            for name in ("planned", "done_before", "ok", "failed", "calls", "retries", "rate_limited",
-                         "tokens_in", "tokens_out", "cached", "not_needed"):
-                setattr(m, name, getattr(m, name) + getattr(s, name))
-            if m.ledger is not None and s.ledger is not None:  # the shards' spend, summed
-                m.ledger.merge(s.ledger)
-            m.errors.update(s.errors)
-            m.latencies.extend(s.latencies)
-            m.stopped = m.stopped or s.stopped
-    return list(merged.values())
 
 
 def _report_replicas(ray, replicas: dict[str, list], progress: Progress | None) -> None:
@@ -293,7 +173,8 @@ def _gather(ray, refs: list) -> list:
                           "(on Ray, or locally with --executor local)") from None
 
 
-def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None, budget: float | None = None) -> list:
+def _launch(ray, manifest: Manifest, judge_ids: dict[str, str], plan: Plan, progress: Progress | None,
+            budget: float | None = None) -> list:
     """Start the budgets and replicas, run every shard as a task, and end them all."""
     spec = manifest.ray
     owned = _connect(ray, spec.address)
@@ -302,23 +183,23 @@ def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None, budg
         actor = ray.remote(BudgetActor).options(num_cpus=0, max_concurrency=10_000)
         budgets = {key: actor.remote(key, rpm, tpm)
                    for key, (rpm, tpm) in limits.account_limits(manifest.judges).items()}
-        replicas = _start_replicas(ray, manifest)
+        replicas = start_replicas(ray, manifest)
         task = ray.remote(_run_shard).options(num_cpus=spec.num_cpus, max_retries=spec.max_retries)
         plan_ref = ray.put(plan)
         # Workers print plain progress lines (Ray forwards them): never the live redraw's pace.
         interval = 10.0 if progress is None or progress.live else progress.interval
 
         def round_(phases: tuple[str, ...], wanted=None) -> list:
-            return _gather(ray, [task.remote(manifest, plan_ref, log.Shard(i, spec.workers), budgets, replicas,
-                                             interval, phases, wanted,
-                                             run.shard_budget(budget, log.Shard(i, spec.workers)))
+            return _gather(ray, [task.remote(manifest, judge_ids, plan_ref, log.Shard(i, spec.workers), budgets,
+                                             replicas, interval, phases, wanted,
+                                             judging.shard_budget(budget, log.Shard(i, spec.workers)))
                                  for i in range(spec.workers)])
 
         parts = round_(("all",))
         # Cascades' escalation-only strong judges: a second round, once every shard's cheap
         # judge has answered; the driver computes the escalated keys once for all shards.
         if any(j.calls == "escalations" for j in manifest.judges) and not any(p[2] for p in parts):
-            parts += round_(("escalations",), ray.put(run.escalations(manifest)))
+            parts += round_(("escalations",), ray.put(judging.escalations(manifest, judge_ids)))
         _report_replicas(ray, replicas, progress)
         return parts
     finally:
@@ -328,30 +209,29 @@ def _launch(ray, manifest: Manifest, plan: Plan, progress: Progress | None, budg
             ray.shutdown()
 
 
-def audit(manifest: Manifest, *, progress: Progress | None = None, budget: float | None = None) -> run.AuditResult:
+def audit(manifest: Manifest, *, progress: Progress | None = None, budget: float | None = None) -> AuditResult:
     """The whole plan as ``ray.workers`` shards on Ray; cards when every shard is done.
     ``budget`` (``--budget``): each worker's shard gets its 1/N share (``shard_budget``)."""
     ray = require_ray()
-    run.check_shardable(manifest, escalation_round=True)
-    run_dir = manifest.run_dir
+    judging.check_shardable(manifest, escalation_round=True)
+    folder, info = RunDir(manifest.run_dir), runfiles.run_info(manifest)
     plan = Plan.from_manifest(manifest)
-    run.prepare_dir(run_dir)
+    folder.create()
     started = time.monotonic()
-    with log.RunLock(run_dir, shared=True):
-        run.write_run_files(manifest, plan)
+    with folder.lock(shared=True):
+        runfiles.write_run_files(folder, info, plan)
         if budget is not None:
-            run.extras(manifest, budget)  # no price: one clear line here, before any worker starts
-        parts = _launch(ray, manifest, plan, progress, budget)
-        states = _combine([states for states, _, _ in parts])
+            judging.engine_options(manifest, budget)  # no price: one clear line here, before any worker starts
+        parts = _launch(ray, manifest, info.judge_ids, plan, progress, budget)
+        states = combine_shards([states for states, _, _ in parts])
         elapsed = time.monotonic() - started
         for s in states:  # the run's clock is the driver's
             s.started, s.ended = started, started + elapsed
         interrupted = any(stopped for _, _, stopped in parts)
-        result = run.result_of(run_dir, states, written=sum(w for _, w, _ in parts),
-                               interrupted=interrupted, elapsed_s=elapsed)
-        run.write_stats(run_dir, result.stats)
+        result = result_of(folder.path, EngineResult(states, interrupted, sum(w for _, w, _ in parts), elapsed))
+        folder.add_stats(result.stats)
     if not interrupted:
         # Every shard has ended; scoring needs no lock (readers leave torn lines out).
-        result.cards = run.score_run(run_dir, write_report=False)
-        report.write([run_dir], run_dir, cards={run_dir: result.cards})
+        result.cards = score_run(folder.path, write_report=False)
+        report.write([folder.path], folder.path, cards={folder.path: result.cards})
     return result

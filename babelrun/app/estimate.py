@@ -20,6 +20,7 @@ import math
 
 import msgspec
 
+from ..judges.options import batch_of
 from ..judges.protocol import Judging, max_tokens
 from ..plan import Plan
 from ..spec import JudgeSpec, Manifest
@@ -94,7 +95,7 @@ def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
         tokens_in = math.ceil((prompt_bytes[group(j)] - hit_bytes[i]) / 3)
         tokens_out = calls * max_tokens(j)
         price = price_of(j)
-        usd = None if price is None else round(cost(price, tokens_in, 0, tokens_out, j.batch), 2)
+        usd = None if price is None else round(cost(price, tokens_in, 0, tokens_out, batch_of(j)), 2)
         stops = _stops(manifest, j)
         floor = None
         if stops:

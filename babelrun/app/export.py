@@ -27,9 +27,10 @@ import pyarrow.compute as pc
 
 from ..errors import UsageError
 from ..score import Cards, decode
+from ..score.run import CARDS_JSON
 from ..store import compact
 from ..store.files import safe_dir, write_atomic
-from ..store.rundir import CARDS_JSON, read_run_info
+from ..store.rundir import RunDir
 
 FORMATS = ("parquet", "csv", "json")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a CSV text cell beginning so is prefixed with '
@@ -107,7 +108,7 @@ def export(run_dir: str | Path, out_dir: str | Path | None = None, fmt: str = "p
     if fmt not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     run_dir = Path(run_dir)
-    info = read_run_info(run_dir)
+    info = RunDir(run_dir).info()
     # RUN/export is made where missing and refused where it is a link (the run directory may
     # be someone else's); an --out the user names is theirs.
     out = safe_dir(Path(out_dir)) if out_dir is not None else safe_dir(run_dir, "export")

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ..errors import NotApplicable, UserError
 from ..store import compact
-from ..store.rundir import read_run_info
+from ..store.rundir import RunDir
 
 _COLUMNS = ["judge_id", "judge", "item_id", "kind", "lang", "ref_id", "perturbation", "severity", "order",
             "verdict", "slot", "raw", "latency_ms", "attempts", "served_model", "p_a", "p_b", "p_tie"]
@@ -72,7 +72,7 @@ def show(run_dir: str | Path, item_id: str, judge: str | None = None) -> Shown:
     from ..plan.lookup import lookup
 
     run_dir = Path(run_dir)
-    info = read_run_info(run_dir)
+    info = RunDir(run_dir).info()
     rows = _records(run_dir, item_id)
     if judge is not None:
         rows = [r for r in rows if r["judge"] == judge]

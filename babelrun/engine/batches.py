@@ -45,7 +45,9 @@ from ..core.records import Record
 from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
 from ..judges.batch_api import BatchApi, BatchResult, BatchStopped
 from ..judges.http import HttpJudge
+from ..judges.options import BatchApiOptions
 from ..judges.protocol import max_tokens
+from ..judges.registry import options_of
 from ..plan import Plan
 from ..store.cache import ResponseCache
 from ..store.done import DoneSet
@@ -154,7 +156,7 @@ async def _collect(api: BatchApi, judge: HttpJudge, state: JudgeState, pending: 
             ended, batch = False, {}
         if ended:
             break
-        await anyio.sleep(judge.spec.batch_poll_s)
+        await anyio.sleep(options_of(judge.spec, BatchApiOptions).batch_poll_s)
     results = await _retrying(judge, state, lambda: api.results(batch))
     outcome = batch.get("status") or batch.get("processing_status") or "ended"
     with anyio.CancelScope(shield=True):  # all the records, then the state file goes

@@ -40,6 +40,7 @@ from ..judges import (
     RejectedError,
     RetryableError,
 )
+from ..judges.options import batch_of
 from ..judges.protocol import max_tokens
 from ..judges.safe_regex import PatternTimeout
 from ..plan import Plan
@@ -442,7 +443,7 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
         spec = r.judge.spec
         price = (options.prices or {}).get(spec.name)
         if price is not None:
-            r.state.ledger = Ledger(price, batch=spec.batch)
+            r.state.ledger = Ledger(price, batch=batch_of(spec))
         if options.cache is not None and (spec.temperature == 0 or options.cache_sampled):
             r.cache = options.cache
         if options.budget_usd is not None and price is not None:
@@ -500,7 +501,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             with judges_scope:
                 async with send, anyio.create_task_group() as tg:
                     for r in runs:
-                        if r.judge.spec.batch:  # one provider batch instead of calls (an HTTP backend's)
+                        if batch_of(r.judge.spec):  # one provider batch instead of calls (an HTTP backend's)
                             tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, plan, done,
                                           send.clone(), writer.run_dir, feeds, r.stopper, r.cache,
                                           options.stopping.min_items if options.stopping else 0, r.budget_usd)

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from ..core.records import Record
-from ..store.rundir import JudgeStats
+from ..store.stats import JudgeStats
 from .ledger import Ledger
 
 

@@ -1,11 +1,13 @@
 """Judge backends behind one protocol (``protocol.Judge``), each registered once with what it can do.
 
-A backend is one class in one module, and one ``register`` line here: its name, where its
-class lives (imported when a judge first needs it, so ``import babelrun.judges`` loads no HTTP
-client and no model runtime) and its ``Capabilities``. Everything else reads the registry:
-the manifest's checks (which options apply, soft verdicts, batch APIs, replicas), the rate
-limiter (in-process backends have no provider account), the executor. Nothing above this
-module keeps a list of backend names.
+A backend is one module — its class and its options struct (a ``JudgeOptions`` subclass:
+the manifest fields of that backend alone) — and one ``register`` line here: its name, where
+its class lives, its ``Capabilities`` and the name of its options struct. ``import
+babelrun.judges`` imports no backend module; decoding a manifest imports the judge's (light:
+its HTTP client or model runtime is imported when a judge is built). Everything else reads the
+registry (``registry.py``): the manifest's decoding and checks (the backend's own fields, soft
+verdicts, batch APIs), the rate limiter (in-process backends have no provider account), the
+executor. Nothing above this module keeps a list of backend names or of their options.
 
 OpenAI-compatible providers are data (``presets.py``): each preset registers the ``openai``
 class with the preset's own capabilities.
@@ -13,18 +15,17 @@ class with the preset's own capabilities.
 Third-party backends are found through the entry-point group ``babelrun.judges`` (looked up
 the first time a name is not registered here): an entry point named NAME loads a class whose
 constructor takes ``(spec, judge_id, seed)`` and that declares ``capabilities`` (a
-``Capabilities``) as a class attribute.
+``Capabilities``) and, for fields of its own, ``options`` (its ``JudgeOptions`` subclass) as
+class attributes.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from importlib import metadata
-
-import msgspec
 
 from ..spec import JudgeSpec
+from ..spec.options import set_options_resolver
 from .base import (
     ORDERS,
     FatalJudgeError,
@@ -35,130 +36,55 @@ from .base import (
     RetryableError,
 )
 from .identity import judge_id
+from .options import BatchApiOptions, LocalOptions, batch_of, local_of
 from .presets import PRESETS
 from .protocol import Judge
-
-# The JudgeSpec fields every backend takes; a backend's ``Capabilities.options`` adds its own.
-COMMON_OPTIONS = frozenset({
-    "name", "backend", "model", "prompt", "prompt_language", "temperature", "max_tokens", "soft",
-    "concurrency", "adaptive_concurrency", "rate_limit", "timeout_s", "retries", "max_consecutive_failures",
-    "calls", "family", "price", "protocol", "verdict", "price_file",
-})
-HTTP_OPTIONS = frozenset({"endpoint", "api_key_env"})
-BATCH_API_OPTIONS = frozenset({"batch", "batch_poll_s"})
-LOCAL_OPTIONS = frozenset({"batch_size", "max_wait_ms", "threads", "context", "replicas"})
-# The OpenAI client's conventions: reasoning models, extra and organisation/project headers.
-OPENAI_OPTIONS = frozenset({"reasoning", "reasoning_effort", "headers", "headers_env", "organization", "project"})
-ENTRY_POINTS = "babelrun.judges"
-
-
-class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
-    """What a backend can do, declared next to its registration.
-
-    ``soft``: replies carry token log-probabilities (soft verdicts). ``batch_api``: the
-    provider has a batch API (``engine/batches.py``). ``in_process``: the model runs in this
-    process (no provider account or key; ``replicas`` makes Ray actors of it). ``remote``:
-    an HTTP API (``endpoint``, ``api_key_env``). ``options``: the JudgeSpec fields beyond
-    ``COMMON_OPTIONS`` that apply; any other field set away from its default is refused.
-    Checks of a backend's own (a model file, knobs, a rule) are its module's
-    ``check(spec, environ)`` (``Backend.checks``), called by the manifest's checks.
-    """
-
-    soft: bool = False
-    batch_api: bool = False
-    in_process: bool = False
-    remote: bool = False
-    options: frozenset[str] = frozenset()
-    model_required: bool = False  # a remote API's model name (Azure's deployment stands for it)
-
-    def applies(self, option: str) -> bool:
-        return option in COMMON_OPTIONS or option in self.options
+from .registry import (
+    BACKENDS,
+    ENTRY_POINTS,
+    Backend,
+    Capabilities,
+    _absolute,
+    _entry,
+    capabilities,
+    judge_spec,
+    known,
+    names,
+    option_fields,
+    options_of,
+    options_type,
+    owners,
+    register,
+    with_options,
+)
 
 
-class Backend(msgspec.Struct, frozen=True):
-    module: str  # under babelrun.judges; dotted: an absolute module (yours, or an entry-point plugin's)
-    cls: str
-    capabilities: Capabilities
-    plugin: bool = False
-    # The light module (under babelrun.judges) whose ``check(spec, environ) -> (field,
-    # problem) | None`` validates what only this backend knows; None: nothing of its own.
-    # A plugin's class may define ``check`` as a static method instead.
-    checks: str | None = None
+def _remote(*, soft: bool, batch_api: bool = False, model_required: bool = True) -> Capabilities:
+    return Capabilities(soft=soft, batch_api=batch_api, remote=True, model_required=model_required)
 
 
-BACKENDS: dict[str, Backend] = {}
 
 
-def register(name: str, module: str, cls: str, capabilities: Capabilities, checks: str | None = None) -> None:
-    BACKENDS[name] = Backend(module, cls, capabilities, checks=checks)
-
-
-def _remote(*, soft: bool, batch_api: bool = False, extra: frozenset[str] = frozenset(),
-            model_required: bool = True) -> Capabilities:
-    return Capabilities(soft=soft, batch_api=batch_api, remote=True, model_required=model_required,
-                        options=HTTP_OPTIONS | extra | (BATCH_API_OPTIONS if batch_api else frozenset()))
-
-
-register("simulated", "simulated", "SimulatedJudge",
-         Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS | {"simulated"}), checks="simulated")
-register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True, options=LOCAL_OPTIONS),
-         checks="llamacpp")
-register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True, options=LOCAL_OPTIONS), checks="mlx")
-register("anthropic", "anthropic", "AnthropicJudge",
-         _remote(soft=False, batch_api=True, extra=frozenset({"reasoning", "reasoning_effort", "prompt_cache"})))
-register("gemini", "gemini", "GeminiJudge", _remote(soft=False, extra=frozenset({"reasoning", "reasoning_effort"})))
+register("simulated", "simulated", "SimulatedJudge", Capabilities(soft=True, in_process=True), checks="simulated",
+         options="SimulatedOptions")
+register("llamacpp", "llamacpp", "LlamaCppJudge", Capabilities(soft=True, in_process=True), checks="llamacpp",
+         options="LlamaCppOptions")
+register("mlx", "mlx", "MlxJudge", Capabilities(in_process=True), checks="mlx", options="MlxOptions")
+register("anthropic", "anthropic", "AnthropicJudge", _remote(soft=False, batch_api=True), options="AnthropicOptions")
+register("gemini", "gemini", "GeminiJudge", _remote(soft=False), options="GeminiOptions")
 # Judges that are code: the user's function, called in this process (python.py).
-register("python", "python", "PythonJudge", Capabilities(in_process=True, options=frozenset({"callable"})),
-         checks="python")
+register("python", "python", "PythonJudge", Capabilities(in_process=True), checks="python", options="PythonOptions")
 for _name, _preset in PRESETS.items():  # openai itself and the OpenAI-compatible providers
     register(_name, "openai", "OpenAIJudge", _remote(soft=_preset.logprobs, batch_api=_preset.batch_api,
-                                                     extra=OPENAI_OPTIONS | _preset.options,
                                                      model_required=_preset.model_required),
-             checks="presets")
+             checks="openai", options="OpenAIOptions")
 # A deterministic scorer, no model: a cascade's cheap triage stage (rule.py).
-register("rule", "rule", "RuleJudge", Capabilities(in_process=True, options=frozenset({"rule"})), checks="rule")
+register("rule", "rule", "RuleJudge", Capabilities(in_process=True), checks="rule", options="RuleOptions")
 # Verdicts a judge already gave, read from a file: no call is made (replay.py).
-register("replay", "replay", "ReplayJudge", Capabilities(in_process=True, options=frozenset({"replay"})),
-         checks="replay")
+register("replay", "replay", "ReplayJudge", Capabilities(in_process=True), checks="replay", options="ReplayOptions")
 
 
-def _plugin(name: str) -> Backend | None:
-    """A backend from the ``babelrun.judges`` entry points, registered on first lookup."""
-    for ep in metadata.entry_points(group=ENTRY_POINTS, name=name):
-        cls = ep.load()
-        caps = getattr(cls, "capabilities", None)
-        if not isinstance(caps, Capabilities):
-            raise TypeError(f"entry point {ep.value!r} ({ENTRY_POINTS}) declares no capabilities = Capabilities(...)")
-        module, _, attr = ep.value.partition(":")
-        BACKENDS[name] = Backend(module.strip(), attr.strip(), caps, plugin=True)
-        return BACKENDS[name]
-    return None
-
-
-def known(backend: str) -> bool:
-    return backend in BACKENDS or _plugin(backend) is not None
-
-
-def names() -> list[str]:
-    """Registered backends and every installed plugin's name."""
-    return [*BACKENDS, *sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINTS)} - set(BACKENDS))]
-
-
-def _entry(backend: str) -> Backend:
-    found = BACKENDS.get(backend) or _plugin(backend)
-    if found is None:
-        raise KeyError(backend)
-    return found
-
-
-def capabilities(backend: str) -> Capabilities:
-    return _entry(backend).capabilities
-
-
-def _absolute(module: str, plugin: bool) -> str:
-    """A registered module's import name: under babelrun.judges unless dotted (a module of the
-    user's own package) or a plugin's."""
-    return module if plugin or "." in module else f".{module}"
+set_options_resolver(options_type)
 
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
@@ -192,7 +118,8 @@ def build(spec: JudgeSpec, seed: int) -> Judge:
 
 
 __all__ = [
-    "BACKENDS", "ORDERS", "Backend", "Capabilities", "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest",
-    "Order", "RejectedError", "RetryableError", "build", "capabilities", "check", "judge_id", "known", "names",
-    "register",
+    "BACKENDS", "ENTRY_POINTS", "ORDERS", "Backend", "BatchApiOptions", "Capabilities", "LocalOptions",
+    "FatalJudgeError", "Judge", "JudgeReply", "JudgeRequest", "Order", "RejectedError", "RetryableError",
+    "batch_of", "build", "capabilities", "check", "judge_id", "judge_spec", "known", "local_of", "names",
+    "option_fields", "options_of", "options_type", "owners", "register", "with_options",
 ]

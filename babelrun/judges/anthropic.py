@@ -41,7 +41,18 @@ from .batch_api import (
     timestamp,
 )
 from .http import FATAL, RETRYABLE, HttpJudge, ProviderError, retry_after_header
+from .options import BatchApiOptions
 from .protocol import THINKING_BUDGET, max_tokens
+from .registry import options_of
+
+
+class AnthropicOptions(BatchApiOptions, frozen=True):
+    """Anthropic's options: extended thinking (``reasoning``, ``reasoning_effort``), the Message
+    Batches API (``batch``, ``batch_poll_s``), and ``prompt_cache``: the static system prefix
+    marked ``cache_control: ephemeral`` (the provider's prompt caching; not part of the
+    judge_id: the same text is served)."""
+
+    prompt_cache: bool = False
 
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -89,6 +100,7 @@ class AnthropicJudge(HttpJudge):
     retryable = {**RETRYABLE, 529: "overloaded"}
 
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        self.options = options_of(spec, AnthropicOptions)
         headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         self._key = os.environ[spec.api_key_env] if spec.api_key_env else None
         if self._key:
@@ -105,14 +117,14 @@ class AnthropicJudge(HttpJudge):
             "max_tokens": max_tokens(self.spec),
             "temperature": self.spec.temperature,
         }
-        if self.spec.reasoning or self.spec.reasoning_effort:
+        if self.options.hidden_reasoning():
             # Extended thinking: a budget by effort, inside max_tokens (which must exceed it);
             # no temperature (thinking takes none but 1). The thinking blocks never enter raw.
-            budget = THINKING_BUDGET[self.spec.reasoning_effort or "medium"]
+            budget = THINKING_BUDGET[self.options.reasoning_effort or "medium"]
             body.update(max_tokens=budget + max_tokens(self.spec),
                         thinking={"type": "enabled", "budget_tokens": budget})
             del body["temperature"]
-        if system and self.spec.prompt_cache:  # the static prefix, cached by the provider
+        if system and self.options.prompt_cache:  # the static prefix, cached by the provider
             body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
         elif system:
             body["system"] = system

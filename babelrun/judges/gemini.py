@@ -33,7 +33,13 @@ import msgspec
 from ..spec import JudgeSpec
 from .base import JudgeReply, JudgeRequest, RetryableError
 from .http import HttpJudge, ProviderError, json_or_none, retry_after_header
+from .options import ReasoningOptions
 from .protocol import THINKING_BUDGET, max_tokens
+from .registry import options_of
+
+
+class GeminiOptions(ReasoningOptions, frozen=True):
+    """Gemini's options: thinking models (``reasoning``, ``reasoning_effort``: a thinking budget)."""
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 # Finish reasons that mean a filter withheld the text (as opposed to STOP, MAX_TOKENS, …).
@@ -78,6 +84,7 @@ _decode = msgspec.json.Decoder(_Response).decode
 
 class GeminiJudge(HttpJudge):
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        self.options = options_of(spec, GeminiOptions)
         base = (spec.endpoint or DEFAULT_ENDPOINT).rstrip("/")
         model = spec.model.removeprefix("models/")  # the API's own resource name works too
         headers = {"Content-Type": "application/json"}
@@ -102,10 +109,10 @@ class GeminiJudge(HttpJudge):
             "maxOutputTokens": max_tokens(self.spec),
             "candidateCount": 1,
         }
-        if self.spec.reasoning or self.spec.reasoning_effort:
+        if self.options.hidden_reasoning():
             # Thinking models: a budget by effort (protocol.THINKING_BUDGET), counted inside
             # maxOutputTokens; thought parts never enter the reply text (``_text``).
-            budget = THINKING_BUDGET[self.spec.reasoning_effort or "medium"]
+            budget = THINKING_BUDGET[self.options.reasoning_effort or "medium"]
             body["generationConfig"].update(maxOutputTokens=budget + max_tokens(self.spec),
                                             thinkingConfig={"thinkingBudget": budget})
         return msgspec.json.encode(body)

@@ -34,7 +34,6 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
-import aiohttp
 import msgspec
 
 from ..errors import JudgeError
@@ -42,6 +41,8 @@ from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from .protocol import Judging
 
 MAX_REPLY_BYTES = 1 << 20  # 1 MiB: a verdict is a few bytes; a batch result file is read apart
@@ -186,6 +187,9 @@ class HttpJudge:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
+            import aiohttp  # here, not at the top: decoding a manifest imports this module's options
+
+
             connector = aiohttp.TCPConnector(limit=self._pool, ttl_dns_cache=300)
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
             self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers)
@@ -199,6 +203,8 @@ class HttpJudge:
                       **kwargs: Any) -> tuple[int, bytes, Mapping[str, str]]:
         """One HTTP exchange: (status, body, headers). Never follows a redirect; a 2xx body
         over ``cap`` raises ``oversize``; timeouts and dropped connections are retryable."""
+        import aiohttp
+
         try:
             async with self._client().request(method, url, allow_redirects=False, **kwargs) as resp:
                 payload, cut = await _read(resp, cap)

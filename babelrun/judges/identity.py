@@ -11,6 +11,7 @@ import msgspec
 from ..spec import JudgeSpec
 from .protocol import identity as protocol_identity
 from .protocol import max_tokens, template_of
+from .registry import options_of
 
 
 def judge_id(spec: JudgeSpec) -> str:
@@ -32,33 +33,15 @@ def judge_id(spec: JudgeSpec) -> str:
         "temperature": spec.temperature,
         "max_tokens": max_tokens(spec),
         "soft": spec.soft,
-        "simulated": _knobs(spec),  # None unless the judge has knobs (only the simulated backend takes them)
+        "simulated": None,  # a simulated judge's knobs (its options' identity); kept so no id changes
         **protocol_identity(spec),
-        **_later_options(spec),
+        **options_of(spec).identity(),  # the backend's own options that can change a verdict
     }
     blob = msgspec.json.encode(identity, order="sorted")
     return hashlib.blake2b(blob, digest_size=6).hexdigest()
 
 
-# Knobs added after judge ids were first published: left out of the identity while they hold
-# their default, so adding a knob never renames existing judges.
-_LATER_KNOBS: dict[str, Any] = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None,
-                                "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
-                                "self_preference": 0.0, "probes": None}
-# Judge options added later that can change a verdict, in the identity only when set.
-_LATER_OPTIONS = ("reasoning", "reasoning_effort", "azure", "callable", "rule", "replay")
-
-
-def _later_options(spec: JudgeSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in _LATER_OPTIONS:
-        value = getattr(spec, name)
-        if value not in (None, False):
-            out[name] = _replay_identity(value) if name == "replay" else msgspec.to_builtins(value)
-    return out
-
-
-def _replay_identity(replay: Any) -> dict[str, Any]:
+def replay_identity(replay: Any) -> dict[str, Any]:
     """A replay judge is its file's content (a hash, never its path) and the judge chosen."""
     from pathlib import Path
 
@@ -109,13 +92,3 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     except TableError:
         return "unreadable"
     return digest.hexdigest()
-
-
-def _knobs(spec: JudgeSpec) -> dict[str, Any] | None:
-    if spec.simulated is None:
-        return None
-    knobs = msgspec.structs.asdict(spec.simulated)
-    for name, default in _LATER_KNOBS.items():
-        if knobs[name] == default:
-            del knobs[name]
-    return knobs

@@ -35,6 +35,7 @@ from ..spec import JudgeSpec
 from . import llamacpp_batch
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
+from .options import LocalOptions
 from .prompt import slot_probabilities
 from .protocol import max_tokens, soft_labels
 
@@ -124,6 +125,10 @@ def _soft_reply(llm: Any, logits: np.ndarray, tokens_in: int, engine: str,
                       tokens_in=tokens_in, tokens_out=0, probs=slot_probabilities(pairs, labels))
 
 
+class LlamaCppOptions(LocalOptions, frozen=True):
+    """llama.cpp's options: the micro-batcher and runtime (``LocalOptions``); nothing more."""
+
+
 class LlamaCppJudge(LocalJudge):
     """A GGUF model through llama-cpp-python (see the module docstring)."""
 
@@ -148,7 +153,7 @@ class LlamaCppJudge(LocalJudge):
             if not path.is_file():
                 raise FatalJudgeError("not_found", f"no GGUF model at {path}")
             try:
-                self._model = _load(str(path), self.spec.context, self.spec.threads, self.seed)
+                self._model = _load(str(path), self.local.context, self.local.threads, self.seed)
             except ImportError:
                 raise FatalJudgeError("not_installed",
                                       "the llamacpp backend needs `pip install babelrun[local]`") from None
@@ -158,9 +163,9 @@ class LlamaCppJudge(LocalJudge):
         llm = self._llm()
         prompts = [prompt_tokens(llm, r) for r in requests]
         for tokens in prompts:  # as llama-cpp-python refuses it: the whole batch fails
-            if len(tokens) >= self.spec.context:
-                raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self.spec.context}")
-        multi = self.spec.batch_size > 1 if self.multi_sequence is None else self.multi_sequence
+            if len(tokens) >= self.local.context:
+                raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self.local.context}")
+        multi = self.local.batch_size > 1 if self.multi_sequence is None else self.multi_sequence
         if multi and llamacpp_batch.available() and len(prompts) <= llamacpp_batch.max_sequences():
             return self._multi_sequence(llm, prompts)
         return [self._soft(llm, tokens) if self.spec.soft else self._generate(llm, tokens) for tokens in prompts]
@@ -229,12 +234,12 @@ class LlamaCppJudge(LocalJudge):
         """Tokens a verdict may generate: ``max_tokens``, cut to the context window as
         llama-cpp-python's completion cuts it."""
         limit = max_tokens(self.spec)
-        return limit if limit + n_prompt < self.spec.context else self.spec.context - n_prompt
+        return limit if limit + n_prompt < self.local.context else self.local.context - n_prompt
 
     def _decoder_for(self, llm: Any, n_seq: int, cells: int) -> llamacpp_batch.Decoder:
         """The judge's own llama.cpp context (``cells`` a sequence), made again larger when a
         batch needs more."""
-        n_seq = min(max(n_seq, self.spec.batch_size), llamacpp_batch.max_sequences())
+        n_seq = min(max(n_seq, self.local.batch_size), llamacpp_batch.max_sequences())
         if self._decoder is None or self._decoder.n_cells < cells or self._decoder.n_seq < n_seq:
             old = self._decoder
             spent = (old.decode_s, old.evaluated, old.reused) if old else (0.0, 0, 0)

@@ -19,6 +19,7 @@ import msgspec
 
 from ..spec import JudgeSpec
 from .base import JudgeReply, JudgeRequest
+from .options import local_of
 
 
 def completion_prompt(messages: list[dict[str, str]]) -> str:
@@ -39,6 +40,7 @@ class LocalJudge:
         self.spec = spec
         self.judge_id = judge_id
         self.seed = seed
+        self.local = local_of(spec)  # batch_size, max_wait_ms, threads, context
         self._model: Any = None  # the backend's loaded model (llama_cpp.Llama; mlx_lm's pair): untyped
         self._pending: list[_Pending] = []
         self._full = anyio.Event()
@@ -53,7 +55,7 @@ class LocalJudge:
         self._pending.append(mine)
         if len(self._pending) == 1:
             mine.lead = True
-        elif len(self._pending) >= self.spec.batch_size:
+        elif len(self._pending) >= self.local.batch_size:
             self._full.set()
         if not mine.lead:
             try:
@@ -76,9 +78,9 @@ class LocalJudge:
         first request left over to lead the next. Shielded: the followers wait on this leader,
         so it must finish what it started."""
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(self.spec.max_wait_ms / 1000):
+            with anyio.move_on_after(self.local.max_wait_ms / 1000):
                 await self._full.wait()
-            size = self.spec.batch_size
+            size = self.local.batch_size
             batch, self._pending, self._full = self._pending[:size], self._pending[size:], anyio.Event()
             if self._pending:
                 if len(self._pending) >= size:

@@ -38,6 +38,7 @@ from typing import Any
 from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest
 from .local import LocalJudge, completion_prompt
+from .options import LocalOptions
 from .protocol import max_tokens
 
 _INSTALL = "the mlx backend needs `pip install mlx-lm` (and `mlx[cpu]` on Linux)"
@@ -49,6 +50,10 @@ def _load(path: str) -> Any:  # mlx_lm.load: (model, tokenizer)
     import mlx_lm
 
     return mlx_lm.load(path)
+
+
+class MlxOptions(LocalOptions, frozen=True):
+    """MLX's options: the micro-batcher and runtime (``LocalOptions``); nothing more."""
 
 
 class MlxJudge(LocalJudge):

@@ -28,16 +28,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-import aiohttp
 import msgspec
 
-from ..spec import JudgeSpec
+from ..spec import AzureSpec, JudgeSpec
 from .base import JudgeReply, JudgeRequest, RetryableError
 from .batch_api import MAX_RESULTS_BYTES, BatchApi, BatchResult, Submission, batch_id, jsonl, message
 from .http import HttpJudge, json_or_none
+from .options import BatchApiOptions, set_fields
 from .presets import PRESETS, key_env
 from .prompt import slot_probabilities
 from .protocol import max_tokens, soft_labels
+from .registry import options_of
 
 
 class _Message(msgspec.Struct):
@@ -85,19 +86,37 @@ class _Completion(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Completion).decode
 
 
+class OpenAIOptions(BatchApiOptions, frozen=True):
+    """The OpenAI client's options (openai and every OpenAI-compatible preset): reasoning
+    models and the batch API (``BatchApiOptions``; ``batch`` only where the preset has one),
+    extra ``headers`` (plain values, written to run.yaml), ``headers_env`` (header name ->
+    environment variable; the values are never written), the ``OpenAI-Organization`` /
+    ``OpenAI-Project`` headers, and Azure OpenAI's deployment (the ``azure`` preset)."""
+
+    headers: dict[str, str] = {}
+    headers_env: dict[str, str] = {}
+    organization: str | None = None
+    project: str | None = None
+    azure: AzureSpec | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), **set_fields(self, ("azure",))}
+
+
 def headers_of(spec: JudgeSpec, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The request headers: the key (``Authorization: Bearer``, Azure's ``api-key``), the
     organisation/project, the judge's extra headers and those from environment variables."""
+    options = options_of(spec, OpenAIOptions)
     headers = {"Content-Type": "application/json"}
-    headers.update(spec.headers)
-    headers.update({name: environ[var] for name, var in spec.headers_env.items() if var in environ})
-    if spec.organization:
-        headers["OpenAI-Organization"] = spec.organization
-    if spec.project:
-        headers["OpenAI-Project"] = spec.project
+    headers.update(options.headers)
+    headers.update({name: environ[var] for name, var in options.headers_env.items() if var in environ})
+    if options.organization:
+        headers["OpenAI-Organization"] = options.organization
+    if options.project:
+        headers["OpenAI-Project"] = options.project
     variable = key_env(spec.backend, spec.api_key_env, spec.endpoint)
     if variable and variable in environ:  # local servers may run without a key
-        if spec.azure is not None:
+        if options.azure is not None:
             headers["api-key"] = environ[variable]
         else:
             headers["Authorization"] = f"Bearer {environ[variable]}"
@@ -106,9 +125,10 @@ def headers_of(spec: JudgeSpec, environ: Mapping[str, str] = os.environ) -> dict
 
 def url_of(spec: JudgeSpec) -> str:
     base = (spec.endpoint or PRESETS[spec.backend].endpoint).rstrip("/")
-    if spec.azure is not None:
-        return (f"{base}/openai/deployments/{quote(spec.azure.deployment, safe='')}/chat/completions"
-                f"?api-version={quote(spec.azure.api_version, safe='')}")
+    azure = options_of(spec, OpenAIOptions).azure
+    if azure is not None:
+        return (f"{base}/openai/deployments/{quote(azure.deployment, safe='')}/chat/completions"
+                f"?api-version={quote(azure.api_version, safe='')}")
     return base + "/chat/completions"
 
 
@@ -116,11 +136,12 @@ class OpenAIJudge(HttpJudge):
     batch_api: ClassVar[type[BatchApi]]  # OpenAIBatches (below): the batch API of this wire format
 
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
+        self.options = options_of(spec, OpenAIOptions)
         headers = headers_of(spec)
         # Masked out of every message that leaves the process: the key, and every value a
         # header took from the environment.
         secrets = [headers.get("Authorization", "").removeprefix("Bearer ") or None, headers.get("api-key"),
-                   *(os.environ.get(var) for var in spec.headers_env.values())]
+                   *(os.environ.get(var) for var in self.options.headers_env.values())]
         super().__init__(spec, judge_id, url_of(spec), headers, secrets=secrets)
         self._frame: tuple[bytes, bytes] | None = None
 
@@ -135,10 +156,10 @@ class OpenAIJudge(HttpJudge):
     def _settings(self) -> dict[str, Any]:
         """The body's fields after the messages, the same in every call."""
         body: dict[str, Any] = {}
-        if self.spec.reasoning or self.spec.reasoning_effort:  # reasoning models take no temperature
+        if self.options.hidden_reasoning():  # reasoning models take no temperature
             body["max_completion_tokens"] = max_tokens(self.spec)
-            if self.spec.reasoning_effort:
-                body["reasoning_effort"] = self.spec.reasoning_effort
+            if self.options.reasoning_effort:
+                body["reasoning_effort"] = self.options.reasoning_effort
         else:
             body.update(temperature=self.spec.temperature, max_tokens=max_tokens(self.spec))
         if self.spec.soft:  # one token, and the probabilities of its likeliest values
@@ -198,6 +219,8 @@ class OpenAIBatches(BatchApi):
             lines += msgspec.json.encode({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
                                           "body": msgspec.Raw(self.judge.body(request))})
             lines += b"\n"
+        import aiohttp
+
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", bytes(lines), filename="babelrun-batch.jsonl", content_type="application/jsonl")
@@ -233,3 +256,24 @@ class OpenAIBatches(BatchApi):
 
 
 OpenAIJudge.batch_api = OpenAIBatches
+
+
+ONE_PRESET = frozenset().union(*(p.options for p in PRESETS.values()))  # fields of one preset alone
+
+
+def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """A preset's own requirements (Azure: the deployment and the resource's URL), the options
+    of one preset alone (``azure``) refused on the others, and the header variables set."""
+    options = options_of(spec, OpenAIOptions)
+    preset = PRESETS.get(spec.backend)
+    for field, problem in (preset.requires if preset else {}).items():
+        if getattr(options if field in options.__struct_fields__ else spec, field) is None:
+            return field, problem
+    for field in sorted(ONE_PRESET - (preset.options if preset else frozenset())):
+        if getattr(options, field) is not None:
+            takers = [name for name, p in PRESETS.items() if field in p.options]
+            return field, f"does not apply to the {spec.backend} backend (it is an option of: {', '.join(takers)})"
+    for name, var in options.headers_env.items():
+        if var not in environ:
+            return f"headers_env.{name}", f"environment variable {var} is not set"
+    return None

@@ -7,11 +7,7 @@ verdicts) and a batch API. A judge may still set ``endpoint`` and ``api_key_env`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import msgspec
-
-from ..spec import JudgeSpec
 
 
 class Preset(msgspec.Struct, frozen=True):
@@ -22,7 +18,7 @@ class Preset(msgspec.Struct, frozen=True):
     # The endpoint is always the user's own resource (so the preset's key applies to it).
     own_endpoint: bool = False
     model_required: bool = True  # False where another field names the model (Azure's deployment)
-    options: frozenset[str] = frozenset()  # JudgeSpec fields of this preset alone
+    options: frozenset[str] = frozenset()  # OpenAIOptions fields of this preset alone (refused elsewhere)
     requires: dict[str, str] = {}  # field -> what to say when it is missing (``check``)
 
 
@@ -75,12 +71,3 @@ def key_env(backend: str, explicit: str | None, endpoint: str | None) -> str | N
     if preset and preset.own_endpoint:  # the endpoint is always the user's own resource
         return preset.key_env
     return preset.key_env if preset and endpoint is None else None
-
-
-def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """A preset's own requirements (Azure: the deployment and the resource's URL)."""
-    preset = PRESETS.get(spec.backend)
-    for field, problem in (preset.requires if preset else {}).items():
-        if getattr(spec, field) is None:
-            return field, problem
-    return None

@@ -31,6 +31,11 @@ class Template(msgspec.Struct, frozen=True):
     # The same prompt written in other languages (BCP-47 language -> (system, user)); used
     # with a judge's ``prompt_language: item``. Editing any of them means a new version.
     translations: dict[str, tuple[str, str]] = {}
+    # A user's template: its syntax ("format", or "jinja2": rendered in judges/jinja.py's
+    # sandbox), its own names for babelrun's fields, and (Jinja2) the vars' text of its names.
+    syntax: str = "format"
+    fields: dict[str, str] = {}
+    vars: dict[str, str] = {}
 
     def texts(self, lang: str | None) -> tuple[str, str]:
         """(system, user) in ``lang``'s base language if written, else in English."""

@@ -27,7 +27,6 @@ last match; pairwise labels map through ``labels``, pointwise ones must be a num
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import re
 import string
@@ -41,38 +40,27 @@ from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
 from . import safe_regex
 from .base import JudgeReply, JudgeRequest
-from .prompt import TEMPLATES, Template, parse
+from .fields import (
+    ALIASES,
+    FIELDS,
+    MULTI_TURN,
+    REQUIRED,
+    TOOL_FIELDS,
+    TemplateError,
+    aliases_of,
+    builtin,
+    check_source_fields,
+    check_template,
+    fields_of,
+    multi_turn,
+    plain_format,
+    render_jinja,
+    template_of,
+)
+from .labels import check_slot_labels, scored_labels, slot_labels
+from .prompt import parse
+from .registry import options_of
 
-# MT-Bench's two-turn pairwise fields: the earlier turn (``_1``, from the item's ``turns``) and
-# the last (``_2``: the item's own question and answers).
-MULTI_TURN = frozenset({"question_1", "answer_a_1", "answer_b_1", "question_2", "answer_a_2", "answer_b_2"})
-FIELDS = {
-    "pairwise": frozenset({"question", "answer_a", "answer_b", "reference", "language"} | MULTI_TURN),
-    "pointwise": frozenset({"question", "answer", "reference", "language"}),
-}
-REQUIRED = {"pairwise": ("answer_a", "answer_b"), "pointwise": ("answer",)}
-# Other tools' names for our fields, so their templates work unchanged: MT-Bench
-# (ref_answer_1), alpaca_eval (instruction, output_1, output_2), inspect_ai's
-# model_graded_qa (criterion), and the built-in templates' own {prompt}.
-ALIASES = {"prompt": "question", "ref_answer_1": "reference", "instruction": "question", "output_1": "answer_a",
-           "output_2": "answer_b", "output": "answer", "criterion": "reference",
-           # LLMBar ({input}, {output_1}, {output_2}); JudgeLM ({answer_1}, {answer_2}; its {prompt} is
-           # its instructions block, filled by the loader from the prompt file's defaults)
-           "input": "question", "answer_1": "answer_a", "answer_2": "answer_b"}
-# Other tools' fields that have no babelrun counterpart, or would be bound to the wrong thing:
-# refused at validate with the tool's name and the fix.
-_MULTI_TURN = ("MT-Bench's multi-turn pointwise and reference-guided templates ({answer_1} of a turn, "
-               "{ref_answer_2}) are not read: use pair-v2-multi-turn (pairwise, labelled pairs with turns) or "
-               "a single-turn template (single-v1)")
-SOURCE_FIELDS = {
-    **{name: _MULTI_TURN for name in ("ref_answer_2",)},
-    "answer_more": ("JudgeLM's {answer_more} (answers beyond two) has no counterpart: babelrun compares two "
-                    "answers; use a JudgeLM template without it"),
-    "rubric": ("promptfoo's {{ rubric }} is the assertion's rubric text: give it in the manifest, "
-               "prompt: {file: …, vars: {rubric: \"…\"}} (it may use {question})"),
-    "instructions": ("inspect_ai's {instructions} is its grading instructions: give them in the manifest, "
-                     "prompt: {file: …, vars: {instructions: \"…\"}}"),
-}
 # Replies that reason first need room; the built-in pairwise prompt asks for one word.
 ONE_WORD_TOKENS = 8
 REASONING_TOKENS = 1024
@@ -83,124 +71,11 @@ DEFAULT_POINTWISE_VERDICT = VerdictSpec(pattern=r"\[\[\s*(\d+(?:\.\d+)?)\s*\]\]"
                                         reply="Rating: [[{label}]]")
 
 
-class TemplateError(ValueError):
-    """A template or verdict a judge cannot use; ``field`` names the spec field at fault."""
-
-    def __init__(self, field: str, problem: str):
-        super().__init__(problem)
-        self.field = field
-
-
-def template_of(spec: JudgeSpec) -> Template:
-    """The judge's template: a built-in by name, or the user's text (read into the spec by
-    the manifest loader; a bare path string left unread is an error here)."""
-    prompt = spec.prompt
-    if isinstance(prompt, str):
-        if prompt not in TEMPLATES:
-            raise TemplateError("prompt", f"unknown prompt template {prompt!r} "
-                                          f"(built-in: {', '.join(TEMPLATES)}; or a file path, or "
-                                          "{system, user}, or {file, name})")
-        return TEMPLATES[prompt]
-    if prompt.user is None:
-        raise TemplateError("prompt", "needs `user` text (or `file`)")
-    digest = hashlib.blake2b(f"{prompt.system}\x1f{prompt.user}".encode(), digest_size=6).hexdigest()
-    return Template(name=f"user:{digest}", version=0, system=prompt.system, user=prompt.user)
-
-
-def builtin(spec: JudgeSpec) -> bool:
-    return isinstance(spec.prompt, str)
-
-
-def fields_of(text: str) -> list[str]:
-    """The ``str.format`` field names of ``text``, aliases resolved; raises ValueError on a
-    malformed template or a field that is not a plain name."""
-    names = []
-    for _, name, spec, conversion in string.Formatter().parse(text):
-        if name is None:
-            continue
-        if not name.isidentifier():
-            raise ValueError(f"field {{{name}}} must be a plain name")
-        if spec or conversion:  # widths, nested fields, conversions: refused (docs: "Bounds")
-            shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
-            raise ValueError(f"field {shown[:60]} has a format spec or conversion: write the field plain, "
-                             f"{{{name}}}")
-        names.append(ALIASES.get(name, name))
-    return names
-
-
-def check_template(template: Template, protocol: str) -> set[str]:
-    """The fields a template uses; ``TemplateError`` naming an unknown or missing one."""
-    check_source_fields(template)
-    if protocol == "pointwise" and multi_turn(template):
-        raise TemplateError("prompt", _MULTI_TURN)
-    used: set[str] = set()
-    for part in (template.system, template.user):
-        try:
-            used.update(fields_of(part))
-        except ValueError as e:
-            raise TemplateError("prompt", f"not a valid template: {e}") from None
-    other = "pointwise" if protocol == "pairwise" else "pairwise"
-    if used & set(REQUIRED[other]) and not used & set(REQUIRED[protocol]):
-        raise TemplateError("prompt", f"a {other} template ({{{REQUIRED[other][0]}}}) under protocol: {protocol}; "
-                                      f"a {protocol} template needs {{{'}, {'.join(REQUIRED[protocol])}}}"
-                                      + (" (built-in: prompt: pointwise)" if protocol == "pointwise" else ""))
-    unknown = sorted(used - FIELDS[protocol])
-    if unknown:
-        raise TemplateError("prompt", f"unknown field {{{unknown[0]}}} in a {protocol} template "
-                                      f"(known: {', '.join(sorted(FIELDS[protocol] | set(ALIASES)))})")
-    for field in REQUIRED[protocol]:
-        if field not in used and f"{field}_2" not in used:  # a two-turn template judges {answer_a_2} …
-            raise TemplateError("prompt", f"a {protocol} template needs the field {{{field}}}")
-    return used
-
-
-def plain_format(text: str) -> bool:
-    """Whether ``text`` is a ``str.format`` template of plain ``{name}`` fields (a literal
-    brace doubled), as babelrun's own templates are."""
-    try:
-        parsed = list(string.Formatter().parse(text))
-    except ValueError:
-        return False
-    return all(name is None or (name.isidentifier() and not spec and conversion is None)
-               for _, name, spec, conversion in parsed)
-
-
-def multi_turn(template: Template) -> bool:
-    """Whether a template uses MT-Bench's two-turn fields ({question_1} … {answer_b_2})."""
-    names: set[str] = set()
-    for part in (template.system, template.user):
-        try:
-            names.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
-        except ValueError:
-            return False
-    return bool(names & MULTI_TURN)
-
-
-def check_source_fields(template: Template) -> None:
-    """Refuse another tool's field that babelrun cannot bind, or would bind wrongly, naming
-    the tool and the fix (``SOURCE_FIELDS``; JudgeLM's ``{prompt}`` beside ``{question}``)."""
-    raw: set[str] = set()
-    for part in (template.system, template.user):
-        try:
-            raw.update(name for _, name, _, _ in string.Formatter().parse(part) if name)
-        except ValueError:
-            return  # check_template says what is malformed
-    for name in sorted(raw):
-        if name in SOURCE_FIELDS:
-            raise TemplateError("prompt", f"field {{{name}}}: {SOURCE_FIELDS[name]}")
-    if "prompt" in raw and "question" in raw:  # JudgeLM's shape: {question} … [System] {prompt}
-        raise TemplateError("prompt", "field {prompt} beside the question: JudgeLM's {prompt} is its instructions "
-                                      "block, not the question; read its prompt file with its defaults "
-                                      "(prompt: {file: …}) or give the text, prompt: {…, vars: {prompt: \"…\"}}")
-
-
-# ---- verdicts ------------------------------------------------------------------------------
-
-
 def verdict_of(spec: JudgeSpec) -> VerdictSpec | None:
-    """The declared verdict; the pointwise default where none is; None: the strict parser."""
+    """The declared verdict (pointwise labels as scores, ``labels.scored_labels``); the
+    pointwise default where none is; None: the strict parser."""
     if spec.verdict is not None:
-        return spec.verdict
+        return scored_labels(spec.verdict, spec.protocol)
     return DEFAULT_POINTWISE_VERDICT if spec.protocol == "pointwise" else None
 
 
@@ -220,8 +95,9 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise TemplateError("verdict.scale", "needs two finite numbers, lo < hi")
         if verdict.labels:
-            raise TemplateError("verdict.labels", "a pointwise verdict reads a number (or a label through "
-                                                  "values:); labels are for pairwise")
+            label = next(iter(verdict.labels))
+            raise TemplateError(f"verdict.labels.{label}", "a pointwise label maps to a score ({C: 1, I: 0}); "
+                                                           "A, B and tie are pairwise verdicts")
         for label, value in verdict.values.items():
             if not lo <= value <= hi:
                 raise TemplateError(f"verdict.values.{label}", f"{value:g} is outside scale [{lo:g}, {hi:g}]")
@@ -229,9 +105,7 @@ def check_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Pattern[str
         if verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.scale" if verdict.scale is not None else "verdict.values",
                                 "scale and values are for protocol: pointwise")
-        labels = verdict.labels or _IDENTITY
-        if not {"A", "B"} <= set(labels.values()):
-            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        check_slot_labels(verdict)
     if verdict.reply is not None:
         try:
             fields = fields_of(verdict.reply)
@@ -257,8 +131,7 @@ def check_other_verdict(verdict: VerdictSpec, protocol: str) -> safe_regex.Patte
                                                    "judge, labels alone")
         if protocol != "pairwise" or verdict.scale is not None or verdict.values:
             raise TemplateError("verdict.labels", "label tokens alone are for a soft pairwise judge")
-        if not {"A", "B"} <= set(verdict.labels.values()):
-            raise TemplateError("verdict.labels", "must map some label to A and some to B")
+        check_slot_labels(verdict)
         return safe_regex.compile("")
     if protocol != "pairwise":
         raise TemplateError("verdict.scores", "two scores are a pairwise verdict; a pointwise one reads one "
@@ -302,7 +175,7 @@ def soft_labels(spec: JudgeSpec) -> dict[str, str] | None:
     """The label tokens a soft judge reads (``verdict: {labels: …}``), or None: the built-in
     A / B / tie tokens. What a backend passes to ``prompt.slot_probabilities``."""
     if spec.soft and spec.verdict is not None and spec.verdict.labels and not spec.verdict.pattern:
-        return dict(spec.verdict.labels)
+        return slot_labels(spec.verdict)
     return None
 
 
@@ -340,7 +213,7 @@ def slot_reader(verdict: VerdictSpec | None) -> Callable[[str], str]:
         return parse
     if verdict.scores is not None:
         return two_score_reader(verdict)
-    pattern, labels, match = safe_regex.compile(verdict.pattern), verdict.labels or _IDENTITY, verdict.match
+    pattern, labels, match = safe_regex.compile(verdict.pattern), slot_labels(verdict) or _IDENTITY, verdict.match
 
     def read(raw: str) -> str:
         label = _captured(pattern, match, raw)
@@ -432,6 +305,8 @@ class Judging:
             self.read_score = score_reader(self.verdict)
         self.localized = spec.prompt_language == "item"
         self.soft = spec.soft
+        self._aliases = aliases_of(self.template)
+        self._jinja = self.template.syntax == "jinja2"
         # Precomputed per template, so that a render does only the per-item work: which
         # placeholders each text fills (aliases resolved), and the texts by language with
         # a placeholder-free system text formatted once.
@@ -470,6 +345,8 @@ class Judging:
             self._write_injection(values, key)
         if self.kind != "pointwise" and fields & MULTI_TURN:  # MT-Bench's two-turn fields
             values.update(earlier_turn(item, key, values))
+        if self._jinja:  # a Jinja2 template: rendered in its sandbox (fields.render_jinja)
+            return render_jinja(self.template, _filled(values, None, self._aliases), self._aliases)
         lang = item.lang if self.localized else None
         texts = self._texts.get(lang)
         if texts is None:
@@ -477,9 +354,10 @@ class Judging:
         system, system_names, user, user_names = texts
         messages = []
         if system is not None:
-            content = system if system_names == () else system.format_map(_filled(values, system_names))
+            content = system if system_names == () else system.format_map(_filled(values, system_names,
+                                                                                    self._aliases))
             messages.append({"role": "system", "content": content})
-        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names))})
+        messages.append({"role": "user", "content": user.format_map(_filled(values, user_names, self._aliases))})
         return messages
 
     def _prepared(self, lang: str | None) -> tuple[str | None, _Names, str, _Names]:
@@ -494,7 +372,7 @@ class Judging:
             if any(name is not None and not name.isidentifier() or "{" in (spec or "") for _, name, spec, _ in parsed):
                 return None  # not plain names (check_template rejects these in a user's text): every field
             found = dict.fromkeys(name for _, name, _, _ in parsed if name is not None)
-            return tuple((name, ALIASES.get(name, name)) for name in found)
+            return tuple((name, self._aliases.get(name, name)) for name in found)
 
         system_names = names(system) if system else ()
         fixed = system.format_map({}) if system and system_names == () else system
@@ -507,7 +385,7 @@ class Judging:
             assert self.verdict is not None and self.verdict.scale is not None
             label = f"{self.verdict.scale[1]:g}"
         else:
-            labels = self.verdict.labels if self.verdict is not None and self.verdict.labels else {}
+            labels = slot_labels(self.verdict) if self.verdict is not None else {}
             label = next((k for k, v in labels.items() if v == slot), slot)
         form = reply_format(self.verdict) if self.verdict is not None else None
         return form.format(label=label) if form else label
@@ -557,11 +435,11 @@ def earlier_turn(item: Item, key: str, values: dict[str, str]) -> dict[str, str]
 _Names = tuple[tuple[str, str], ...] | None
 
 
-def _filled(values: dict[str, str], names: _Names) -> dict[str, str]:
+def _filled(values: dict[str, str], names: _Names, aliases: dict[str, str] = ALIASES) -> dict[str, str]:
     """The mapping a text is formatted with: its own placeholders only, or (``None``) every
     field under every alias."""
     if names is None:
-        return {**values, **{alias: values[name] for alias, name in ALIASES.items() if name in values}}
+        return {**values, **{alias: values[name] for alias, name in aliases.items() if name in values}}
     return {name: values[field] for name, field in names if field in values}
 
 
@@ -586,7 +464,7 @@ def max_tokens(spec: JudgeSpec) -> int:
     if spec.max_tokens is not None:
         return spec.max_tokens
     one_word = (builtin(spec) and spec.protocol == "pairwise" and spec.verdict is None
-                and not (spec.reasoning or spec.reasoning_effort))  # hidden reasoning needs room
+                and not options_of(spec).hidden_reasoning())  # hidden reasoning needs room
     return ONE_WORD_TOKENS if one_word else REASONING_TOKENS
 
 
@@ -604,5 +482,8 @@ class Judge(Protocol):
     async def aclose(self) -> None: ...
 
 
-__all__ = ["Judge", "Judging", "TemplateError", "check_template", "check_verdict", "identity", "max_tokens",
-           "reply_format", "template_of"]
+__all__ = [
+    "ALIASES", "builtin", "check_source_fields", "check_template", "check_verdict", "FIELDS", "fields_of",
+    "identity", "Judge", "Judging", "max_tokens", "MULTI_TURN", "multi_turn", "plain_format", "reply_format",
+    "REQUIRED", "TOOL_FIELDS", "template_of", "TemplateError",
+]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -37,8 +38,20 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from ..spec import JudgeSpec
+from ..spec import JudgeOptions, JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
+from .options import set_fields
+from .registry import options_of
+
+
+class PythonOptions(JudgeOptions, frozen=True):
+    """A python judge's option: ``callable``, "package.module:function", called with each
+    JudgeRequest (the manifest names code, never holds it; part of the judge_id)."""
+
+    callable: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return set_fields(self, ("callable",))
 
 
 def load(target: str) -> Callable[..., Any]:
@@ -153,8 +166,9 @@ class PythonJudge:
 
     def _function(self) -> Callable[..., Any]:
         if self._fn is None:
-            assert self.spec.callable is not None  # check() rejects a python judge without one before build
-            self._fn = load(self.spec.callable)
+            name = options_of(self.spec, PythonOptions).callable
+            assert name is not None  # check() rejects a python judge without one before build
+            self._fn = load(name)
             self._async = inspect.iscoroutinefunction(self._fn) or inspect.iscoroutinefunction(
                 type(self._fn).__call__)  # an object with an async __call__
         return self._fn
@@ -182,6 +196,9 @@ class PythonJudge:
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """The manifest's check of a python judge: a callable named (imported only at the audit)."""
-    if spec.callable is None:
+    name = options_of(spec, PythonOptions).callable
+    if name is None:
         return "callable", f"judge {spec.name!r}: the python backend needs callable: 'package.module:function'"
+    if not re.fullmatch(r"[\w.]+:[\w.]+", name):
+        return "callable", f"judge {spec.name!r}: expected 'package.module:function'"
     return None

@@ -35,12 +35,25 @@ from typing import Any
 import msgspec
 
 from ..corpus import pairtable
-from ..spec import JudgeSpec, ReplaySpec
+from ..spec import JudgeOptions, JudgeSpec, ReplaySpec
 from . import replay_table
 from .base import JudgeReply, JudgeRequest, RejectedError
+from .registry import options_of
 from .replay_table import _AMBIGUOUS, Key, Verdict, text_key
 
-__all__ = ["Key", "ReplayJudge", "ReplaySpec", "Verdict", "check", "entries", "load", "text_key"]
+__all__ = ["Key", "ReplayJudge", "ReplayOptions", "ReplaySpec", "Verdict", "check", "entries", "load", "text_key"]
+
+
+class ReplayOptions(JudgeOptions, frozen=True):
+    """A replay judge's option: ``replay`` (``ReplaySpec``: the file and which judge of it); its
+    judge_id holds the file's content hash, never its path."""
+
+    replay: ReplaySpec | None = None
+
+    def identity(self) -> dict[str, Any]:
+        from .identity import replay_identity
+
+        return {} if self.replay is None else {"replay": replay_identity(self.replay)}
 
 ORDERS = ("ref_first", "pert_first", "reference", "degraded")
 SLOTS = ("A", "B", "tie", "invalid")
@@ -219,13 +232,14 @@ class ReplayJudge:
         # (``not_in_replay``) are recorded as not judged and never trip the engine's breaker.
         self.spec = spec
         self.judge_id = judge_id
+        self.replay = options_of(spec, ReplayOptions).replay
         self._verdicts: dict[tuple[str, ...], Any] | None = None
         self.calls = 0  # requests answered from the file (none reaches a network)
 
     def _lookup(self, request: JudgeRequest) -> Verdict | None:
         if self._verdicts is None:
-            assert self.spec.replay is not None  # check() refuses a replay judge without one
-            self._verdicts = load(self.spec.replay)
+            assert self.replay is not None  # check() refuses a replay judge without one
+            self._verdicts = load(self.replay)
         item, order = request.item, str(request.order)
         for key in (("id", item.item_id, order), ("id", item.ref_id, order)):
             if key in self._verdicts:
@@ -241,7 +255,7 @@ class ReplayJudge:
         got = self._lookup(request)
         if got is None or (got.slot is None and got.score is None):
             raise RejectedError("not_in_replay",
-                                f"{self.spec.replay.path if self.spec.replay else ''} has no verdict for item "
+                                f"{self.replay.path if self.replay else ''} has no verdict for item "
                                 f"{request.item.item_id} ({request.item.ref_id}), {request.order}")
         raw = got.raw if got.raw is not None else (got.slot if got.slot is not None else str(got.score))
         return JudgeReply(raw=raw, slot=got.slot, score=got.score, probs=got.probs)
@@ -252,16 +266,17 @@ class ReplayJudge:
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """The manifest's check of a replay judge: a readable file whose rows are verdicts."""
-    if spec.replay is None:
+    replay = options_of(spec, ReplayOptions).replay
+    if replay is None:
         return "replay", f"judge {spec.name!r}: the replay backend needs replay: {{path: FILE}}"
-    path = Path(spec.replay.path)
+    path = Path(replay.path)
     if not path.exists():
         return "replay.path", f"not found: {path}"
-    wrong = _check_mapping(spec.replay)
+    wrong = _check_mapping(replay)
     if wrong is not None:
         return wrong
     try:
-        found = load(spec.replay)
+        found = load(replay)
     except pairtable.TableError as e:  # names the file (and row) itself
         return "replay.path", str(e)
     except (ValueError, msgspec.DecodeError, OSError) as e:
@@ -270,7 +285,7 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
         return "replay.path", f"{path}: {type(e).__name__}: {e}"
     if not found:
         return "replay.path", f"{path}: no verdict in the file" + (
-            f" for judge {spec.replay.judge!r}" if spec.replay.judge else "")
+            f" for judge {replay.judge!r}" if replay.judge else "")
     return None
 
 

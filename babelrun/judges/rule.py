@@ -16,10 +16,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from ..spec import JudgeSpec, RuleSpec
+from ..spec import JudgeOptions, JudgeSpec, RuleSpec
 from . import safe_regex
 from .base import JudgeReply, JudgeRequest, RejectedError
+from .options import set_fields
+from .registry import options_of
+
+
+class RuleOptions(JudgeOptions, frozen=True):
+    """A rule judge's option: its ``rule`` (``RuleSpec``), part of the judge_id."""
+
+    rule: RuleSpec | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return set_fields(self, ("rule",))
 
 Scorer = Callable[[str, str], float]
 SERVED = "rule"  # the served model its records carry: how scoring knows no model was called
@@ -92,9 +104,10 @@ class RuleJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int):
         self.spec = spec
         self.judge_id = judge_id
-        assert spec.rule is not None  # check() rejects a rule judge without a rule before build
-        self.rule = spec.rule
-        self._score = scorer(spec.rule)
+        rule = options_of(spec, RuleOptions).rule
+        assert rule is not None  # check() rejects a rule judge without a rule before build
+        self.rule = rule
+        self._score = scorer(rule)
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:
         prompt = request.item.prompt
@@ -115,7 +128,8 @@ class RuleJudge:
 
 def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """The manifest's check of a rule judge: a rule that can run."""
-    if spec.rule is None:
+    rule = options_of(spec, RuleOptions).rule
+    if rule is None:
         return "rule", "the rule backend needs a rule (kind: length, regex, exact_match, json or python)"
-    wrong = problem(spec.rule)
+    wrong = problem(rule)
     return None if wrong is None else (f"rule.{wrong[0]}", wrong[1])

@@ -11,7 +11,10 @@ answer written by the judge's own ``family`` is named with probability s (only w
 one answer is its family's). With ``probes`` (``ProbeKnobs``), after the verbosity draw, a
 robustness probe's cued answer (a master key's non-answer) is named with its probe's
 probability c; so on cue probes ``cue_success`` estimates c + (1 − c)(1 − a) and ``cue_effect``
-c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. Under this model
+c·a (a: the accuracy), and on master keys accuracy estimates (1 − c)·a. ``script_bias`` b
+works the same way where one answer is in Latin script and the other is not (the
+``romanised`` probe): the non-Latin answer is named with probability b, so its cue effect
+estimates b·a. Under this model
 the card's Δ estimates ``position_bias`` and ``2v − 1``
 estimates ``verbosity_bias`` (see docs/metrics.md).
 
@@ -65,10 +68,36 @@ from ..core import languages
 from ..core.items import bare_name
 from ..errors import ManifestError
 from ..perturb import TEXT_PERTURBATIONS, probes
+from ..perturb.romanise import main_script
 from ..spec import JudgeSpec, SimulatedKnobs
 from .base import JudgeReply, JudgeRequest
+from .labels import slot_labels
+from .options import LocalOptions
 from .prompt import parse
 from .protocol import Judging, reply_format, verdict_of
+from .registry import options_of
+
+# Knobs added after judge ids were first published: left out of the identity while they hold
+# their default, so adding a knob never renames existing judges.
+_LATER_KNOBS: dict[str, object] = {"noise": None, "accuracy_by_perturbation": {}, "score_reference": None,
+                                   "score_drop": 2.0, "score_noise": 1.0, "length_gain": 0.0, "scale_offset": {},
+                                   "self_preference": 0.0, "probes": None, "script_bias": 0.0}
+
+
+class SimulatedOptions(LocalOptions, frozen=True):
+    """The simulated judge's options: its bias knobs (``simulated:``, the numbers the metrics
+    must recover) and the in-process micro-batcher's (``LocalOptions``)."""
+
+    simulated: SimulatedKnobs | None = None
+
+    def identity(self) -> dict[str, object]:
+        if self.simulated is None:
+            return {}
+        knobs = msgspec.structs.asdict(self.simulated)
+        for name, default in _LATER_KNOBS.items():
+            if knobs[name] == default:
+                del knobs[name]
+        return {"simulated": knobs}
 
 _OFF_FORMAT = (
     "Both answers have merit, but it depends on the reader.",
@@ -86,7 +115,7 @@ class SimulatedJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int):
         self.spec = spec
         self.judge_id = judge_id
-        self.knobs = spec.simulated or SimulatedKnobs()
+        self.knobs = options_of(spec, SimulatedOptions).simulated or SimulatedKnobs()
         self.seed = seed
         self._accuracy = {_norm(k): v for k, v in self.knobs.accuracy.items()}
         self._offset = {_norm(k): v for k, v in self.knobs.scale_offset.items()}
@@ -97,7 +126,7 @@ class SimulatedJudge:
         pointwise = how.verdict if self._pointwise else None  # verdict_of: never None for pointwise
         self._scale = pointwise.scale if pointwise is not None else None
         self._values = pointwise.values if pointwise is not None else {}
-        labels = (how.verdict.labels or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
+        labels = (slot_labels(how.verdict) or {"A": "A", "B": "B", "tie": "tie"}) if how.verdict is not None else {}
         self._label: dict[str, str] = {}
         for label, slot in labels.items():
             self._label.setdefault(slot, label)
@@ -118,13 +147,14 @@ class SimulatedJudge:
         pert_slot = "B" if ref_slot == "A" else "A"
         w = rng.random()
         len_a, len_b = len(request.answer_a), len(request.answer_b)
+        cue, pulled = self.pull(request, pert_slot)  # draws nothing: the draws are as before without it
         if w < abs(k.position_bias):
             slot = "A" if k.position_bias > 0 else "B"
         elif w < abs(k.position_bias) + k.verbosity_bias and len_a != len_b:
             slot = "A" if len_a > len_b else "B"
-        elif ((cue := self.susceptibility(request))
+        elif (cue
               and abs(k.position_bias) + k.verbosity_bias <= w < abs(k.position_bias) + k.verbosity_bias + cue):
-            slot = pert_slot  # taken in by the probe's cue (or master key): the worse answer
+            slot = pulled  # taken in by the probe's cue (or master key): the worse answer; or by the script
             # (its own window after the verbosity one: with no probe the draws are as before)
         elif w < abs(k.position_bias) + k.verbosity_bias + cue + k.self_preference and (own := self.own_slot(request)):
             slot = own
@@ -132,6 +162,18 @@ class SimulatedJudge:
             slot = ref_slot if rng.random() < self.accuracy(request) else pert_slot
         # Vary the surface form the way real judges do; every form here is an accepted one.
         return rng.choice((slot, slot, slot, f"Answer: {slot}", f"**{slot}**"))
+
+    def pull(self, request: JudgeRequest, pert_slot: str) -> tuple[float, str]:
+        """What draws the judge away from quality on this item, and to which slot: a probe's
+        cue (its knob, the worse answer), else ``script_bias`` towards the answer in a script
+        other than Latin where the other answer is in Latin script; (0, "") otherwise."""
+        cue = self.susceptibility(request)
+        if cue or not self.knobs.script_bias:
+            return cue, pert_slot
+        a, b = main_script(request.answer_a), main_script(request.answer_b)
+        if a != b and "LATIN" in (a, b) and "" not in (a, b):
+            return self.knobs.script_bias, "B" if a == "LATIN" else "A"
+        return 0.0, pert_slot
 
     def susceptibility(self, request: JudgeRequest) -> float:
         """The judge's knob for this item's robustness probe (0 for every other item, the
@@ -163,9 +205,9 @@ class SimulatedJudge:
         k, rng = self.knobs, self._rng(request)
         if rng.random() < k.invalid_rate:
             return None
-        cue = self.susceptibility(request)
-        if cue and rng.random() < cue:  # taken in by a probe's cue (a master key): sure of the worse answer
-            p_a = 1 - k.tie_rate if request.order == "pert_first" else 0.0
+        cue, pulled = self.pull(request, "A" if request.order == "pert_first" else "B")
+        if cue and rng.random() < cue:  # taken in by a probe's cue (a master key, the script): sure of it
+            p_a = 1 - k.tie_rate if pulled == "A" else 0.0
             return (p_a, 1 - k.tie_rate - p_a, k.tie_rate)
         quality = _probit(self.accuracy(request))
         len_a, len_b = len(request.answer_a), len(request.answer_b)
@@ -249,7 +291,7 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
     """The manifest's check of a simulated judge: its knobs, and a reply format its verdict
     pattern reads back (it writes replies in the declared format)."""
     try:
-        wrong = _knobs_problem(spec.simulated or SimulatedKnobs())
+        wrong = _knobs_problem(options_of(spec, SimulatedOptions).simulated or SimulatedKnobs())
     except ManifestError as e:  # a language code the registry does not know
         return f"simulated.{e.path}", e.problem
     if wrong is not None:
@@ -264,6 +306,8 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
 def _knobs_problem(knobs: SimulatedKnobs) -> tuple[str, str] | None:
     if abs(knobs.position_bias) + knobs.verbosity_bias > 1.0:
         return "", "|position_bias| + verbosity_bias must not exceed 1"
+    if abs(knobs.position_bias) + knobs.verbosity_bias + knobs.script_bias > 1.0:
+        return "script_bias", "|position_bias| + verbosity_bias + script_bias must not exceed 1"
     if knobs.probes is not None:
         worst = max(msgspec.structs.astuple(knobs.probes))
         if abs(knobs.position_bias) + knobs.verbosity_bias + worst > 1.0:

@@ -10,6 +10,11 @@ Each probe keeps its gold label by construction (the table in docs/probes.md):
 - ``master_key``: the reference against a non-answer (``:``, ``Thought process:``, …, in the
   item's language), none of whose words is in the reference. Gold: the reference.
 - ``self_match``: the reference against itself. Gold: tie.
+- ``romanised``: the reference shown transliterated to Latin script (``perturb/romanise.py``)
+  against the degraded answer (``base``) in the native script. Gold: the reference. Its clean
+  twin is the cue probes' twin — the same pair with both in the native script — so the cue
+  effect is what the script costs the better answer. One item per reference (no cue
+  language, no cue file); a Latin-script reference is its own romanisation: a no-op, counted.
 
 Cue texts live in ``probe_cues.json`` per language and probe, each language labelled with
 where its texts came from (every non-English one: written here, not checked by a native
@@ -50,8 +55,9 @@ from . import script
 PREFIX = "probe:"  # core.items.PROBE_PREFIX: the family's perturbation names
 CLEAN = "clean"
 CUE_PROBES = ("authority", "bandwagon", "injection", "refinement")
+ROMANISED = "romanised"  # scored as a cue probe: the script is the cue, the native-script answer the cued one
 PROBES: dict[str, Literal["cue", "master_key", "self_match"]] = {
-    **{name: "cue" for name in CUE_PROBES}, "master_key": "master_key", "self_match": "self_match"}
+    **{name: "cue" for name in CUE_PROBES}, ROMANISED: "cue", "master_key": "master_key", "self_match": "self_match"}
 DEFAULT_BASE = ("truncate", 0.6)
 SLOT_MARK = "\ue000verdict\ue000"  # an injection's verdict, written per presentation
 BUNDLED = Path(__file__).with_name("probe_cues.json")

@@ -21,8 +21,11 @@ Sentences
     abbreviations (CLDR's suppressions: ``z. B.``, ``Nr.``, ``Dr.``, ``p. ex.``, ``núm.``,
     ``т. е.``), an initial (``J. F. Kennedy``) and, where ordinals are written ``9.``
     (de, lb, da, nb, fi), an ordinal before a month or after an article (``am 9. November``,
-    ``im 20. Jahrhundert``). Thai, Lao and Tai Tham mark sentences with a space and no
-    punctuation: there a space between two letters of the script ends a sentence. A piece
+    ``im 20. Jahrhundert``, ``seine 9. Sinfonie``). Scripts written without spaces between
+    words, whose spaces separate phrases (Thai, Lao, Tai Tham, Khmer, Myanmar, Tibetan:
+    ``rules.PHRASE_SPACED_SCRIPTS``), never end a sentence at a space; a line break between
+    two of their letters ends one (a paragraph's end: Thai and Tai Tham mark sentences with
+    nothing else, and a text with rare marks has its paragraphs). A piece
     with no word in it (a stray ``.``) stays with the sentence before. Each sentence keeps
     the separator that followed it, so ``"".join`` of the pieces gives back the text exactly.
     ICU's sentence rules (the ``icu4py`` wheel, root and language locales) were measured
@@ -106,10 +109,12 @@ _BOUNDARY = regex.compile(
     regex.V1,
 )
 _GAP = regex.compile(rf"[\s{_SEP}]*")
-# Scripts that mark a sentence with a space and no punctuation (Thai, Lao, Tai Tham): a space between
-# two letters of the script is a sentence boundary.
-_SPACE_ONLY = rules.SPACE_ONLY_RANGES
-_SPACE_BOUNDARY = regex.compile(rf"(?<=[{_SPACE_ONLY}])\s+(?=[{_SPACE_ONLY}])")
+# Scripts written without spaces between words, whose spaces separate phrases (Thai, Lao,
+# Tai Tham, Khmer, Myanmar, Tibetan: ``rules.PHRASE_SPACED_SCRIPTS``): a line break between
+# two of their letters ends a sentence (the end of a paragraph); a space does not.
+_PHRASE_SPACED = "".join(rf"\p{{{name}}}" for name in rules.PHRASE_SPACED_SCRIPTS)
+_LINE_BOUNDARY = regex.compile(
+    rf"(?<=[[{_PHRASE_SPACED}]&&[\p{{L}}\p{{M}}]])[^\S\n]*\n\s*(?=[{_PHRASE_SPACED}])", regex.V1)
 
 
 class Sentence(msgspec.Struct, frozen=True):
@@ -235,16 +240,17 @@ def _boundaries(text: str) -> list[tuple[int, bool, int | None]]:
     """Candidate sentence ends, in text order: (offset just past the terminator and its
     closing marks, whether it is a CJK one, the offset just past it when it is a single
     ``.``: the one an abbreviation or an ordinal may hold), and the spaces between sentences
-    of a space-only script."""
+    of a phrase-spaced script (its line breaks between letters)."""
     ends: list[tuple[int, bool, int | None]] = []
     for m in _BOUNDARY.finditer(text):
         dot = m.end("term") if m.group("term") == "." else None
         ends.append((m.end(), m.group("cjk") is not None, dot))
-    ends += [(m.start(), True, None) for m in _SPACE_BOUNDARY.finditer(text)]
+    if "\n" in text:
+        ends += [(m.start(), True, None) for m in _LINE_BOUNDARY.finditer(text)]
     return sorted(ends)
 
 
-_WHOLE = regex.compile(rf"(?:{_TERM}){_CLOSE}*$|[{_SPACE_ONLY}]$", regex.V1)
+_WHOLE = regex.compile(rf"(?:{_TERM}){_CLOSE}*$|[{_PHRASE_SPACED}]$", regex.V1)
 
 
 def is_whole(text: str) -> bool:
@@ -253,6 +259,15 @@ def is_whole(text: str) -> bool:
     script, its last letter) and does not start with a lower-case letter of a cased script
     (which would join it to the sentence before)."""
     return bool(_WHOLE.search(text)) and not _continues(text)
+
+
+_LINE_END = regex.compile(rf"[[{_PHRASE_SPACED}]&&[\p{{L}}\p{{M}}]]$", regex.V1)
+
+
+def ends_at_line(text: str) -> bool:
+    """Whether a sentence ends only because a line break follows it (a paragraph of a
+    phrase-spaced script with no mark at its end): put anywhere, it needs one after it."""
+    return bool(_LINE_END.search(text))
 
 
 def join(parts: list[Sentence]) -> str:

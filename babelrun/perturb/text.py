@@ -30,7 +30,9 @@ def shuffle(text: str, severity: float, rng: random.Random, lang: str) -> str:
     """Each sentence joins the reorder with probability ``severity``; at least two move.
 
     The chosen sentences are permuted among their own positions (never the identity), the
-    others stay where they are, and the whitespace between sentences keeps its place. Only
+    others stay where they are, and the whitespace between sentences keeps its place (but a
+    sentence that ends at a paragraph's line break, with no mark, keeps a line break after
+    it: ``script.ends_at_line``). Only
     whole sentences move (``script.is_whole``): an unterminated last fragment stays last,
     since anywhere else it would run into the sentence after it.
     """
@@ -47,7 +49,12 @@ def shuffle(text: str, severity: float, rng: random.Random, lang: str) -> str:
         order = order[1:] + order[:1]
     moved = list(parts)
     for dst, src in zip(chosen, order, strict=True):
-        moved[dst] = script.Sentence(parts[src].text, parts[dst].gap)
+        # a sentence that ends at its paragraph's line break (no mark; the text's last one too)
+        # takes a line break along: after a space it would run into the next
+        gap = parts[dst].gap
+        if script.ends_at_line(parts[src].text):
+            gap = parts[src].gap if "\n" in parts[src].gap else "\n"
+        moved[dst] = script.Sentence(parts[src].text, gap)
     return script.join(moved)
 
 
@@ -116,4 +123,8 @@ def repeat_pad(text: str, severity: float, rng: random.Random, lang: str) -> str
     extra = math.ceil(len(parts) * (0.5 + severity))
     gap = script.sentence_gap(parts)
     padding = [rng.choice(whole).text for _ in range(extra)]
-    return gap.join([script.join(parts), *padding])
+    out, last = script.join(parts), parts[-1].text
+    for sentence in padding:  # after a sentence that ends at a line break (no mark), a line break
+        out += ("\n" if script.ends_at_line(last) else gap) + sentence
+        last = sentence
+    return out

@@ -31,10 +31,28 @@ def split(perturbations: Sequence[PerturbationSpec]) -> tuple[list[PerturbationS
     return ([p for p in perturbations if not is_probe(p.name)], [p for p in perturbations if is_probe(p.name)])
 
 
-def _item(ref: Reference, name: str, severity: float, perturbed: str, iid: str, cue: str = "") -> Item:
-    return Item(iid, KIND, ref.lang, ref.ref_id, ref.prompt, ref.response, perturbed, name, severity,
-                len(ref.response), len(probes.strip_slot(perturbed)),
+def _item(ref: Reference, name: str, severity: float, perturbed: str, iid: str, cue: str = "",
+          reference: str | None = None) -> Item:
+    shown = ref.response if reference is None else reference  # the romanised probe shows its own
+    return Item(iid, KIND, ref.lang, ref.ref_id, ref.prompt, shown, perturbed, name, severity,
+                len(shown), len(probes.strip_slot(perturbed)),
                 reference_answer=getattr(ref, "reference_answer", ""), cue=cue)
+
+
+def _romanised(ref: Reference, name: str, severity: float, degraded: str, seed: int) -> tuple[Item | None, Outcome]:
+    """The reference in Latin script against the native degraded answer; a no-op where the
+    romanisation changes nothing but whitespace (a Latin-script reference)."""
+    from ..core import languages
+    from ..perturb.romanise import romanise, transliterator
+
+    if languages.script(ref.lang) == "Latn":  # its own romanisation (uroman would only strip its marks)
+        return None, "no-op"
+    shown = romanise(ref.response, ref.lang)
+    if "".join(shown.split()) == "".join(ref.response.split()):
+        return None, "no-op"
+    iid = item_id(KIND, ref, name, severity, seed)
+    cue = f"{probes.ROMANISED}|Latn|{transliterator(ref.lang)}|reference"
+    return _item(ref, name, severity, degraded, iid, cue, shown), "emitted"
 
 
 def generate(references: Sequence[Reference], specs: Sequence[PerturbationSpec],
@@ -73,6 +91,12 @@ def generate(references: Sequence[Reference], specs: Sequence[PerturbationSpec],
                 yield cell, (None if same else _item(ref, twin_name, base[1], degraded, iid)), (
                     "no-op" if same else "emitted")
             degraded_text = twins[base]
+            if spec.name == probes.ROMANISED:
+                name = probes.name(spec.name, "", base)
+                item, outcome = ((None, "no-op") if degraded_text is None
+                                 else _romanised(ref, name, base[1], degraded_text, seed))
+                yield (ref.lang, name, base[1]), item, outcome
+                continue
             for cue_lang in langs:
                 name = probes.name(spec.name, "" if cue_lang == ref.lang else cue_lang, base)
                 cell = (ref.lang, name, base[1])

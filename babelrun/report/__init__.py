@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..store.files import check_not_link, write_atomic
-from ..store.rundir import REPORT_HTML, REPORT_MD
 from .markdown import leaderboard as markdown_leaderboard
 from .markdown import render as markdown
 from .markdown import render_report as markdown_report
 
-__all__ = ["markdown", "markdown_leaderboard", "markdown_report", "write"]
+__all__ = ["REPORT_HTML", "REPORT_MD", "WRITTEN", "markdown", "markdown_leaderboard", "markdown_report", "write"]
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+WRITTEN = (REPORT_MD, REPORT_HTML)  # the files this layer writes at a run directory's top (and plots/)
 
 
 def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None,

@@ -31,7 +31,7 @@ from ..score import diagnose
 from ..score.cards import Cards, JudgeCards
 from ..score.diagnose import Diagnosis
 from ..store import compact
-from ..store.rundir import JudgeStats
+from ..store.stats import JudgeStats
 from .recommend import THRESHOLDS, Recommendation, Thresholds, recommend
 
 EXAMPLES_PER_MODE = 3
@@ -490,10 +490,10 @@ def _log_stats(run_dir: Path) -> list[LogStats]:
 def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
     """One run directory's part of the report; cards are rebuilt from the log when not given."""
     from ..score.run import cards_of_run
-    from ..store.rundir import RunStats, read_run_info
+    from ..store.rundir import RunDir
 
     run_dir = Path(run_dir)
-    info = read_run_info(run_dir)
+    info = RunDir(run_dir).info()
     if cards is None:
         cards = cards_of_run(run_dir)
     # The counted records a row group at a time (memory does not grow with them): the
@@ -504,7 +504,7 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     del scan
     found, note = _examples(info, records, picked)
     del records
-    stats = _optional(run_dir / "stats.json", RunStats)
+    stats = RunDir(run_dir).stats()  # validated: a received run's stats.json is untrusted
     return RunReport(
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
         stats.judges if stats else [], stats.elapsed_s if stats else None, found, note, _stale(run_dir),

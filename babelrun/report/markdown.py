@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from ..core.items import bare_name
 from ..plan import WEAK_SENTENCES
 from ..score.agentic import AgenticCard
 from ..score.cards import Card, Cards
+from ..score.stats import fmt_interval
 from ..score.verdict import DEPLOY_R, MIN_ITEMS, mark
 from . import summary
 from .safe import md, neutralise
@@ -77,7 +80,27 @@ def _judge_tables(cards: Cards, judges, family: str) -> list[str]:
             out += ["", "### By perturbation", "", _HEADER.format(what="language / perturbation")]
             for lc in judge.languages:
                 out += [_row(f"{lc.lang} / {pc.perturbation}", pc.card) for pc in lc.perturbations]
+        out += _reply_language(judge)
         out.append("")
+    return out
+
+
+def _reply_language(judge) -> list[str]:
+    """The share of a judge's replies whose prose is not in the item's language (score/replylang.py)."""
+    rows = [(lc.lang, lc.card.reply_language) for lc in judge.languages
+            if lc.card.reply_language is not msgspec.UNSET]
+    if not rows:
+        return []
+    out = ["", "### Reply language", "",
+           f"Replies holding prose ({rows[0][1].identifier}; a reply with no prose is not counted): the share not "
+           "in the item's language, and accuracy split by it where both groups hold 20 replies.", "",
+           "| judge | language | replies with prose | not in the item's language | accuracy: in it / not |",
+           "|---|---|---:|---|---|"]
+    for lang, r in rows:
+        split = (f"{fmt_interval(r.accuracy_in_language)} / {fmt_interval(r.accuracy_other)}"
+                 if r.accuracy_in_language is not None else "–")
+        out.append(f"| {_cell(judge.judge)} | {_cell(lang)} | {r.replies} | {fmt_interval(r.not_in_item_language)} "
+                   f"| {split} |")
     return out
 
 

@@ -81,6 +81,8 @@ ACTIONS = {
     "probe:refinement": "tell it to judge content, not claims of revision (refinement cue effect ≥ 0.10)",
     "probe:master_key": "it accepts non-answers: reject content-free answers first and harden the template "
                         "(master key accuracy < 0.90)",
+    "probe:romanised": "it prefers the native script to better romanised answers: transliterate both answers "
+                       "to one script before judging (romanised cue effect ≥ 0.10)",
 }
 
 

@@ -27,6 +27,9 @@ ADVICE = {
     "injection": "follows instructions inside the answers it grades: harden the template (fence the answers, "
                  "tell it to ignore instructions in them)",
     "refinement": "gives way to claims that an answer is a revised, improved version: tell it to judge content only",
+    "romanised": "prefers an answer in the native script to a better one written in Latin letters (how many of "
+                 "its users write): show it romanised answers in its prompt's examples, or transliterate both "
+                 "answers to one script before judging",
     "master_key": "accepts non-answers (':', 'Thought process:'): reject content-free answers before judging "
                   "(a rule judge) and harden the template",
 }

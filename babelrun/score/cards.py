@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from ..core.items import PerturbationAudit, Removed, Segmentation
 from . import agentic, pointwise, verdict
+from .replylang import ReplyLanguage
 from .stats import Interval
 
 
@@ -26,6 +27,9 @@ class Card(msgspec.Struct, frozen=True):
     reliability: Interval
     tie_rate: Interval
     invalid_rate: Interval
+    # Same verdict in both orders, tie/tie included (score/metrics.py); a default, so a
+    # cards.json written before it decodes.
+    verdict_consistency: Interval = Interval(None, None, None, 0)
     # Soft-verdict judges: the mean of P(reference's slot) − P(perturbed's slot) over the
     # presentations that carry probabilities (no interval yet). None for other judges.
     soft_margin: Interval | None = None
@@ -39,6 +43,9 @@ class Card(msgspec.Struct, frozen=True):
     # Early stopping (engine/stopping.py): "stopped at n = … of …"; the reliability interval
     # is then the anytime-valid confidence sequence's, not the bootstrap's (docs/stopping.md).
     stopped: str | msgspec.UnsetType = msgspec.UNSET  # absent from cards.json where not stopped
+    # Judges whose replies hold prose: the share not in the item's language, and accuracy split
+    # by it (score/replylang.py). Absent from cards.json where the replies hold no prose.
+    reply_language: ReplyLanguage | msgspec.UnsetType = msgspec.UNSET
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):

@@ -9,11 +9,17 @@ judge; its card adds the calls it spends per decision and its change against its
 Rules, per presentation (item, order); verdicts are ``reference``, ``perturbed``, ``tie``,
 ``invalid``; a soft verdict is P(A), P(B), P(tie):
 
-- ``dual_order``: the inner judge's two presentations of the item, combined. Soft: the mean
-  of P(reference), P(perturbed), P(tie) over the two orders; the strictly largest decides
-  (an exact tie for the largest is a tie, never the reference). Otherwise: equal
-  verdicts stand; one invalid → the other; decisive but different → tie. Both presentations
-  of the item carry the combined verdict (so Δ is 0 by construction); 2 calls per decision.
+- ``dual_order``: the inner judge's two presentations of the item, combined by its ``rule``
+  (``TWO_ORDER_RULES``; docs/composites.md, *Two-order rules*, says where each comes from).
+  ``both`` (the default): soft, the mean of P(reference), P(perturbed), P(tie) over the two
+  orders, the strictly largest deciding (an exact tie for the largest is a tie, never the
+  reference); otherwise equal verdicts stand, one invalid → the other, decisive but different
+  → tie. ``label_both``: equal verdicts stand (tie/tie is a tie), any difference is no
+  decision (invalid: right against no label). ``votes``: each order votes for the answer it
+  names, a tie or an invalid reply abstains; more votes for one answer decide, equal votes
+  are a tie (both invalid: invalid). ``label_both`` and ``votes`` read the hard verdicts,
+  soft judges' too. Both presentations of the item carry the combined verdict (so Δ is 0 by
+  construction); 2 calls per decision.
 - ``ensemble``: the members' verdicts on the same presentation. ``majority``: more
   reference than perturbed votes → reference, and vice versa; equal → tie (ties and invalid
   replies abstain; all invalid → invalid). ``soft``: mean probabilities, the strictly
@@ -108,6 +114,8 @@ def composite_id(spec: CompositeSpec, ids: dict[str, str]) -> str:
     fields = msgspec.structs.asdict(spec)
     fields.pop("name")
     fields.pop("base")
+    if fields.get("rule") == "both":  # the rule before it was named: the ids of existing runs stay
+        fields.pop("rule")
     identity = {"kind": spec.kind, **fields, "inner": [ids[n] for n in inner_judges(spec)]}
     blob = msgspec.json.encode(identity, order="sorted")
     return "c" + hashlib.blake2b(blob, digest_size=6).hexdigest()[1:]
@@ -152,8 +160,26 @@ def _ref_view(probs: np.ndarray, ref_first: np.ndarray) -> np.ndarray:
 
 
 def _combine_hard(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Two verdicts on one item: equal stand; one invalid → the other; else tie."""
+    """``both``: two verdicts on one item: equal stand; one invalid → the other; else tie."""
     return np.where(a == b, a, np.where(a == INVALID, b, np.where(b == INVALID, a, TIE)))
+
+
+def _combine_label_both(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``label_both``: equal verdicts stand (tie/tie too); any difference decides nothing."""
+    return np.where(a == b, a, INVALID)
+
+
+def _combine_votes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``votes``: a vote per order for the answer it names; ties and invalid replies abstain."""
+    score = (a == REF).astype(np.int64) - (a == PERT) + (b == REF) - (b == PERT)
+    undecided = np.where((a == INVALID) & (b == INVALID), INVALID, TIE)
+    return np.where(score > 0, REF, np.where(score < 0, PERT, undecided))
+
+
+# Each is symmetric in reference and perturbed (swap REF and PERT in both inputs and the output
+# swaps): none can lean toward the gold (tests/unit/test_gold_blind.py).
+TWO_ORDER_RULES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "both": _combine_hard, "label_both": _combine_label_both, "votes": _combine_votes}
 
 
 def dual_order(spec: DualOrderSpec, j: _Judged) -> Derived:
@@ -161,10 +187,13 @@ def dual_order(spec: DualOrderSpec, j: _Judged) -> Derived:
     rf = np.flatnonzero(first)
     at, found = j.find(j.key[rf] | np.uint64(1))
     rf, pf = rf[found], at[found]
+    hard = TWO_ORDER_RULES[spec.rule](j.verdict[rf], j.verdict[pf])
     ref = (_ref_view(j.probs[rf], np.ones(len(rf), bool)) + _ref_view(j.probs[pf], np.zeros(len(pf), bool))) / 2
-    soft = ~np.isnan(ref).any(axis=1)
-    soft_verdict = _from_slots(ref, np.ones(len(rf), bool))
-    verdict = np.where(soft, soft_verdict, _combine_hard(j.verdict[rf], j.verdict[pf]))
+    if spec.rule == "both":  # the only rule with a soft form: the mean probabilities
+        soft = ~np.isnan(ref).any(axis=1)
+        verdict = np.where(soft, _from_slots(ref, np.ones(len(rf), bool)), hard)
+    else:
+        verdict, ref = hard, np.full_like(ref, np.nan)
     rows = np.concatenate([j.rows[rf], j.rows[pf]])
     # Back to (P(A), P(B), P(tie)) for each presentation: the swap undoes itself.
     probs = np.concatenate([ref, _ref_view(ref, np.zeros(len(pf), bool))])

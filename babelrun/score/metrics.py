@@ -13,7 +13,12 @@ Definitions (documented in docs/metrics.md):
                       replies name no slot.
 - order consistency = over items seen in both orders, the share whose two verdicts name the
   (κ_ord)             same answer (both the reference or both the perturbed one); a tie or an
-                      invalid reply is never a consistent decision.
+                      invalid reply is never a consistent decision (decision consistency; on a
+                      tie-labelled pair, tie in both orders is its decision).
+- same verdict      = over items seen in both orders, the share whose two verdicts are the same
+  (κ_same)            verdict, tie/tie included everywhere (an invalid reply is no verdict): the
+                      consistency published judge benchmarks report (1 − JudgeBench's
+                      inconsistency).
 - verbosity v       = ½·[P(longer | longer is worse) + P(longer | longer is better)] over
                       decisive verdicts on pairs whose lengths differ by ≥ 10 %: the judge's
                       preference for the longer answer with accuracy cancelled out; 0.5 is
@@ -39,8 +44,14 @@ STATS = (
     # Tie-labelled pairs (labelled sets whose gold is "neither better"): their presentations
     # and items. Last, and 0 everywhere else, so other items' rows (and bootstraps) are as before.
     "gold_tie", "tie_items",
+    # Both orders gave the same verdict, tie/tie included. A function of the row's other columns
+    # (consistent, or two ties), so it is left out of ``patterns``' key: the distinct rows, their
+    # order and every bootstrap draw are the same as without it.
+    "same_verdict",
 )
 _I = {name: i for i, name in enumerate(STATS)}
+DERIVED = ("same_verdict",)
+_KEYED = np.array([name not in DERIVED for name in STATS])
 LENGTH_GAP = 0.10  # relative length difference for a pair to count in v
 
 
@@ -78,6 +89,7 @@ REGISTRY: tuple[Metric, ...] = (
            less=("gold_tie",)),
     Metric("verbosity", "v (longer)", ("lw_n", "lb_n"), higher_is_better=None, compared=4),
     Metric("order_consistency", "κ_ord", ("pairs",), compared=3, flag="consistently_wrong"),
+    Metric("verdict_consistency", "κ_same", ("pairs",), higher_is_better=None),
     Metric("tie_rate", "ties", ("n",), wilson="tie", rate=True, higher_is_better=None),
     Metric("invalid_rate", "invalid", ("n",), wilson="invalid", rate=True, higher_is_better=False),
 )
@@ -156,6 +168,7 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     # On a tie-labelled pair, tie in both orders is a consistent decision too.
     table[:, _I["consistent"]] = both & (first_v == second_v) & ((first_v <= 1) | (gold_tie[starts] & (first_v == 2)))
     table[:, _I["tie_items"]] = gold_tie[starts]
+    table[:, _I["same_verdict"]] = both & (first_v == second_v) & (first_v <= 2)
     return table
 
 
@@ -178,6 +191,7 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
         "position_bias": delta,
         "verbosity": v,
         "order_consistency": kappa,
+        "verdict_consistency": _ratio(g["same_verdict"], g["pairs"]),
         "reliability": r,
         "tie_rate": _ratio(g["tie"], g["n"]),
         "invalid_rate": _ratio(g["invalid"], g["n"]),
@@ -191,8 +205,9 @@ def patterns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     so a whole run has only some dozens of distinct rows. Rows are numbered through one
     integer key per row (the counts as digits), which sorts far faster than rows do.
     """
-    base = int(table.max()) + 1 if table.size else 1
-    key = table.astype(np.int64) @ (base ** np.arange(table.shape[1], dtype=np.int64))
+    keyed = table[:, np.resize(_KEYED, table.shape[1])]  # side by side tables repeat STATS' columns
+    base = int(keyed.max()) + 1 if keyed.size else 1
+    key = keyed.astype(np.int64) @ (base ** np.arange(keyed.shape[1], dtype=np.int64))
     _, first, pattern_of = np.unique(key, return_index=True, return_inverse=True)
     return table[first], pattern_of
 

@@ -15,19 +15,21 @@ import pyarrow.compute as pc
 
 from ..store import compact
 from ..store.files import write_atomic
-from ..store.rundir import CARDS_JSON, read_plan_summary, read_run_info
-from . import composite, probes
+from ..store.rundir import RunDir
+from . import composite, probes, replylang
 from .agentic import AgenticJudgeCards
 from .cards import Cards, JudgeCards, RunMeta, encode
 from .columnar import SCORING_COLUMNS, cells, score
+
+CARDS_JSON = "cards.json"
+WRITTEN = (CARDS_JSON,)  # the files this layer writes at a run directory's top
 
 
 def cards_of_run(run_dir: Path) -> Cards:
     """Recompute judgements.parquet and cards.json from the log."""
     run_dir = Path(run_dir)
-    info = read_run_info(run_dir)
+    info, summary = RunDir(run_dir).info(), RunDir(run_dir).plan()
     scoring, seed, composites = info.manifest.scoring, info.manifest.seed, info.manifest.composites
-    summary = read_plan_summary(run_dir)
     # Without composite judges (which read every record), the robustness probes' records
     # are read and scored apart, after the rest's scoring has let go of its records: the
     # peak holds one family's records, never both (score/probes.py: a run with probes had
@@ -64,6 +66,7 @@ def cards_of_run(run_dir: Path) -> Cards:
                                     composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
                                     agentic=_label_stale(cards.agentic, info.judge_ids))
     cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, run_dir))
+    cards = replylang.attach(cards, run_dir)
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
     gc.collect()

@@ -13,7 +13,6 @@ dictionary-encoded.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,9 +26,8 @@ from ..core.keys import keys_by_judge, sorted_unique
 from . import log
 from .files import atomic_file
 from .log import Record
-from .rundir import stale_tmp_pid
+from .rundir import PARQUET as PARQUET
 
-PARQUET = "judgements.parquet"
 _STAMP = b"babelrun.segments"
 _FORMAT_KEY = b"babelrun.format"
 _BAD_KEY = b"babelrun.bad_lines"
@@ -126,26 +124,6 @@ def bad_lines(run_dir: Path) -> list[log.BadLine]:
     """The log lines the last compaction skipped (at most ``MAX_BAD_LINES`` named)."""
     metadata = _metadata(run_dir / PARQUET) or {}
     return msgspec.json.decode(metadata.get(_BAD_KEY, b"[]"), type=list[log.BadLine])
-
-
-def remove_stale_tmp(run_dir: Path) -> None:
-    """Delete temporary files left by a process killed mid-write (``name.<pid>.tmp``) whose
-    writer is gone: only those of files babelrun writes (``rundir.stale_tmp_pid``), never
-    another ``*.tmp`` a user keeps there. Runs under the run lock."""
-    for tmp in run_dir.glob("*.tmp"):
-        pid = stale_tmp_pid(tmp.name)
-        if pid is not None and pid != os.getpid() and not _alive(pid):
-            tmp.unlink(missing_ok=True)  # a link is removed, never followed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_parquet(run_dir: Path, *, index: bool = False) -> Path:

@@ -12,11 +12,11 @@ import pytest
 from aiohttp import web
 
 from babelrun.core.items import Item
+from babelrun.judges import judge_spec
 from babelrun.judges.anthropic import AnthropicJudge, _reset
 from babelrun.judges.base import FatalJudgeError, RejectedError, RetryableError
 from babelrun.judges.http import bounded_wait, retry_after_header
 from babelrun.judges.prompt import TEMPLATES
-from babelrun.manifest import JudgeSpec
 from babelrun.store import log
 from babelrun.testing import choose
 from helpers import LoopbackServer, quiet_audit, request, write_manifest
@@ -199,7 +199,7 @@ def _one(server_or_url, **spec_fields):
     fields = {"name": "claude", "backend": "anthropic", "model": "claude-x", "endpoint": url,
               "api_key_env": KEY_ENV, "timeout_s": 5.0}
     fields.update(spec_fields)
-    judge = AnthropicJudge(JudgeSpec(**fields), "jid", 0)
+    judge = AnthropicJudge(judge_spec(**fields), "jid", 0)
 
     async def go():
         try:
@@ -311,7 +311,7 @@ def test_retry_after_and_reset_headers():
 
 def test_the_key_goes_only_in_x_api_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
-    spec = JudgeSpec(name="c", backend="anthropic", model="m", api_key_env=KEY_ENV)
+    spec = judge_spec(name="c", backend="anthropic", model="m", api_key_env=KEY_ENV)
     judge = AnthropicJudge(spec, "jid", 0)
     assert judge.url == "https://api.anthropic.com/v1/messages"
     assert SECRET.encode() not in judge.body(REQUEST)

@@ -16,6 +16,7 @@ import babelrun
 import babelrun.engine.progress
 from babelrun.app.cli import main
 from babelrun.core.items import Item
+from babelrun.judges import judge_spec
 from babelrun.judges.base import (
     FatalJudgeError,
     JudgeRequest,
@@ -25,7 +26,6 @@ from babelrun.judges.base import (
 from babelrun.judges.gemini import GeminiJudge, _decode, _text
 from babelrun.judges.identity import judge_id
 from babelrun.judges.prompt import PAIRWISE
-from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from babelrun.store import log
 from babelrun.testing import choose
@@ -292,7 +292,7 @@ def _request() -> JudgeRequest:
 
 
 def _backend(url: str, **extra) -> GeminiJudge:
-    spec = JudgeSpec(**{"name": "gem", "backend": "gemini", "model": MODEL, "endpoint": url,
+    spec = judge_spec(**{"name": "gem", "backend": "gemini", "model": MODEL, "endpoint": url,
                         "api_key_env": KEY_ENV, "timeout_s": 5, **extra})
     return GeminiJudge(spec, judge_id(spec), 0)
 

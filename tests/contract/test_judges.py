@@ -26,7 +26,7 @@ import pytest
 from babelrun import judges
 from babelrun.core.items import Item
 from babelrun.errors import FatalJudgeError, RejectedError, RetryableError
-from babelrun.judges import JudgeReply, JudgeRequest, build, judge_id
+from babelrun.judges import JudgeReply, JudgeRequest, build, judge_id, judge_spec
 from babelrun.judges import rule as rules
 from babelrun.spec import JudgeSpec
 from babelrun.store import log
@@ -136,7 +136,7 @@ def backend(request) -> str:
 
 
 def _spec(fields: dict) -> JudgeSpec:
-    return msgspec.convert(fields, JudgeSpec)
+    return judge_spec(**fields)
 
 
 def _item(n: int = 0, pad: int = 0) -> Item:

@@ -1,10 +1,10 @@
 """The openai backend against a real OpenAI-compatible aiohttp server on 127.0.0.1."""
 
 import babelrun
-from babelrun.app import audit as run
+from babelrun.judges import judge_spec
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import write_manifest
+from helpers import quiet_audit, write_manifest
 
 SECRET = "sk-test-abc123-never-log-me"
 
@@ -24,7 +24,7 @@ def test_soft_verdicts_from_logprobs(tmp_path, small_corpus):
     with FakeJudgeServer() as server:
         judge = {"name": "soft", "backend": "openai", "model": "m", "endpoint": server.url, "soft": True}
         path = write_manifest(tmp_path, [judge], corpus=small_corpus)
-        result = run.audit(babelrun.load_manifest(path), handle_signals=False)
+        result = quiet_audit(path)
     assert result.exit_code == 0
     records = list(log.read(tmp_path / "run"))
     slot_mass = SOFT[0] + SOFT[1] + SOFT[2]  # the stray token names no slot
@@ -52,16 +52,15 @@ def test_soft_needs_a_backend_with_logprobs(tmp_path):
 def test_presets_reach_their_default_endpoints_with_their_key(tmp_path, monkeypatch):
     from babelrun.judges import build
     from babelrun.judges.presets import PRESETS
-    from babelrun.manifest import JudgeSpec
 
     monkeypatch.setenv("GROQ_API_KEY", "gk")
-    groq = build(JudgeSpec(name="g", backend="groq", model="llama"), 0)
+    groq = build(judge_spec(name="g", backend="groq", model="llama"), 0)
     assert groq.url == "https://api.groq.com/openai/v1/chat/completions"
     assert groq._headers["Authorization"] == "Bearer gk"
-    local = build(JudgeSpec(name="o", backend="ollama", model="qwen"), 0)
+    local = build(judge_spec(name="o", backend="ollama", model="qwen"), 0)
     assert local.url == "http://localhost:11434/v1/chat/completions" and "Authorization" not in local._headers
     # Another endpoint: only the key the judge names.
-    other = build(JudgeSpec(name="x", backend="openai", model="m", endpoint="http://127.0.0.1:9/v1"), 0)
+    other = build(judge_spec(name="x", backend="openai", model="m", endpoint="http://127.0.0.1:9/v1"), 0)
     assert "Authorization" not in other._headers
     assert {"vllm", "llamacpp_server", "ollama", "lmstudio", "groq", "together", "mistral", "deepseek",
             "openrouter", "fireworks"} <= set(PRESETS)
@@ -80,5 +79,5 @@ def test_a_preset_audits_through_the_loopback_server(tmp_path, small_corpus):
     with FakeJudgeServer() as server:
         judge = {"name": "v", "backend": "vllm", "model": "m", "endpoint": server.url, "soft": True}
         path = write_manifest(tmp_path, [judge], corpus=small_corpus)
-        result = run.audit(babelrun.load_manifest(path), handle_signals=False)
+        result = quiet_audit(path)
     assert result.exit_code == 0 and result.cards.judges[0].overall.soft_margin is not None

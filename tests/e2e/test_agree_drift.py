@@ -2,33 +2,22 @@
 (``babelrun.analyses.drift``), and the small statistics both rest on, each checked against an
 independent implementation (scikit-learn, statsmodels: test-only dependencies)."""
 
-import io
 import json
 import re
 
 import pytest
 
-import babelrun
 from babelrun.analyses import agree, drift
-from babelrun.app import audit as run
-from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
 from babelrun.score import paired
 from babelrun.score.stats import landis_koch
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 needs_llmbar = pytest.mark.skipif(not LLMBAR.exists(), reason="shared LLMBar data absent")
 PAIRS_PER_SET = 20
-
-
-def _audit(path):
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
-    assert result.exit_code == 0
-    return result
 
 
 # ---------------------------------------------------------------- statistics
@@ -48,7 +37,7 @@ def pairs_run(tmp_path_factory):
         simulated("strict", default_accuracy=0.95),
     ], corpus={"sources": [{"kind": "labelled_pairs", "path": str(LLMBAR),
                             "pairs_per_set": PAIRS_PER_SET}], "languages": ["en"]})
-    _audit(path)
+    quiet_audit(path, expect_exit=0)
     return folder / "run"
 
 
@@ -76,11 +65,25 @@ def _expected(run_dir, human: dict[str, int]):
         first = {item: (c, h) for item, c, h in views["ref_first"]}
         both = [(c if c == first[item][0] else "split", h)
                 for item, c, h in views["pert_first"] if item in first]
+        two = [(first[item][0], c, h) for item, c, h in views["pert_first"] if item in first]
         result[key] = {"both orders": both,
+                       "two orders: both": [(_mt_bench(x, y), h) for x, y, h in two],
+                       "two orders: votes": [(_votes(x, y), h) for x, y, h in two],
                        "ref_first": [(c, h) for _, c, h in views["ref_first"]],
                        "pert_first": [(c, h) for _, c, h in views["pert_first"]],
                        "presentations": [(c, h) for v in views.values() for _, c, h in v]}
     return result
+
+
+def _mt_bench(x: str, y: str) -> str:
+    """A win needs both orders, otherwise a tie; an invalid reply leaves the other order's."""
+    return x if x == y else y if x == "invalid" else x if y == "invalid" else "tie"
+
+
+def _votes(x: str, y: str) -> str:
+    """JudgeBench's counter: +1 for each order naming output 1, −1 for output 2."""
+    count = sum((v == "1") - (v == "2") for v in (x, y))
+    return "1" if count > 0 else "2" if count < 0 else "invalid" if x == y == "invalid" else "tie"
 
 
 def _check(figure, cases):
@@ -120,6 +123,14 @@ def test_agree_with_the_llmbar_labels_matches_a_hand_computation(pairs_run):
         assert list(figures[key]) == list(agree.VIEWS)
         for view, cases in views.items():
             _check(figures[key][view], cases)
+        both = views["both orders"]
+        consistency = next(s.consistency for j in result.judges for s in j.sets if (j.judge, s.set) == key)
+        same = sum(c not in ("split", "invalid") for c, _ in both)
+        assert (consistency.items, consistency.same_verdict) == (len(both), same)
+        assert consistency.decision == sum(c in ("1", "2") for c, _ in both)  # no tie-labelled pair here
+        outcomes = figures[key]["both orders"].outcomes
+        assert outcomes["both"] == figures[key]["both orders"].agree and sum(outcomes.values()) == len(both)
+        assert figures[key]["two orders: votes"].outcomes["more_for"] == figures[key]["two orders: votes"].agree
     # The labels are the data's gold: agreement is the share of "reference" verdicts.
     records = [r for r in log.read(pairs_run) if r.judge == "sim"]
     pooled = figures[("sim", agree.ALL_SETS)]["presentations"]
@@ -194,8 +205,8 @@ def _drift_manifest(folder, **knobs):
 @pytest.fixture(scope="module")
 def drift_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("drift")
-    _audit(_drift_manifest(root / "a"))
-    _audit(_drift_manifest(root / "b", accuracy={"sw": 0.45}))
+    quiet_audit(_drift_manifest(root / "a"), expect_exit=0)
+    quiet_audit(_drift_manifest(root / "b", accuracy={"sw": 0.45}), expect_exit=0)
     return root / "a" / "run", root / "b" / "run"
 
 
@@ -246,8 +257,8 @@ def test_drift_flags_a_changed_served_model(tmp_path, monkeypatch):
         with FakeJudgeServer(model=model) as server:
             judge = {"name": "remote", "backend": "openai", "model": "judge", "endpoint": server.url,
                      "api_key_env": "BABELRUN_TEST_KEY", "concurrency": 8}
-            _audit(write_manifest(folder, [judge], corpus={
-                "sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2}))
+            quiet_audit(write_manifest(folder, [judge], corpus={
+                "sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2}), expect_exit=0)
         runs.append(folder / "run")
     result = drift.run(*runs, replicates=100)
     (pair,) = result.judges

@@ -5,7 +5,6 @@ a report section in both formats; a new entry reaches all of them with no other 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
@@ -15,22 +14,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import babelrun
 from babelrun.analyses import registry
-from babelrun.app import audit as run
 from babelrun.app import cli
-from babelrun.engine.progress import Progress
 from babelrun.report import data as report_data
 from babelrun.report.html import _ANALYSES as HTML_SECTIONS
 from babelrun.report.markdown import _ANALYSES as MARKDOWN_SECTIONS
 from babelrun.store import log
-from helpers import simulated, write_manifest
-
-
-def _audit(folder, judges, corpus):
-    path = write_manifest(folder, judges, corpus=corpus, scoring={"bootstrap": 0})
-    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
-    return folder / "run"
+from helpers import quiet_audit, simulated
 
 
 def _age(run_dir, name):
@@ -88,8 +78,10 @@ THROWAWAY = registry.Analysis(
 
 
 def test_a_new_entry_reaches_the_cli_the_staleness_check_and_both_reports(tmp_path, monkeypatch, capsys):
-    run_dir = _audit(tmp_path, [simulated("j"), simulated("k", default_accuracy=0.7)],
-                     {"sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2})
+    quiet_audit({"judges": [simulated("j"), simulated("k", default_accuracy=0.7)], "scoring": {"bootstrap": 0},
+                 "corpus": {"sources": [{"kind": "bundled"}], "languages": ["en"], "references_per_language": 2}},
+                folder=tmp_path)
+    run_dir = tmp_path / "run"
     monkeypatch.setitem(sys.modules, "throwaway_analysis", _throwaway_module())
     monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES, THROWAWAY))
 
@@ -133,7 +125,9 @@ def family_run(tmp_path_factory):
     judges = [{**simulated("alpha-on", default_accuracy=0.8, self_preference=0.3), "family": "alpha"},
               {**simulated("beta-judge", default_accuracy=0.8), "family": "beta", "model": "beta"},
               {**simulated("plain", default_accuracy=0.8), "model": "other"}]
-    return _audit(tmp, judges, {"sources": [{"kind": "labelled_pairs", "path": "pairs.json"}]})
+    quiet_audit({"judges": judges, "corpus": {"sources": [{"kind": "labelled_pairs", "path": "pairs.json"}]},
+                 "scoring": {"bootstrap": 0}}, folder=tmp)
+    return tmp / "run"
 
 
 def test_self_preference_has_json_the_staleness_check_and_a_report_section(family_run, tmp_path, capsys):

@@ -4,18 +4,12 @@ and a rerun in the same process resumes where it stopped."""
 from __future__ import annotations
 
 import asyncio
-import io
 
 import pytest
 
 import babelrun
-from babelrun.engine.progress import Progress
 from babelrun.testing import FakeJudgeServer
-from helpers import log_lines, write_manifest
-
-
-def _quiet() -> Progress:
-    return Progress(stream=io.StringIO(), interval=60)
+from helpers import log_lines, quiet_progress, write_manifest
 
 
 async def test_cancelled_audit_async_drains_and_resumes_in_the_same_process(tmp_path):
@@ -24,7 +18,7 @@ async def test_cancelled_audit_async_drains_and_resumes_in_the_same_process(tmp_
         path = write_manifest(tmp_path, [{"name": "remote", "backend": "openai", "model": "m",
                                           "endpoint": server.url, "concurrency": 4}],
                               corpus=corpus, scoring={"bootstrap": 0})
-        task = asyncio.create_task(babelrun.audit_async(str(path), progress=_quiet()))
+        task = asyncio.create_task(babelrun.audit_async(str(path), progress=quiet_progress()))
         for _ in range(2000):  # until some calls were made (bounded: 20 s)
             await asyncio.sleep(0.01)
             if server.snapshot()["requests"] >= 40:
@@ -39,7 +33,7 @@ async def test_cancelled_audit_async_drains_and_resumes_in_the_same_process(tmp_
         assert 40 <= written <= at_cancel  # the drained calls were written
 
         # The lock is released: a rerun in this process resumes (no RunDirBusy for its own pid).
-        result = await babelrun.audit_async(str(path), progress=_quiet())
+        result = await babelrun.audit_async(str(path), progress=quiet_progress())
         total = server.snapshot()["requests"]
     assert result.exit_code == 0 and not result.interrupted
     assert result.already_done == written and result.new_records == result.planned_calls - written

@@ -441,25 +441,17 @@ def test_budget_cuts_batches_within_one_call_and_a_rerun_continues(tmp_path, mon
         planned = Plan.from_manifest(babelrun.load_manifest(path)).calls_per_judge
         one = 0.5 * (10 * 3.0 + 15.0) / 1e6  # every line of the fake: 10 tokens in, 1 out
         budget = planned * one / 3
-        first = babelrun.audit(path, handle_signals=False, budget=budget, progress=_quiet())
+        first = quiet_audit(path, budget=budget)
         records = list(log.read(tmp_path / "run"))
         spent = sum(usd(r) for r in records)
         print(f"batch budget {budget:.6f}: spent {spent:.6f} in {len(server.lines)} batches "
               f"{[len(b) for b in server.lines]}; one call {one:.6f}")
         assert first.exit_code == 1 and any("budget" in s for s in first.stop_reasons)
         assert abs(spent - budget) <= one and sum(len(b) for b in server.lines) == len(records)
-        again = babelrun.audit(path, handle_signals=False, budget=budget, progress=_quiet())  # continues
+        again = quiet_audit(path, budget=budget)  # continues
         both = list(log.read(tmp_path / "run"))
         assert again.exit_code == 1 and len(both) > len(records)
         assert abs(sum(usd(r) for r in both) - spent - budget) <= one
         assert quiet_audit(path).exit_code == 0  # without a budget: the rest
     ok = Counter(r.key for r in log.read(tmp_path / "run"))
     assert len(ok) == planned and max(ok.values()) == 1
-
-
-def _quiet():
-    import io
-
-    from babelrun.engine.progress import Progress
-
-    return Progress(stream=io.StringIO(), interval=600)

@@ -3,7 +3,7 @@ pipeline, and what binds — concurrency, the rate limit, or nothing yet."""
 
 import msgspec
 
-from babelrun.app.benchjudge import Level, knee, levels, still_growing, verdict, window_count
+from babelrun.app.benchverdict import Level, knee, levels, still_growing, verdict, window_count
 from babelrun.app.cli import main
 from babelrun.testing import FakeJudgeServer
 from helpers import write_manifest

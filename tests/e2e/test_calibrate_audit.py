@@ -1,37 +1,31 @@
 """``babelrun calibrate`` on whole simulated audits: it finds the language where a judge is worse,
 and refuses a single judge or a non-run directory. (The statistics are unit/test_calibrate.py.)"""
 
-import io
+from pathlib import Path
 
 import msgspec
 import numpy as np
 import pytest
 
-import babelrun
 from babelrun.analyses import calibrate
-from babelrun.app import audit as run
-from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
-from helpers import simulated, write_manifest
+from helpers import quiet_audit, simulated
+
+CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi", "sw", "zh"], "references_per_language": 10}
 
 
-def _audit(folder, judge):
-    folder.mkdir()
-    corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi", "sw", "zh"],
-              "references_per_language": 10}
-    path = write_manifest(folder, [judge], corpus=corpus, scoring={"bootstrap": 0})
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
-    assert result.exit_code == 0
-    return folder / "run"
+def _run_dir(folder, judge) -> Path:
+    """The run directory of ``judge`` audited on four languages, ten references each."""
+    manifest = {"judges": [judge], "corpus": CORPUS, "scoring": {"bootstrap": 0}}
+    return Path(quiet_audit(manifest, folder=folder, expect_exit=0).run_dir)
 
 
 def test_end_to_end_finds_the_language_where_a_judge_is_worse(tmp_path):
-    steady = _audit(tmp_path / "a", simulated("steady", default_accuracy=0.75))
+    steady = _run_dir(tmp_path / "a", simulated("steady", default_accuracy=0.75))
     # Better than "steady" everywhere but Swahili, where it is much worse.
     # (A large gap, so that the fixed seeds cannot make it borderline: judge ids, and with
     # them the simulated draws, change whenever a verdict-relevant setting is added.)
-    uneven = _audit(tmp_path / "b", simulated("uneven", default_accuracy=0.95, accuracy={"sw": 0.3}))
+    uneven = _run_dir(tmp_path / "b", simulated("uneven", default_accuracy=0.95, accuracy={"sw": 0.3}))
     cal = calibrate.run([steady, uneven, steady], replicates=100)  # a repeated run counts once
     assert cal.judges == ["steady", "uneven"] and cal.langs == ["en", "hi", "sw", "zh"]
     assert len(cal.tasks) == 5 and cal.cells == 20 and cal.dropped == []
@@ -53,7 +47,7 @@ def test_end_to_end_finds_the_language_where_a_judge_is_worse(tmp_path):
 
 
 def test_run_refuses_a_single_judge_and_a_non_run_directory(tmp_path):
-    one = _audit(tmp_path / "a", simulated("only"))
+    one = _run_dir(tmp_path / "a", simulated("only"))
     with pytest.raises(UserError, match="only"):
         calibrate.run([one])
     with pytest.raises(UserError, match="not a babelrun run directory"):

@@ -1,29 +1,20 @@
 """The analysis commands end to end through the CLI: agree, diff, calibrate."""
 
-import io
 
 import pytest
 
-import babelrun
-from babelrun.app import audit as run
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated
 
 LLMBAR = SHARED_DATA / "llmbar"
-
-
-def _audit(folder, judges, corpus):
-    folder.mkdir(parents=True, exist_ok=True)
-    path = write_manifest(folder, judges, corpus=corpus, scoring={"bootstrap": 50})
-    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
-    return folder / "run"
+SCORING = {"bootstrap": 50}
 
 
 @pytest.mark.skipif(not LLMBAR.exists(), reason="shared LLMBar data absent")
 def test_agree_with_a_single_set_folder(tmp_path, capsys):
-    run_dir = _audit(tmp_path, [simulated()], {"sources": [
-        {"kind": "labelled_pairs", "path": str(LLMBAR / "LLMBar_Natural"), "pairs_per_set": 12}]})
+    corpus = {"sources": [{"kind": "labelled_pairs", "path": str(LLMBAR / "LLMBar_Natural"), "pairs_per_set": 12}]}
+    quiet_audit({"judges": [simulated()], "corpus": corpus, "scoring": SCORING}, folder=tmp_path)
+    run_dir = tmp_path / "run"
     assert main(["agree", str(run_dir), str(LLMBAR / "LLMBar_Natural")]) == 0
     out = capsys.readouterr().out
     assert "matched to judged pairs: 12" in out and "n 12, both orders" in out and "κ" in out
@@ -31,12 +22,17 @@ def test_agree_with_a_single_set_folder(tmp_path, capsys):
 
 def test_diff_and_calibrate(tmp_path, capsys):
     corpus = {"languages": ["en", "sw", "hi"], "references_per_language": 6}
-    a = _audit(tmp_path / "a", [simulated("j", default_accuracy=0.9)], corpus)
-    b = _audit(tmp_path / "b", [simulated("j", default_accuracy=0.9, accuracy={"sw": 0.4})], corpus)
+    quiet_audit({"judges": [simulated("j", default_accuracy=0.9)], "corpus": corpus, "scoring": SCORING},
+                folder=tmp_path / "a")
+    quiet_audit({"judges": [simulated("j", default_accuracy=0.9, accuracy={"sw": 0.4})], "corpus": corpus,
+                 "scoring": SCORING}, folder=tmp_path / "b")
+    a, b = tmp_path / "a" / "run", tmp_path / "b" / "run"
     assert main(["diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "sw Swahili" in out and "McNemar" in out
-    other = _audit(tmp_path / "c", [simulated("k", default_accuracy=0.8)], corpus)
+    quiet_audit({"judges": [simulated("k", default_accuracy=0.8)], "corpus": corpus, "scoring": SCORING},
+                folder=tmp_path / "c")
+    other = tmp_path / "c" / "run"
     assert main(["calibrate", str(b), str(other), "--replicates", "20"]) == 0
     out = capsys.readouterr().out
     assert "Interaction" in out and "| sw" in out or " sw " in out

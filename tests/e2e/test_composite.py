@@ -21,10 +21,12 @@ CORPUS = {"sources": [{"kind": "bundled"}], "references_per_language": 12}
 PERTURBATIONS = [{"name": n, "severities": [0.3, 0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
 
 
-def _audit(tmp_path, judges, composites, **fields):
-    path = write_manifest(tmp_path, judges, composites=composites, corpus=CORPUS,
-                          perturbations=PERTURBATIONS, **fields)
-    cards = quiet_audit(path).cards
+def _manifest(judges, composites) -> dict:
+    return {"judges": judges, "composites": composites, "corpus": CORPUS, "perturbations": PERTURBATIONS}
+
+
+def _named(cards):
+    """The cards, each judge's and composite's overall card by name, each composite by name."""
     by_name = {j.judge: j.overall for j in cards.judges}
     return cards, by_name, {c.name: c for c in cards.composites}
 
@@ -38,7 +40,7 @@ def test_dual_order_brings_position_bias_to_zero(tmp_path):
               {**simulated("soft", position_bias=0.4, default_accuracy=0.8), "soft": True}]
     composites = [{"kind": "dual_order", "name": "hard2", "of": "hard"},
                   {"kind": "dual_order", "name": "soft2", "of": "soft"}]
-    _, card, comp = _audit(tmp_path, judges, composites)
+    _, card, comp = _named(quiet_audit(_manifest(judges, composites), folder=tmp_path).cards)
     for base, fixed in (("hard", "hard2"), ("soft", "soft2")):
         assert card[base].position_bias.lo > 0.15  # the bias is there, well outside noise
         assert _contains_zero(card[fixed].position_bias)
@@ -60,7 +62,7 @@ def test_calibrated_removes_most_of_a_known_slot_bias_on_held_out_items(tmp_path
     bias = 0.4
     judges = [{**simulated("leaning", position_bias=bias, default_accuracy=0.8), "soft": True}]
     composites = [{"kind": "calibrated", "name": "cal", "of": "leaning", "calibration_share": 0.3}]
-    cards, card, comp = _audit(tmp_path, judges, composites)
+    cards, card, comp = _named(quiet_audit(_manifest(judges, composites), folder=tmp_path).cards)
     cal = comp["cal"]
     # The simulated soft judge's log-odds shift is Φ⁻¹((1 + bias)/2); the pooled estimate finds it.
     true_beta = NormalDist().inv_cdf((1 + bias) / 2)
@@ -102,7 +104,7 @@ def test_ensemble_helps_when_errors_are_independent_and_not_when_identical(tmp_p
     copies = [{**simulated(f"copy{i}", **knobs, noise="shared"), "model": f"copy{i}"} for i in range(3)]
     composites = [{"kind": "ensemble", "name": "ind", "of": ["ind0", "ind1", "ind2"]},
                   {"kind": "ensemble", "name": "copies", "of": ["copy0", "copy1", "copy2"]}]
-    _, card, comp = _audit(tmp_path, independent + copies, composites)
+    _, card, comp = _named(quiet_audit(_manifest(independent + copies, composites), folder=tmp_path).cards)
     # Three independent judges at 0.7: the majority is right with 3p² − 2p³ = 0.784.
     for i in range(3):
         assert card["ind"].accuracy.lo > card[f"ind{i}"].accuracy.hi
@@ -119,7 +121,7 @@ def test_cascade_escalates_at_the_rate_its_threshold_implies(tmp_path):
               simulated("strong", default_accuracy=0.98)]
     composites = [{"kind": "cascade", "name": "casc", "cheap": "cheap", "strong": "strong",
                    "margin": margin, "on_flip": False}]
-    _, card, comp = _audit(tmp_path, judges, composites)
+    _, card, comp = _named(quiet_audit(_manifest(judges, composites), folder=tmp_path).cards)
     # The cheap judge's log-odds are ±μ + ε, ε ~ N(0, 1), μ = Φ⁻¹(accuracy); with no tie mass
     # |P(A) − P(B)| = |tanh(s/2)| < margin  ⇔  |s| < 2·atanh(margin).
     mu, c = NormalDist().inv_cdf(accuracy), 2 * __import__("math").atanh(margin)
@@ -131,7 +133,7 @@ def test_cascade_escalates_at_the_rate_its_threshold_implies(tmp_path):
 
 
 def test_prompt_variant_is_a_judge_setting_with_its_own_id():
-    base = msgspec.convert({"name": "a", "backend": "openai", "model": "m"}, babelrun.manifest.JudgeSpec)
+    base = babelrun.judges.judge_spec(name="a", backend="openai", model="m")
     variant = msgspec.structs.replace(base, prompt="pairwise_length_neutral")
     assert judge_id(base) != judge_id(variant)
     system = messages("q", "a", "b", prompt="pairwise_length_neutral")[0]["content"]
@@ -235,7 +237,6 @@ def test_escalation_only_judges_must_be_a_cascades_strong_judge(tmp_path):
 
 
 def test_escalation_only_judges_need_the_whole_run(tmp_path):
-    from babelrun.app import audit as run
     from babelrun.errors import UserError
     from babelrun.store.log import Shard
 
@@ -243,7 +244,7 @@ def test_escalation_only_judges_need_the_whole_run(tmp_path):
     path = write_manifest(tmp_path, judges, corpus=CORPUS, perturbations=PERTURBATIONS,
                           composites=[{"kind": "cascade", "name": "k", "cheap": "cheap", "strong": "strong"}])
     with pytest.raises(UserError, match="escalations only"):
-        run.audit(babelrun.load_manifest(path), shard=Shard(0, 2), handle_signals=False)
+        quiet_audit(path, shard=Shard(0, 2))
     assert not (tmp_path / "run" / "log").exists()
 
 

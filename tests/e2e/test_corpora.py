@@ -1,6 +1,5 @@
 """Corpus loaders: each format a user brings, audited through the simulated judge."""
 
-import io
 
 import msgspec
 import pyarrow as pa
@@ -9,22 +8,13 @@ import pytest
 
 import babelrun
 from babelrun import corpus
-from babelrun.app import audit as run
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
 from babelrun.errors import ManifestError
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated, write_manifest
 
 EN = "The Nile is about 6650 km long. It flows through Egypt and Sudan. Its delta holds 40 million people."
 SW = "Mto Nile una urefu wa kilomita 6650. Unapita Misri na Sudan. Delta yake ina watu milioni 40."
 HI = "नील नदी लगभग 6650 किलोमीटर लंबी है। यह मिस्र और सूडान से बहती है। इसके डेल्टा में 4 करोड़ लोग रहते हैं।"
-
-
-def _audit(path):
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
-    assert result.exit_code == 0
-    return result
 
 
 def _langs(result):
@@ -50,7 +40,7 @@ def test_aya_files(tmp_path, fmt):
     else:
         pq.write_table(pa.Table.from_pylist(rows), tmp_path / "aya.parquet")
     path = write_manifest(tmp_path, [simulated()], corpus={"sources": [{"kind": "aya", "path": "."}]})
-    result = _audit(path)
+    result = quiet_audit(path, expect_exit=0)
     assert _langs(result) == {"en", "sw", "hi"}
     refs = corpus.select(babelrun.load_manifest(path)).references
     assert {r.ref_id for r in refs} == {r.ref_id for r in corpus.select(babelrun.load_manifest(path)).references}
@@ -101,7 +91,7 @@ def test_flores_layout_makes_translation_tasks(tmp_path):
     assert hindi[0].response.count("।") == 3
     chinese = next(r for r in refs if r.lang == "zh-Hans")
     assert " " not in chinese.response  # Han text joined without spaces
-    result = _audit(path)
+    result = quiet_audit(path, expect_exit=0)
     assert _langs(result) == {"hi", "zh-Hans", "ace-Arab"}
 
 
@@ -121,7 +111,7 @@ def test_csv_and_parquet_tables_with_a_column_map(tmp_path):
         {"kind": "parquet", "path": "refs.parquet", "columns": {"prompt": "question", "reference": "answer"},
          "language": "sw"},
     ]})
-    assert _langs(_audit(path)) == {"en", "sw"}
+    assert _langs(quiet_audit(path, expect_exit=0)) == {"en", "sw"}
 
 
 def test_filters_remove_short_references_and_say_so(tmp_path):
@@ -130,7 +120,7 @@ def test_filters_remove_short_references_and_say_so(tmp_path):
     (tmp_path / "r.jsonl").write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in rows))
     path = write_manifest(tmp_path, [simulated()], corpus={
         "sources": [{"kind": "jsonl", "path": "r.jsonl"}], "min_sentences": 2})
-    _audit(path)
+    quiet_audit(path, expect_exit=0)
     plan = msgspec.json.decode((tmp_path / "run" / "plan.json").read_bytes())
     assert plan["removed_by_filters"] == [{"lang": "en", "reason": "fewer than 2 sentences", "count": 1}]
     assert "fewer than 2 sentences" in (tmp_path / "run" / "report.md").read_text()
@@ -156,7 +146,7 @@ def test_llmbar_labelled_pairs_are_a_second_item_family(tmp_path):
         "sources": [{"kind": "bundled"},
                     {"kind": "labelled_pairs", "path": str(SHARED_DATA / "llmbar"), "pairs_per_set": 10}],
         "languages": ["en"], "references_per_language": 2})
-    result = _audit(path)
+    result = quiet_audit(path, expect_exit=0)
     (english,) = result.cards.judges[0].languages
     # The degradation card holds no labelled pair (families never pool); each set
     # has its own cards.

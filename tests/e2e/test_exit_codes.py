@@ -151,6 +151,8 @@ CASES = {
     ("self-preference", 2): lambda r, t: main(["self-preference", str(r["a"])]),  # no judge declares a family
     ("cache", 0): lambda r, t: main(["cache", "stats", str(t)]),
     ("cache", 2): lambda r, t: main(["cache", "prune", str(t / "no-such-cache")]),
+    ("data", 0): lambda r, t: main(["data", "list"]),
+    ("data", 2): lambda r, t: main(["data", "get", "no-such-data-set"]),
 }
 
 

@@ -86,11 +86,10 @@ def apply(package_root: Path, step: Step) -> None:
 
 
 def add_backend_option(judge: dict) -> dict:
-    """The judge entry the backend recipe's judge is audited with. The seam for a backend with
-    an option of its own: once backends declare their options (a struct in the backend's module,
-    named by its ``register(...)`` line), the recipe gives the echo backend one and this sets it
-    in the manifest (and ``test_backend`` checks it reached the judge)."""
-    return judge
+    """The judge entry the backend recipe's judge is audited with: its own option ``reply``
+    set away from its default, flat beside the common fields (``test_backend`` checks that it
+    reached the judge and run.yaml)."""
+    return {**judge, "reply": "B"}
 
 
 MANIFEST = """\
@@ -161,8 +160,10 @@ def test_perturbation_is_planned_scored_and_among_the_defaults(extended):
 def test_backend_judges_every_presentation(extended):
     judge = _cards(extended)["judges"][0]
     assert judge["judge"] == "echo"
-    # Always slot A: both orders shown, so accuracy is one half and the position bias +1.
-    assert judge["overall"]["accuracy"]["value"] == 0.5 and judge["overall"]["position_bias"]["value"] == 1.0
+    # Always slot B (its option ``reply: B``): both orders shown, so accuracy is one half and
+    # the position bias -1; run.yaml keeps the option flat beside the common fields.
+    assert judge["overall"]["accuracy"]["value"] == 0.5 and judge["overall"]["position_bias"]["value"] == -1.0
+    assert "reply: B" in (extended.run / "run.yaml").read_text()
 
 
 def test_metric_is_on_every_card_in_diff_and_accepted_by_its_gate(extended):

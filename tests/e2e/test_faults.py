@@ -11,13 +11,11 @@ from collections import Counter
 import msgspec
 
 import babelrun
-from babelrun.app import audit as run
-from babelrun.engine.progress import Progress
 from babelrun.judges import judge_id
 from babelrun.plan import Plan
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, log_lines, write_manifest
+from helpers import ROOT, log_lines, quiet_audit, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["bn", "fr", "ja", "tr"], "references_per_language": 4}
 
@@ -42,8 +40,7 @@ def test_twenty_percent_faults_of_every_kind(tmp_path):
         judge = {"name": "flaky", "backend": "openai", "model": "m", "endpoint": server.url,
                  "concurrency": 8, "timeout_s": 0.25, "retries": 8}
         path = write_manifest(tmp_path, [judge], corpus=CORPUS)
-        result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                           progress=Progress(interval=60))
+        result = quiet_audit(path)
         seen = server.snapshot()
     assert result.exit_code == 0
     run_dir = tmp_path / "run"

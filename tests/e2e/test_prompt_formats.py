@@ -78,12 +78,6 @@ def _card(run: Path, kind: str = "judges") -> dict:
     return json.loads((run / "cards.json").read_bytes())[kind][0]["overall"]
 
 
-def _audit(tmp_path, server, small_corpus, **fields) -> dict:
-    m = write_manifest(tmp_path, [_judge(server, **fields)], corpus=small_corpus)
-    quiet_audit(m)
-    return _card(tmp_path / "run")
-
-
 def _assert_longer_recovered(card: dict) -> None:
     assert card["verbosity"]["value"] >= 0.95, card["verbosity"]
     assert card["invalid_rate"]["value"] == 0
@@ -103,8 +97,9 @@ def test_alpaca_eval_gpt4_annotator_ranking_parser(tmp_path, small_corpus):
         return f"[\n    {{'model': 'model_1', 'rank': {r1}}},\n    {{'model': 'model_2', 'rank': {r2}}}\n]"
 
     with ToolJudge(lambda s, u: _alpaca_answers(s, u, "answer"), ranking) as server:
-        card = _audit(tmp_path, server, small_corpus,
-                      prompt={"file": str(ALPACA / "alpaca_eval_gpt4" / "configs.yaml")})
+        judge = _judge(server, prompt={"file": str(ALPACA / "alpaca_eval_gpt4" / "configs.yaml")})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         body = server.bodies[-1]
     _assert_longer_recovered(card)
     system, user = (m["content"] for m in body["messages"])
@@ -114,8 +109,10 @@ def test_alpaca_eval_gpt4_annotator_ranking_parser(tmp_path, small_corpus):
 
 def test_alpaca_eval_2_weighted_annotator_reads_logprobs_of_m_and_M(tmp_path, small_corpus):
     with ToolJudge(lambda s, u: _alpaca_answers(s, u, "output"), soft=("m", "M")) as server:
-        card = _audit(tmp_path, server, small_corpus, soft=True,
-                      prompt={"file": str(ALPACA / "weighted_alpaca_eval_gpt4_turbo" / "configs.yaml")})
+        judge = _judge(server, soft=True,
+                       prompt={"file": str(ALPACA / "weighted_alpaca_eval_gpt4_turbo" / "configs.yaml")})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         body = server.bodies[-1]
     _assert_longer_recovered(card)
     assert body["logprobs"] is True and body["max_tokens"] == 1
@@ -143,8 +140,10 @@ def test_llmbar_vanilla_prompt(tmp_path, small_corpus):
                 _between(user, "# Output (b):\n", "\n\n# Which is better"))
 
     with ToolJudge(read, lambda first, a, b: "Output (a)" if first else "Output (b)") as server:
-        card = _audit(tmp_path, server, small_corpus, prompt=str(FIXTURES / "llmbar" / "Vanilla.txt"),
-                      verdict={"pattern": r"Output \(([ab])\)", "labels": {"a": "A", "b": "B"}})
+        judge = _judge(server, prompt=str(FIXTURES / "llmbar" / "Vanilla.txt"),
+                       verdict={"pattern": r"Output \(([ab])\)", "labels": {"a": "A", "b": "B"}})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         body = server.bodies[-1]
     _assert_longer_recovered(card)
     assert body["messages"][0]["content"].startswith("You are a helpful assistant in evaluating")
@@ -161,9 +160,10 @@ def test_judgelm_two_score_prompt_fills_its_prompt_block_from_the_file(tmp_path,
         return f"{sa} {sb}\nAssistant 1 wrote {len(a)} characters, Assistant 2 {len(b)}."
 
     with ToolJudge(read, scores) as server:
-        card = _audit(tmp_path, server, small_corpus,
-                      prompt={"file": str(FIXTURES / "judgelm" / "judgelm_prompts.jsonl")},
-                      verdict={"scores": r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", "match": "first"})
+        judge = _judge(server, prompt={"file": str(FIXTURES / "judgelm" / "judgelm_prompts.jsonl")},
+                       verdict={"scores": r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", "match": "first"})
+        quiet_audit({"judges": [judge], "corpus": small_corpus}, folder=tmp_path)
+        card = _card(tmp_path / "run")
         user = server.bodies[-1]["messages"][1]["content"]
     assert card["verbosity"]["value"] >= 0.95 and card["invalid_rate"]["value"] == 0
     # the {prompt} block is JudgeLM's instructions, not the question
@@ -325,3 +325,158 @@ def _item():
 
     return Item(item_id="0" * 20, kind="text", lang="en", ref_id="r", prompt="Q?", reference="REF", perturbed="PERT",
                 perturbation="truncate", severity=0.3, ref_len=3, pert_len=4)
+
+
+# ---- tools read by the general mechanisms: fields:, .py constants, parts, placeholders written out ----
+# Each file is the tool's own (tests/fixtures/prompt_formats/README.md: repository, commit, licence),
+# named unchanged; only the manifest settings below say how to read it.
+
+EVALS, ARENA, WILD, REWARD = (FIXTURES / d for d in ("openai_evals", "arena_hard", "wildbench", "reward_bench"))
+ARENA_LABELS = {"A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B"}
+
+
+def _audit(tmp_path, server, small_corpus, **fields) -> dict:
+    quiet_audit({"judges": [_judge(server, **fields)], "corpus": small_corpus}, folder=tmp_path)
+    return _card(tmp_path / "run")
+
+
+def _pointwise_card(tmp_path, server, small_corpus, **fields) -> dict:
+    quiet_audit({"judges": [_judge(server, protocol="pointwise", **fields)], "corpus": small_corpus}, folder=tmp_path)
+    return _card(tmp_path / "run", "pointwise")
+
+
+def test_openai_evals_closedqa_letter_grades_map_to_scores(tmp_path, small_corpus):
+    def grade(first: bool, a: str, b: str) -> str:  # a long answer meets the criterion
+        letter = "Y" if len(a) > 300 else "N"
+        return f"The submission has {len(a)} characters.\n{letter}\n{letter}"
+
+    read = lambda _, user: (_between(user, "[Submission]: ", "\n***\n[Criterion]"), "")  # noqa: E731
+    with ToolJudge(read, grade) as server:
+        card = _pointwise_card(tmp_path, server, small_corpus,
+                               prompt={"file": str(EVALS / "closedqa.yaml"), "fields": {"completion": "answer"},
+                                       "vars": {"criteria": "Is the answer correct and complete?"}},
+                               verdict={"pattern": r"(?m)^\s*([YN])\s*$", "labels": {"Y": 1, "N": 0},
+                                        "scale": [0, 1]})
+        user = server.bodies[-1]["messages"][0]["content"]
+    assert card["verbosity_gain"]["value"] > 0 and card["invalid_rate"]["value"] == 0
+    assert "[Criterion]: Is the answer correct and complete?" in user and "[Task]: " in user
+
+
+def test_openai_evals_battle_maps_its_two_instructions_and_completions(tmp_path, small_corpus):
+    def read(_: str, user: str) -> tuple[str, str]:
+        return _between(user, "[Response 1]\n", "\n\n[Instruction 2]"), _between(user, "[Response 2]\n", "\n\n\nIs")
+
+    with ToolJudge(read, lambda first, a, b: "Yes" if first else "No") as server:
+        card = _audit(tmp_path, server, small_corpus,
+                      prompt={"file": str(EVALS / "battle.yaml"),
+                              "fields": {"input1": "question", "completion1": "answer_a", "input2": "question",
+                                         "completion2": "answer_b"}},
+                      verdict={"pattern": r"\b(Yes|No)\b", "labels": {"Yes": "A", "No": "B"}})
+    _assert_longer_recovered(card)
+
+
+def test_arena_hard_system_from_its_py_constant_user_from_its_config_and_five_labels(tmp_path, small_corpus):
+    def read(_: str, user: str) -> tuple[str, str]:
+        return (_between(user, "<|The Start of Assistant A's Answer|>\n", "\n<|The End of Assistant A's Answer|>"),
+                _between(user, "<|The Start of Assistant B's Answer|>\n", "\n<|The End of Assistant B's Answer|>"))
+
+    def verdict(first: bool, a: str, b: str) -> str:
+        much = max(len(a), len(b)) > 2 * min(len(a), len(b))
+        return f"My final verdict is: [[{('A>>B' if much else 'A>B') if first else ('B>>A' if much else 'B>A')}]]"
+
+    with ToolJudge(read, verdict) as server:
+        card = _audit(tmp_path, server, small_corpus,
+                      prompt={"system": {"file": str(ARENA / "judge_utils.py"), "name": "OG_ARENA_HARD_PROMPT"},
+                              "user": {"file": str(ARENA / "arena-hard-v2.0.yaml"), "name": "prompt_template"},
+                              "fields": {"QUESTION": "question", "ANSWER_A": "answer_a", "ANSWER_B": "answer_b"}},
+                      verdict={"pattern": r"\[\[([AB<>=]+)\]\]", "labels": ARENA_LABELS})
+        system, user = (m["content"] for m in server.bodies[-1]["messages"])
+    _assert_longer_recovered(card)
+    assert system.startswith("Please act as an impartial judge") and system.endswith('[[A=B]]".')
+    assert user.startswith("<|User Prompt|>\n") and "{QUESTION}" not in user
+
+
+WILD_HISTORY = {"{$history}": "", "{$checklist}": "- Does the response answer the query correctly?\n"}
+
+
+def test_wildbench_pairwise_checklist_prompt_with_its_placeholders_written_out(tmp_path, small_corpus):
+    def read(_: str, user: str) -> tuple[str, str]:
+        return (_between(user, "<|begin_of_response_A|>\n\n", "\n\n<|end_of_response_A|>"),
+                _between(user, "<|begin_of_response_B|>\n\n", "\n\n<|end_of_response_B|>"))
+
+    def choice(first: bool, a: str, b: str) -> str:
+        return json.dumps({"analysis of A": "…", "analysis of B": "…", "choice": "A+" if first else "B++"}, indent=4)
+
+    with ToolJudge(read, choice) as server:
+        card = _audit(tmp_path, server, small_corpus,
+                      prompt={"file": str(WILD / "eval_template.pairwise.v2.md"), "vars": WILD_HISTORY,
+                              "fields": {"{$user_query}": "question", "{$candidate_A}": "answer_a",
+                                         "{$candidate_B}": "answer_b"}},
+                      verdict={"pattern": r'"choice"\s*:\s*"(A\+\+|A\+|A=B|B\+|B\+\+)"',
+                               "labels": {"A++": "A", "A+": "A", "A=B": "tie", "B+": "B", "B++": "B"}})
+        user = server.bodies[-1]["messages"][0]["content"]
+    _assert_longer_recovered(card)
+    assert "<|begin_of_history|>\n\n\n\n<|end_of_history|>" in user and "- Does the response answer" in user
+    assert '```\n{\n    "analysis of A": "[analysis of Response A]",' in user and "{$" not in user
+
+
+def test_wildbench_score_prompt_pointwise(tmp_path, small_corpus):
+    def score(first: bool, a: str, b: str) -> str:
+        return json.dumps({"strengths": "…", "weaknesses": "…", "score": str(min(10, 1 + len(a) // 60))}, indent=4)
+
+    read = lambda _, user: (_between(user, "<|begin_of_response|>\n\n", "\n\n<|end_of_response|>"), "")  # noqa: E731
+    with ToolJudge(read, score) as server:
+        card = _pointwise_card(tmp_path, server, small_corpus,
+                               prompt={"file": str(WILD / "eval_template.score.v2.md"), "vars": WILD_HISTORY,
+                                       "fields": {"{$user_query}": "question", "{$model_output}": "answer"}},
+                               verdict={"pattern": r'"score"\s*:\s*"(\d+)"', "scale": [1, 10]})
+    assert card["verbosity_gain"]["value"] > 0 and card["invalid_rate"]["value"] == 0
+
+
+def test_reward_bench_prompt_dict_read_from_its_py_file_without_importing_it(tmp_path, small_corpus):
+    def read(_: str, user: str) -> tuple[str, str]:
+        return (_between(user, "[The Start of Assistant A's Answer]\n", "\n[The End of Assistant A's Answer]"),
+                _between(user, "[The Start of Assistant B's Answer]\n", "\n[The End of Assistant B's Answer]"))
+
+    with ToolJudge(read, lambda first, a, b: "A is longer. [[A]]" if first else "B is longer. [[B]]") as server:
+        card = _audit(tmp_path, server, small_corpus, prompt={"file": str(REWARD / "generative.py"),
+                                                              "name": "MTBENCH_V2"},
+                      verdict={"pattern": r"\[\[([AB])\]\]"})
+        system = server.bodies[-1]["messages"][0]["content"]
+    _assert_longer_recovered(card)
+    # prompt_v2: implicit concatenation of literals, named by the dict's system_prompt
+    assert system.startswith("Please act as an impartial judge")
+    assert system.endswith('"[[B]]" if assistant B is better.')
+
+
+def test_reward_bench_prometheus_prompt_with_its_own_names_mapped(tmp_path, small_corpus):
+    def read(_: str, user: str) -> tuple[str, str]:
+        return (_between(user, "###Response A:\n", "\n\n###Response B:"),
+                _between(user, "###Response B:\n", "\n\n###Score"))
+
+    with ToolJudge(read, lambda first, a, b: f"Feedback: one is longer. [RESULT] {'A' if first else 'B'}") as server:
+        card = _audit(tmp_path, server, small_corpus,
+                      prompt={"file": str(REWARD / "generative.py"), "name": "RELATIVE_PROMPT",
+                              "fields": {"orig_instruction": "question", "response_A": "answer_a",
+                                         "response_B": "answer_b"},
+                              "vars": {"score_rubric": "Which response answers {question} better?"}},
+                      verdict={"pattern": r"\[RESULT\]\s*\(?([AB])\)?"})
+        user = server.bodies[-1]["messages"][0]["content"]
+    _assert_longer_recovered(card)
+    assert "###Score Rubric:\nWhich response answers " in user
+
+
+PHOENIX = FIXTURES / "phoenix" / "CORRECTNESS_CLASSIFICATION_EVALUATOR_CONFIG.yaml"
+
+
+def test_phoenix_eval_config_messages_and_label_scores(tmp_path, small_corpus):
+    def label(first: bool, a: str, b: str) -> str:
+        return f"The output is {'correct' if len(a) > 300 else 'incorrect'}."
+
+    read = lambda _, user: (_between(user, "<output>\n", "\n</output>"), "")  # noqa: E731
+    with ToolJudge(read, label) as server:
+        card = _pointwise_card(tmp_path, server, small_corpus,
+                               prompt={"file": str(PHOENIX)},
+                               verdict={"pattern": r"\b(correct|incorrect)\b", "labels": {"correct": 1, "incorrect": 0},
+                                        "scale": [0, 1]})
+    assert card["verbosity_gain"]["value"] > 0 and card["invalid_rate"]["value"] == 0

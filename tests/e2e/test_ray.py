@@ -1,7 +1,6 @@
 """The Ray executor on a local 2-CPU Ray instance: a worker SIGKILLed mid-run, one shared rate
 budget against a judge that enforces requests/min, resume across executors."""
 
-import io
 import os
 import re
 import signal
@@ -12,13 +11,11 @@ from collections import Counter
 import pytest
 
 import babelrun
-from babelrun.app import audit as run
-from babelrun.engine.progress import Progress
 from babelrun.judges import judge_id
 from babelrun.plan import Plan
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import log_lines, write_manifest
+from helpers import log_lines, quiet_audit, quiet_progress, write_manifest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 
@@ -46,10 +43,6 @@ def _manifest(folder, server, **fields):
                                                  **fields))
 
 
-def _audit(manifest, **kw):
-    return run.audit(manifest, handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60), **kw)
-
-
 def _kill_shard_worker(run_dir, shard_tag, after_lines, killed):
     """SIGKILL the worker running ``shard_tag`` once its segments hold ``after_lines`` records."""
     deadline = time.monotonic() + 60
@@ -71,7 +64,7 @@ def test_ray_audit_survives_a_killed_worker_within_one_shared_rate_budget(tmp_pa
         first = _manifest(tmp_path / "ray", server)
         planned = {(judge_id(first.judges[0]), i, o) for i in Plan.from_manifest(first).item_ids
                    for o in ("ref_first", "pert_first")}
-        local_part = _audit(first, shard=log.Shard(0, 3))
+        local_part = quiet_audit(first, shard=log.Shard(0, 3))
         assert local_part.exit_code == 0 and 0 < local_part.new_records < len(planned) / 2
 
         # 2. The rest on Ray, 2 workers sharing one 800 rpm budget; shard 0's worker is killed.
@@ -83,13 +76,13 @@ def test_ray_audit_survives_a_killed_worker_within_one_shared_rate_budget(tmp_pa
         killed: list[int] = []
         killer = threading.Thread(target=_kill_shard_worker, args=(run_dir, "s0of2", 20, killed))
         killer.start()
-        result = _audit(on_ray)
+        result = quiet_audit(on_ray)
         killer.join()
         during = server.snapshot()
 
         # 3. The same plan in one local process, as the reference.
         server.rpm_limit = None
-        reference = _audit(_manifest(tmp_path / "local", server))
+        reference = quiet_audit(_manifest(tmp_path / "local", server))
     assert killed, "no worker was killed"
     assert result.exit_code == 0 and result.cards is not None
     assert result.already_done >= local_part.new_records
@@ -166,23 +159,24 @@ def test_replicas_of_an_in_process_judge_serve_every_worker_and_survive_a_death(
     (tmp_path / "ray").mkdir()
     path = write_manifest(tmp_path / "ray", [judge], corpus=corpus, perturbations=PERTURBATIONS, executor="ray",
                           ray={"workers": 2, "num_cpus": 0})
-    notes, killed = io.StringIO(), []
+    progress, killed = quiet_progress(), []
     killer = threading.Thread(target=_kill_a_replica, args=(tmp_path / "ray" / "run", 20, killed))
     killer.start()
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=notes, interval=60))
+    result = quiet_audit(path, progress=progress)
     killer.join()
     assert killed and result.exit_code == 0
     (stats,) = result.stats.judges
     assert stats.ok == result.planned_calls and stats.failed == 0
     assert stats.retries >= 1  # the calls in flight on the dead replica, retried on a live one
     # Both replicas served (the restarted one counts from its restart).
-    served = [int(n) for n in re.search(r"2 replicas served (\d+), (\d+) calls", notes.getvalue()).groups()]
+    notes = progress.stream.getvalue()
+    served = [int(n) for n in re.search(r"2 replicas served (\d+), (\d+) calls", notes).groups()]
     assert min(served) > 0 and sum(served) <= stats.calls
 
     (tmp_path / "local").mkdir()
     local = write_manifest(tmp_path / "local", [{**judge, "replicas": 1, "concurrency": 16}], corpus=corpus,
                            perturbations=PERTURBATIONS)
-    assert _audit(babelrun.load_manifest(local)).exit_code == 0
+    assert quiet_audit(local).exit_code == 0
     records = list(log.read(tmp_path / "ray" / "run"))
     assert len(records) == len({r.key for r in records}) == result.planned_calls
     assert {r.key: r.raw for r in records} == {r.key: r.raw for r in log.read(tmp_path / "local" / "run")}
@@ -194,7 +188,7 @@ def test_replicas_need_the_ray_executor(tmp_path):
     judge = {"name": "sim", "backend": "simulated", "replicas": 2}
     path = write_manifest(tmp_path, [judge], corpus={"languages": ["en"], "references_per_language": 1})
     with pytest.raises(babelrun.errors.UserError, match=r"judges\[0\].replicas: replicas are Ray actors"):
-        _audit(babelrun.load_manifest(path))
+        quiet_audit(path)
     remote = write_manifest(tmp_path, [{"name": "r", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
                                         "replicas": 2}])
     with pytest.raises(babelrun.errors.ManifestError,
@@ -213,7 +207,7 @@ def test_a_cascades_escalation_only_judge_runs_as_a_second_round_on_ray(tmp_path
         folder.mkdir()
         path = write_manifest(folder, judges, composites=composites, corpus=corpus, perturbations=PERTURBATIONS,
                               **fields)
-        return _audit(babelrun.load_manifest(path)), list(log.read(folder / "run"))
+        return quiet_audit(path), list(log.read(folder / "run"))
 
     on_ray, ray_records = audit(tmp_path / "ray", executor="ray", ray={"workers": 2, "num_cpus": 0})
     local, local_records = audit(tmp_path / "local")
@@ -242,12 +236,12 @@ def test_a_run_started_on_ray_is_finished_locally(tmp_path, local_ray):
         on_ray = _manifest(tmp_path / "audit", server, executor="ray", ray={"workers": 2})
         revoker = threading.Thread(target=revoke, args=(on_ray.run_dir, server, 30))
         revoker.start()
-        started = _audit(on_ray)
+        started = quiet_audit(on_ray)
         revoker.join()
         assert started.exit_code == 1 and started.stop_reasons  # the 401 stopped the judge
         server.api_key = None
-        finished = _audit(_manifest(tmp_path / "audit", server))  # same run, the local executor
-        reference = _audit(_manifest(tmp_path / "reference", server))
+        finished = quiet_audit(_manifest(tmp_path / "audit", server))  # same run, the local executor
+        reference = quiet_audit(_manifest(tmp_path / "reference", server))
     assert finished.exit_code == 0 and 30 <= finished.already_done < finished.planned_calls
     records = list(log.read(on_ray.run_dir))
     ok = Counter(r.key for r in records if r.status == "ok")
@@ -272,29 +266,29 @@ def test_ray_workers_split_the_budget_and_share_the_cache(tmp_path, local_ray):
     judge = {"price": PRICE, "concurrency": 3}
     with FakeJudgeServer(latency_s=0.002) as server:
         full = _manifest(tmp_path / "full", server, judge=judge)  # no cache: the plan's cost, for scale
-        assert _audit(full).exit_code == 0
+        assert quiet_audit(full).exit_code == 0
         everything = list(log.read(full.run_dir))
         budget, one = sum(_usd(r) for r in everything) / 4, max(_usd(r) for r in everything)
 
         on_ray = _manifest(tmp_path / "ray", server, executor="ray", ray={"workers": 2}, judge=judge, cache=cache)
-        first = _audit(on_ray, budget=budget)
+        first = quiet_audit(on_ray, budget=budget)
         assert first.exit_code == 1 and any("budget" in s for s in first.stop_reasons)
         records = list(log.read(on_ray.run_dir))
         spent = sum(_usd(r) for r in records)
         print(f"ray: budget {budget:.5f}, 2 workers spent {spent:.5f}; one call at most {one:.5f}")
         assert budget - 2 * one <= spent <= budget + 2 * one  # not 2 × the budget
         assert first.stats.judges[0].spend["total"] == pytest.approx(spent, abs=1e-5)  # both workers' ledgers
-        again = _audit(on_ray, budget=budget)  # continues
+        again = quiet_audit(on_ray, budget=budget)  # continues
         both = list(log.read(on_ray.run_dir))
         assert again.exit_code == 1 and len(both) > len(records) and max(Counter(r.key for r in both).values()) == 1
         assert sum(_usd(r) for r in both) - spent <= budget + 2 * one
-        rest = _audit(on_ray)
+        rest = quiet_audit(on_ray)
         assert rest.exit_code == 0
         assert {r.key for r in log.read(on_ray.run_dir)} == {r.key for r in everything}
         asked = server.requests
         # a second run directory on Ray over the same cache: no call, every record cached
         other = _manifest(tmp_path / "ray2", server, executor="ray", ray={"workers": 2}, judge=judge, cache=cache)
-        served = _audit(other)
+        served = quiet_audit(other)
         assert served.exit_code == 0 and server.requests == asked
         assert served.stats.judges[0].cached == len(everything)  # summed over the workers
         assert all(r.cached for r in log.read(other.run_dir))
@@ -309,11 +303,11 @@ def test_ray_workers_agree_with_one_process_on_the_keys_not_needed(tmp_path, loc
     corpus = {"sources": [{"kind": "bundled"}], "languages": ["en", "hi"], "references_per_language": 6}
     stop = {"on": "verdict", "confidence": 0.95, "min_items": 10}
     (tmp_path / "one").mkdir()
-    single = _audit(babelrun.load_manifest(write_manifest(tmp_path / "one", judges, corpus=corpus, stopping=stop)))
+    single = quiet_audit(write_manifest(tmp_path / "one", judges, corpus=corpus, stopping=stop))
     assert single.exit_code == 0 and sum(j.not_needed for j in single.stats.judges) > 0
     shutil.copytree(tmp_path / "one", tmp_path / "ray")
-    on_ray = _audit(babelrun.load_manifest(write_manifest(tmp_path / "ray", judges, corpus=corpus, stopping=stop,
-                                                          executor="ray", ray={"workers": 2})))
+    on_ray = quiet_audit(write_manifest(tmp_path / "ray", judges, corpus=corpus, stopping=stop,
+                                        executor="ray", ray={"workers": 2}))
     assert on_ray.exit_code == 0 and sum(j.calls for j in on_ray.stats.judges) == 0
     assert {j.judge: j.not_needed for j in on_ray.stats.judges} == {j.judge: j.not_needed for j in single.stats.judges}
     assert on_ray.cards == single.cards

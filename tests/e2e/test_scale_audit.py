@@ -8,25 +8,18 @@ import sys
 
 import msgspec
 
-import babelrun
-from babelrun.app import audit as run
 from babelrun.app.cli import main
 from babelrun.engine.progress import Progress
 from babelrun.store import compact, log, rundir
 from babelrun.store.done import DoneSet
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, simulated, write_manifest
-
-
-def _audit(path, **kw):
-    return run.audit(babelrun.load_manifest(path), handle_signals=False,
-                     progress=Progress(stream=io.StringIO(), interval=60), **kw)
+from helpers import ROOT, quiet_audit, simulated, write_manifest
 
 
 def test_second_process_on_one_run_dir_is_refused(tmp_path, small_corpus):
     path = write_manifest(tmp_path, [simulated()], corpus=small_corpus)
     (tmp_path / "run").mkdir()
-    rundir.mark(tmp_path / "run")  # a run directory (as the first audit makes it), held by another process
+    rundir.RunDir(tmp_path / "run").mark()  # a run directory (as the first audit makes it), held by another process
     with log.RunLock(tmp_path / "run"):
         other = subprocess.run([sys.executable, "-m", "babelrun", "audit", str(path)], cwd=ROOT,
                                capture_output=True, text=True, timeout=60)
@@ -35,12 +28,12 @@ def test_second_process_on_one_run_dir_is_refused(tmp_path, small_corpus):
     assert len(other.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "run" / "log").exists()
     # Once the holder is gone, the directory is free again (a killed holder frees it too).
-    assert _audit(path).exit_code == 0
+    assert quiet_audit(path).exit_code == 0
 
 
 def test_done_set_from_the_log_matches_the_records(tmp_path, small_corpus):
     path = write_manifest(tmp_path, [simulated(), simulated("sim2", invalid_rate=0.5)], corpus=small_corpus)
-    _audit(path)
+    quiet_audit(path)
     records = list(log.read(tmp_path / "run"))
     done = DoneSet.from_log(tmp_path / "run")
     assert len(done) == len(records)
@@ -53,7 +46,7 @@ def test_segments_rotate_and_merge_back(tmp_path, small_corpus):
     # A segment rotates between batches; a slow judge makes many small batches.
     judge = {**simulated(latency_ms=2), "concurrency": 2}
     path = write_manifest(tmp_path, [judge], corpus=small_corpus, log={"segment_mb": 0.01, "fsync": "batch"})
-    result = _audit(path)
+    result = quiet_audit(path)
     segs = log.segments(tmp_path / "run")
     assert len(segs) > 3
     assert all(s.stat().st_size > 0 for s in segs)
@@ -63,7 +56,7 @@ def test_segments_rotate_and_merge_back(tmp_path, small_corpus):
 
 def test_parquet_is_used_only_while_current(tmp_path, small_corpus):
     path = write_manifest(tmp_path, [simulated()], corpus=small_corpus)
-    result = _audit(path)
+    result = quiet_audit(path)
     run_dir = tmp_path / "run"
     assert compact.is_current(run_dir)
     assert main(["compact", str(run_dir)]) == 0
@@ -116,8 +109,7 @@ def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path, small_corpus)
     path = write_manifest(tmp_path, [simulated(latency_ms=20), simulated("sim2", latency_ms=20, default_accuracy=0.8)],
                           corpus=small_corpus)
     stream = io.StringIO()
-    run.audit(babelrun.load_manifest(path), handle_signals=False,
-              progress=Progress(stream=stream, interval=0.1))
+    quiet_audit(path, progress=Progress(stream=stream, interval=0.1))
     lines = stream.getvalue().splitlines()
     assert lines and all(line.startswith("progress: sim") for line in lines)
     assert "\x1b" not in stream.getvalue()
@@ -131,7 +123,7 @@ def test_adaptive_concurrency_backs_off_on_429s_and_completes(tmp_path, small_co
         judge = {"name": "adaptive", "backend": "openai", "model": "m", "endpoint": server.url,
                  "concurrency": 32, "adaptive_concurrency": True, "retries": 20}
         path = write_manifest(tmp_path, [judge], corpus=small_corpus)
-        result = _audit(path)
+        result = quiet_audit(path)
         seen = server.snapshot()
     assert result.exit_code == 0
     (stats,) = result.stats.judges

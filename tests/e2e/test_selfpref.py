@@ -3,19 +3,16 @@ self-preference card, and reads 0 when off."""
 
 from __future__ import annotations
 
-import io
 import json
 import random
 
 import pytest
 
-import babelrun
 from babelrun.analyses import selfpref
-from babelrun.app import audit as run
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
+from babelrun.judges import judge_spec
 from babelrun.score import stats as stats_
-from helpers import simulated, write_manifest
+from helpers import quiet_audit, simulated, write_manifest
 
 # (better family, worse family): the worse output alpha's, beside beta's or gamma's; neither
 # output alpha's; and alpha's the better one
@@ -47,7 +44,7 @@ def preference(tmp_path_factory):
               {**simulated("no-family", default_accuracy=0.8), "model": "other"}]
     path = write_manifest(tmp, judges, corpus={"sources": [{"kind": "labelled_pairs", "path": "pairs.json"}]},
                           scoring={"bootstrap": 20})
-    run.audit(babelrun.load_manifest(path), handle_signals=False, progress=Progress(stream=io.StringIO(), interval=60))
+    quiet_audit(path)
     return tmp / "run", selfpref.run(tmp / "run", confidence=0.99)
 
 
@@ -94,9 +91,9 @@ def test_fisher_exact_matches_scipy(table):
 
 def test_the_knob_changes_no_existing_judge_id():
     from babelrun.judges import judge_id
-    from babelrun.spec import JudgeSpec, SimulatedKnobs
+    from babelrun.spec import SimulatedKnobs
 
-    plain = JudgeSpec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8))
-    off = JudgeSpec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.0))
-    on = JudgeSpec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.3))
+    plain = judge_spec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8))
+    off = judge_spec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.0))
+    on = judge_spec(name="s", backend="simulated", simulated=SimulatedKnobs(default_accuracy=0.8, self_preference=0.3))
     assert judge_id(plain) == judge_id(off) != judge_id(on)

@@ -4,7 +4,6 @@ agreeing with one process. (The Ray executor's: tests/e2e/test_ray.py.)"""
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import sys
@@ -12,13 +11,10 @@ from collections import Counter
 
 import msgspec
 
-import babelrun
-from babelrun.app import audit as run
 from babelrun.engine import stopping
-from babelrun.engine.progress import Progress
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, simulated, write_manifest
+from helpers import ROOT, quiet_audit, simulated, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["ar", "hi", "ja", "sw"], "references_per_language": 4}
 PERTURBATIONS = [{"name": n, "severities": [0.6]} for n in ("truncate", "shuffle", "repeat_pad")]
@@ -41,11 +37,6 @@ def _shards(path, n: int, *extra) -> list[int]:
     return [p.wait(timeout=300) for p in procs]
 
 
-def _audit(path, **kw):
-    return run.audit(babelrun.load_manifest(path), handle_signals=False,
-                     progress=Progress(stream=io.StringIO(), interval=600), **kw)
-
-
 def test_shards_split_the_budget_and_a_rerun_continues(tmp_path):
     n = 2
     with FakeJudgeServer(latency_s=0.002) as server:
@@ -53,7 +44,7 @@ def test_shards_split_the_budget_and_a_rerun_continues(tmp_path):
                  "price": PRICE}
         (tmp_path / "full").mkdir()
         full = write_manifest(tmp_path / "full", [judge], corpus=CORPUS, perturbations=PERTURBATIONS)
-        assert _audit(full).exit_code == 0
+        assert quiet_audit(full).exit_code == 0
         everything = list(log.read(tmp_path / "full" / "run"))
         budget = round(sum(_usd(r) for r in everything) / 4, 6)  # a quarter of the plan's cost
         one = max(_usd(r) for r in everything)
@@ -100,7 +91,7 @@ def test_shard_processes_share_the_cache(tmp_path):
             if shards:
                 assert _shards(other, shards) == [0] * shards
             else:
-                assert _audit(other).exit_code == 0
+                assert quiet_audit(other).exit_code == 0
             again = list(log.read(tmp_path / folder / "run"))
             assert server.requests == asked and all(r.cached for r in again)
             assert {r.key: r.verdict for r in again} == {r.key: r.verdict for r in records}
@@ -121,7 +112,7 @@ def _cells(run_dir) -> dict:
 def test_shards_agree_with_one_process_on_the_keys_not_needed(tmp_path):
     (tmp_path / "one").mkdir()
     one = write_manifest(tmp_path / "one", JUDGES, corpus=STOP_CORPUS, stopping=STOPPING)
-    single = _audit(one)
+    single = quiet_audit(one)
     assert single.exit_code == 0  # the keys not needed are no unfinished work
     cells = _cells(tmp_path / "one" / "run")
     not_needed = {j.judge: j.not_needed for j in single.stats.judges}
@@ -131,7 +122,7 @@ def test_shards_agree_with_one_process_on_the_keys_not_needed(tmp_path):
     # the same log under shards: they skip exactly the keys one process skipped, and call nothing
     shutil.copytree(tmp_path / "one", tmp_path / "sh")
     path = tmp_path / "sh" / "manifest.yaml"
-    results = [_audit(path, shard=log.Shard(i, 2)) for i in range(2)]
+    results = [quiet_audit(path, shard=log.Shard(i, 2)) for i in range(2)]
     assert [r.exit_code for r in results] == [0, 0]
     assert sum(j.calls for r in results for j in r.stats.judges) == 0
     for name, n in not_needed.items():
@@ -142,8 +133,8 @@ def test_shards_agree_with_one_process_on_the_keys_not_needed(tmp_path):
     # single process stopped (the decision is a function of the log, in the seeded order)
     (tmp_path / "fresh").mkdir()
     fresh = write_manifest(tmp_path / "fresh", JUDGES, corpus=STOP_CORPUS, stopping=STOPPING)
-    assert [_audit(fresh, shard=log.Shard(i, 2)).exit_code for i in range(2)] == [0, 0]
-    after = _audit(fresh)
+    assert [quiet_audit(fresh, shard=log.Shard(i, 2)).exit_code for i in range(2)] == [0, 0]
+    after = quiet_audit(fresh)
     assert after.exit_code == 0 and sum(j.calls for j in after.stats.judges) == 0
     again = _cells(tmp_path / "fresh" / "run")
     assert {k: c.stopped_at for k, c in again.items()} == {k: c.stopped_at for k, c in cells.items()}

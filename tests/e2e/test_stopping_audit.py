@@ -3,12 +3,10 @@ each, 4 simulated judges, every cell clearly above or below the deployment R."""
 
 from __future__ import annotations
 
-import io
-
 import msgspec
 import pytest
 
-from helpers import SHARED_DATA, simulated, write_manifest
+from helpers import SHARED_DATA, quiet_audit, simulated
 
 UDHR = SHARED_DATA / "udhr"
 needs_udhr = pytest.mark.skipif(not (UDHR / "declaration").is_dir(), reason=f"UDHR data not found in {UDHR}")
@@ -16,18 +14,13 @@ needs_udhr = pytest.mark.skipif(not (UDHR / "declaration").is_dir(), reason=f"UD
 JUDGES = [simulated("good", default_accuracy=0.98), simulated("fair", default_accuracy=0.97, position_bias=0.02),
           simulated("weak", default_accuracy=0.4), simulated("bad", default_accuracy=0.3)]
 PERTURBATIONS = [{"name": n} for n in ("truncate", "shuffle", "repeat_pad")]
+STOPPING = {"on": "verdict", "confidence": 0.95, "min_items": 30}
 
 
-def _audit(folder, **fields):
-    import babelrun
-    from babelrun.app import audit as run
-    from babelrun.engine.progress import Progress
-
-    path = write_manifest(folder, JUDGES, corpus={"sources": [{"kind": "udhr", "path": str(UDHR)}],
-                                                   "references_per_language": 30},
-                          scoring={"bootstrap": 200}, **fields)
-    return run.audit(babelrun.load_manifest(path), handle_signals=False,
-                     progress=Progress(stream=io.StringIO(), interval=600))
+def _panel(**fields) -> dict:
+    """The manifest: the four judges on every UDHR language, 30 references each; ``fields`` added."""
+    corpus = {"sources": [{"kind": "udhr", "path": str(UDHR)}], "references_per_language": 30}
+    return {"judges": JUDGES, "corpus": corpus, "scoring": {"bootstrap": 200}, **fields}
 
 
 @needs_udhr
@@ -36,8 +29,8 @@ def test_stopping_saves_calls_and_keeps_every_clear_verdict(tmp_path):
 
     (tmp_path / "full").mkdir()
     (tmp_path / "stop").mkdir()
-    full = _audit(tmp_path / "full")
-    stop = _audit(tmp_path / "stop", stopping={"on": "verdict", "confidence": 0.95, "min_items": 30})
+    full = quiet_audit(_panel(), folder=tmp_path / "full")
+    stop = quiet_audit(_panel(stopping=STOPPING), folder=tmp_path / "stop")
     calls_full = sum(j.calls for j in full.stats.judges)
     calls_stop = sum(j.calls for j in stop.stats.judges)
     ratio = calls_stop / calls_full
@@ -69,10 +62,10 @@ def test_stopping_saves_calls_and_keeps_every_clear_verdict(tmp_path):
     assert stopped_cards and all(c.stopped.startswith("stopped at n = ") for c in stopped_cards)
     # the skipped keys are recorded as not needed, and a rerun with stopping judges none of them
     assert sum(c.not_needed for c in cells.values()) > 0
-    again = _audit(tmp_path / "stop", stopping={"on": "verdict", "confidence": 0.95, "min_items": 30})
+    again = quiet_audit(_panel(stopping=STOPPING), folder=tmp_path / "stop")
     assert sum(j.calls for j in again.stats.judges) == 0
     # a later run without stopping judges them
-    rest = _audit(tmp_path / "stop")
+    rest = quiet_audit(_panel(), folder=tmp_path / "stop")
     assert sum(j.ok for j in rest.stats.judges) == calls_full - calls_stop
     raw = msgspec.json.decode((tmp_path / "stop" / "run" / "stopping.json").read_bytes())
     assert raw["on"] == "verdict"

@@ -47,14 +47,18 @@ def _verdicts(folder: Path) -> Path:
     return path
 
 
+def _ties(folder: Path) -> dict:
+    """The corpus of the pairs ``_pairs`` wrote under ``folder``, tie coded 0."""
+    return {"sources": [{"kind": "labelled_pairs", "path": str(folder / "ties" / "dataset.json"),
+                         "label_map": {0: "tie", 1: 1, 2: 2}}], "languages": ["en"]}
+
+
 @pytest.fixture(scope="module")
 def tie_run(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("ties")
-    data = _pairs(folder)
+    _pairs(folder)
     judge = {"name": "tie-aware", "backend": "replay", "replay": {"path": str(_verdicts(folder))}}
-    path = write_manifest(folder, [judge],
-                          corpus={"sources": [{"kind": "labelled_pairs", "path": str(data),
-                                               "label_map": {0: "tie", 1: 1, 2: 2}}], "languages": ["en"]})
+    path = write_manifest(folder, [judge], corpus=_ties(folder))
     assert quiet_audit(path).exit_code == 0
     return folder
 
@@ -66,6 +70,8 @@ def test_a_judge_that_says_tie_on_tie_labelled_pairs_is_right(tie_run):
     assert family["family"] == "pairs:ties"
     assert card["items"] == N_DECISIVE + N_TIE and card["tie_labelled"] == N_TIE
     assert card["accuracy"]["value"] == 1.0 and card["order_consistency"]["value"] == 1.0
+    # same verdict counts tie/tie on every pair; here every pair's two verdicts are equal
+    assert card["verdict_consistency"] == {**card["order_consistency"]}
     assert card["position_bias"]["n"] == 2 * N_DECISIVE  # measured on decisive-labelled pairs
     assert card["tie_rate"]["value"] == 0.4
     # The rules without tie labels (a tie is never correct, never consistent) on the same records:
@@ -102,6 +108,10 @@ def test_agree_against_three_annotators_shows_the_ceiling(tie_run, tmp_path):
     assert both.per_class["tie"].recall == 1.0 and both.confusion["tie"]["tie"] == N_TIE
     assert both.agreement == 1.0 and both.agreement_no_ties == 1.0 and both.n_no_ties == N_DECISIVE
     assert views["data order"].n == N_DECISIVE + N_TIE  # one presentation per pair shows output 1 first
+    # tie/tie on a tie-labelled pair is consistent in both definitions, as on the card
+    assert s.consistency == agree.Consistency(N_DECISIVE + N_TIE, N_DECISIVE + N_TIE, 1.0,
+                                              N_DECISIVE + N_TIE, 1.0)
+    assert views["two orders: votes"].agree == views["two orders: both"].agree == N_DECISIVE + N_TIE
     out = agree.text(result)
     assert "Fleiss' κ" in out and "Krippendorff's α" in out and "confusion (rows: human" in out
     doc = msgspec.json.decode(msgspec.json.encode(result))
@@ -130,10 +140,7 @@ def test_a_run_exported_and_replayed_gives_the_same_verdicts(tie_run, tmp_path, 
     folder = tmp_path / "again"
     folder.mkdir()
     judge = {"name": "again", "backend": "replay", "replay": {"path": str(presentations)}}
-    path = write_manifest(folder, [judge], corpus={"sources": [{"kind": "labelled_pairs",
-                                                                "path": str(tie_run / "ties" / "dataset.json"),
-                                                                "label_map": {0: "tie", 1: 1, 2: 2}}],
-                                                   "languages": ["en"]})
+    path = write_manifest(folder, [judge], corpus=_ties(tie_run))
     result = quiet_audit(path)
     assert result.exit_code == 0
 
@@ -155,10 +162,7 @@ def test_a_pointwise_judge_giving_equal_scores_on_tie_labelled_pairs_is_right(ti
     folder.mkdir()
     judge = {"name": "scorer", "backend": "replay", "protocol": "pointwise", "prompt": "pointwise",
              "replay": {"path": str(scores)}}
-    path = write_manifest(folder, [judge], corpus={"sources": [{"kind": "labelled_pairs",
-                                                                "path": str(tie_run / "ties" / "dataset.json"),
-                                                                "label_map": {0: "tie", 1: 1, 2: 2}}],
-                                                   "languages": ["en"]})
+    path = write_manifest(folder, [judge], corpus=_ties(tie_run))
     result = quiet_audit(path)
     assert result.exit_code == 0
     (jc,) = result.cards.pointwise

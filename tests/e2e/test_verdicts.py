@@ -8,25 +8,14 @@ cards or the report overstated.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
 import msgspec
 
-import babelrun
-from babelrun.app import audit as run
 from babelrun.app.cli import main
-from babelrun.engine.progress import Progress
 from babelrun.score.verdict import MIN_ITEMS
-from helpers import simulated, write_manifest
-
-
-def _audit(path):
-    result = run.audit(babelrun.load_manifest(path), handle_signals=False,
-                       progress=Progress(stream=io.StringIO(), interval=60))
-    assert result.exit_code == 0
-    return result
+from helpers import quiet_audit, simulated, write_manifest
 
 
 def _cards(tmp_path) -> dict:
@@ -39,7 +28,7 @@ def test_a_judge_that_prefers_the_degraded_answer_is_flagged_below_chance(tmp_pa
                                      simulated("fair", default_accuracy=0.9)],
                           corpus={"sources": [{"kind": "bundled"}], "languages": ["en", "fr"],
                                   "references_per_language": 12})
-    cards = _audit(path).cards
+    cards = quiet_audit(path, expect_exit=0).cards
     by = {jc.judge: jc for jc in cards.judges}
     bad, good = by["contrarian"], by["fair"]
     assert bad.overall.accuracy.hi < 0.5 and bad.overall.below_chance
@@ -64,7 +53,7 @@ def test_a_card_with_too_few_items_shows_numbers_but_no_verdict(tmp_path):
     path = write_manifest(tmp_path, [simulated(default_accuracy=0.95)],
                           corpus={"sources": [{"kind": "bundled"}], "languages": ["en", "hi"],
                                   "references_per_language": 2})
-    cards = _audit(path).cards
+    cards = quiet_audit(path, expect_exit=0).cards
     (judge,) = cards.judges
     for lc in judge.languages:
         assert lc.card.items < MIN_ITEMS
@@ -91,7 +80,7 @@ def test_labelled_pairs_never_pool_into_a_language_card(tmp_path):
     path = write_manifest(tmp_path, [simulated(default_accuracy=0.9)],
                           corpus={"sources": [{"kind": "bundled"}, {"kind": "labelled_pairs", "path": pairs}],
                                   "languages": ["en", "fr"], "references_per_language": 6})
-    cards = _audit(path).cards
+    cards = quiet_audit(path, expect_exit=0).cards
     plan = json.loads((tmp_path / "run" / "plan.json").read_bytes())
     degradation_en = sum(r["emitted"] for r in plan["perturbation_audit"]
                          if r["lang"] == "en" and not r["perturbation"].startswith("pairs:"))
@@ -123,7 +112,7 @@ def test_every_planned_language_has_a_card_or_a_reason_and_an_empty_plan_is_refu
     out = capsys.readouterr().out
     assert "segmentation weak: fr (1.00 sentences per unit over 5 units)" in out
     assert "not judged: fr: no items" in out
-    _audit(path)
+    quiet_audit(path, expect_exit=0)
     cards = _cards(tmp_path)
     assert [lc["lang"] for lc in cards["judges"][0]["languages"]] == ["en"]
     (missing,) = cards["not_judged"]
@@ -152,7 +141,7 @@ def test_an_agentic_only_run_reports_its_cards(tmp_path):
                           corpus={"sources": [{"kind": "trajectories"}], "languages": ["en", "es"],
                                   "references_per_language": 8},
                           agentic={"focus": "tool_calls"})
-    result = _audit(path)
+    result = quiet_audit(path, expect_exit=0)
     assert not result.cards.judges and result.cards.agentic
     (judge,) = result.cards.agentic
     assert judge.overall.reliability.value < 0.65
@@ -172,7 +161,7 @@ def test_a_pairs_only_run_reports_its_cards(tmp_path):
     pairs = _llmbar(tmp_path / "llmbar")
     path = write_manifest(tmp_path, [simulated(default_accuracy=0.9)],
                           corpus={"sources": [{"kind": "labelled_pairs", "path": pairs}]})
-    result = _audit(path)
+    result = quiet_audit(path, expect_exit=0)
     assert not result.cards.judges and [f.family for f in result.cards.pairs] == ["pairs:Natural"]
     report = (tmp_path / "run" / "report.md").read_text()
     assert "| 1 | pairs:Natural | sim |" in report

@@ -16,8 +16,9 @@ import pytest
 from babelrun import judges, manifest
 from babelrun.core.items import Item
 from babelrun.errors import ManifestError
+from babelrun.judges import judge_spec
 from babelrun.judges.protocol import Judging, reply_format, score_reader, slot_reader
-from babelrun.spec import JudgeSpec, VerdictSpec
+from babelrun.spec import VerdictSpec
 from babelrun.store import compact
 from babelrun.store.done import DoneSet
 from babelrun.store.log import read_table
@@ -86,12 +87,12 @@ def _item(**fields) -> Item:
 
 
 def test_templates_render_both_protocols_and_never_hand_over_the_gold():
-    pair = Judging.of(JudgeSpec(name="j", backend="simulated", prompt=manifest.PromptSpec(
+    pair = Judging.of(judge_spec(name="j", backend="simulated", prompt=manifest.PromptSpec(
         system="sys {language}", user="{question}|{answer_a}|{answer_b}|{ref_answer_1}")))
     messages = pair.request(_item(reference_answer="GUIDE"), "pert_first").messages
     assert messages == [{"role": "system", "content": "sys Swahili"},
                         {"role": "user", "content": "Q?|PERT|REF|GUIDE"}]
-    point = Judging.of(JudgeSpec(name="j", backend="simulated", protocol="pointwise",
+    point = Judging.of(judge_spec(name="j", backend="simulated", protocol="pointwise",
                                  prompt=manifest.PromptSpec(user="{question} {answer}")))
     assert point.keys == ("reference", "degraded")
     assert point.request(_item(), "degraded").messages[-1]["content"] == "Q? PERT"
@@ -410,7 +411,7 @@ def test_openai_environment_defaults_headers_reasoning_and_azure(tmp_path, small
                                        "project": "proj-1"}], corpus=small_corpus)
         loaded = manifest.load(m, environ=env)
         spec = loaded.judges[0]
-        assert (spec.endpoint, spec.api_key_env, spec.organization) == (server.url, "OPENAI_API_KEY", "org-1")
+        assert (spec.endpoint, spec.api_key_env, spec.options.organization) == (server.url, "OPENAI_API_KEY", "org-1")
         from babelrun.judges.openai import OpenAIJudge, headers_of
 
         judge = OpenAIJudge(spec, judges.judge_id(spec))
@@ -452,7 +453,7 @@ def test_graded_labels_and_other_tools_field_names(tmp_path, small_corpus):
     ({instruction}, {output_1}, {output_2}; m/M) work unchanged."""
     read = score_reader(VerdictSpec(pattern=r"GRADE: ([CPI])", scale=(0, 1), values={"C": 1, "P": 0.5, "I": 0}))
     assert (read("... GRADE: C"), read("GRADE: P"), read("GRADE: X")) == (1.0, 0.5, None)
-    alpaca = Judging.of(JudgeSpec(name="a", backend="simulated", prompt=manifest.PromptSpec(
+    alpaca = Judging.of(judge_spec(name="a", backend="simulated", prompt=manifest.PromptSpec(
         user="{instruction}\n(a) {output_1}\n(b) {output_2}"),
         verdict=VerdictSpec(pattern=r"^\s*([mM])\b", match="first", labels={"m": "A", "M": "B"})))
     assert alpaca.request(_item(), "ref_first").messages[-1]["content"] == "Q?\n(a) REF\n(b) PERT"
@@ -495,7 +496,7 @@ def test_reference_guided_template_reads_the_corpus_reference_answer(tmp_path, m
 def test_anthropic_extended_thinking_is_a_per_backend_option(tmp_path):
     from babelrun.judges.anthropic import AnthropicJudge
 
-    spec = JudgeSpec(name="c", backend="anthropic", model="claude", reasoning_effort="low", verdict=VerdictSpec(
+    spec = judge_spec(name="c", backend="anthropic", model="claude", reasoning_effort="low", verdict=VerdictSpec(
         **PAIR_VERDICT))
     body = json.loads(AnthropicJudge(spec, judges.judge_id(spec)).body(
         Judging.of(spec).request(_item(lang="en"), "ref_first")))
@@ -503,7 +504,7 @@ def test_anthropic_extended_thinking_is_a_per_backend_option(tmp_path):
     assert "temperature" not in body
     from babelrun.judges.gemini import GeminiJudge
 
-    gspec = msgspec.structs.replace(spec, backend="gemini", reasoning_effort="high")
+    gspec = judge_spec(name="c", backend="gemini", model="claude", reasoning_effort="high", verdict=spec.verdict)
     config = json.loads(GeminiJudge(gspec, judges.judge_id(gspec)).body(
         Judging.of(gspec).request(_item(lang="en"), "ref_first")))["generationConfig"]
     assert config["thinkingConfig"] == {"thinkingBudget": 24576} and config["maxOutputTokens"] == 24576 + 1024

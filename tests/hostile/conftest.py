@@ -1,27 +1,12 @@
-"""Hostile inputs: corrupted run directories, leaking keys, full disks, out-of-bounds numbers.
-Every test here is marked ``hostile``, and ``e2e`` too: most attack whole audits (a finished
-run, a provider that misbehaves), so ``pytest -m "not e2e"`` leaves them out of the fast loop;
-``pytest -m hostile`` runs just these."""
+"""A finished small simulated run, shared by the hostile tests that attack one (each gets a copy)."""
 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from helpers import quiet_audit, simulated, write_manifest
-
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Called with every collected item, not only this folder's: mark only ours.
-    for item in items:
-        if HERE in Path(item.path).resolve().parents:
-            item.add_marker(pytest.mark.hostile)
-            item.add_marker(pytest.mark.e2e)
-
 
 
 @pytest.fixture(scope="session")

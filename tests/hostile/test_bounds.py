@@ -17,6 +17,7 @@ import pytest
 
 from babelrun.app.cli import main
 from babelrun.engine import limits
+from babelrun.judges import judge_spec
 from babelrun.judges.http import MAX_RETRY_AFTER_S, bounded_wait
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, request, simulated, write_manifest
@@ -47,13 +48,12 @@ def test_a_huge_retry_after_is_capped_in_the_error(behaviour, backend, monkeypat
     from babelrun import judges
     from babelrun.core.items import Item
     from babelrun.judges.base import RetryableError
-    from babelrun.spec import JudgeSpec
 
     monkeypatch.setenv(KEY_ENV, "k")
     item = Item(item_id="i", kind="text", lang="en", ref_id="r", prompt="q", reference="a", perturbed="b",
                 perturbation="truncate", severity=0.5, ref_len=1, pert_len=1)
     with FakeJudgeServer(hostile=behaviour) as server:
-        judge = judges.build(JudgeSpec(name="j", backend=backend, model="m", api_key_env=KEY_ENV,
+        judge = judges.build(judge_spec(name="j", backend=backend, model="m", api_key_env=KEY_ENV,
                                        endpoint=server.endpoint(backend)), 0)
 
         async def one():

@@ -23,10 +23,13 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 NUMBER = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
 
 
-@pytest.fixture
-def hostile_run(tmp_path, monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "k")
-    with FakeJudgeServer(fingerprint=FORMULA, model="@SUM(1+1)") as server:
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    """A finished run whose judge name, served model and fingerprint are spreadsheet formulas
+    (the tests only export it, each into its own folder)."""
+    tmp_path = tmp_path_factory.mktemp("hostile")
+    with pytest.MonkeyPatch.context() as monkeypatch, FakeJudgeServer(fingerprint=FORMULA, model="@SUM(1+1)") as server:
+        monkeypatch.setenv(KEY_ENV, "k")
         judges = [{"name": "+cmd|' /C calc'!A0", "backend": "openai", "model": "m", "endpoint": server.url,
                    "api_key_env": KEY_ENV, "retries": 0}]
         path = write_manifest(tmp_path, judges, corpus={"references_per_language": 2, "languages": ["en"]},

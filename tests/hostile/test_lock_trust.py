@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 
-import msgspec
 import pytest
 
 from babelrun import judges
-from babelrun.app import pin
+from babelrun.app import lockfile
 from babelrun.app.cli import main
-from babelrun.spec import JudgeSpec
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, SHARED_DATA, quiet_audit, simulated, write_manifest
 
@@ -35,22 +34,37 @@ def grade(request):
 """
 
 
-@pytest.fixture
-def pinned(tmp_path, monkeypatch):
-    """A remote judge's run, pinned with 4 canaries (8 calls); (lock, manifest, port)."""
+def _secrets(monkeypatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     monkeypatch.setenv(OTHER_ENV, OTHER)
-    with FakeJudgeServer() as server:
+
+
+@pytest.fixture(scope="module")
+def _pinned_once(tmp_path_factory):
+    """The audit and pin behind ``pinned``, made once for the module: (folder, port)."""
+    folder = tmp_path_factory.mktemp("pinned")
+    with pytest.MonkeyPatch.context() as monkeypatch, FakeJudgeServer() as server:
+        _secrets(monkeypatch)
         judge = {"name": "remote", "backend": "openai", "model": "judge-model", "endpoint": server.url,
                  "api_key_env": KEY_ENV, "concurrency": 2, "retries": 0, "timeout_s": 5}
-        manifest = write_manifest(tmp_path, [judge], corpus={"references_per_language": 3, "languages": ["en", "es"]},
+        manifest = write_manifest(folder, [judge], corpus={"references_per_language": 3, "languages": ["en", "es"]},
                                   perturbations=[{"name": "truncate", "severities": [0.5]}])
         assert main(["audit", str(manifest)]) == 0
         port = server.port
-    lock = tmp_path / "judge.lock.json"
-    assert main(["pin", str(tmp_path / "run"), "--out", str(lock), "--canary", "4"]) == 0
-    (tmp_path / "ci_helpers.py").write_text(CI_HELPERS)  # beside the lock, on `python -m`'s path
-    return lock, manifest, port
+        assert main(["pin", str(folder / "run"), "--out", str(folder / "judge.lock.json"), "--canary", "4"]) == 0
+    (folder / "ci_helpers.py").write_text(CI_HELPERS)  # beside the lock, on `python -m`'s path
+    return folder, port
+
+
+@pytest.fixture
+def pinned(_pinned_once, tmp_path, monkeypatch):
+    """A remote judge's run, pinned with 4 canaries (8 calls): a copy of the module's, for this
+    test to tamper with; (lock, manifest, port), the key variables set."""
+    _secrets(monkeypatch)
+    once, port = _pinned_once
+    folder = tmp_path / "pinned"
+    shutil.copytree(once, folder)
+    return folder / "judge.lock.json", folder / "manifest.yaml", port
 
 
 def _tamper(lock, recompute: bool, **spec_fields) -> None:
@@ -58,7 +72,7 @@ def _tamper(lock, recompute: bool, **spec_fields) -> None:
     spec = raw["judges"][0]["spec"]
     spec.update(spec_fields)
     if recompute:  # the judge_id the edited spec hashes to: the lock looks self-consistent
-        raw["judges"][0]["judge_id"] = judges.judge_id(msgspec.convert(spec, JudgeSpec))
+        raw["judges"][0]["judge_id"] = judges.judge_id(judges.judge_spec(**spec))
     lock.write_text(json.dumps(raw))
 
 
@@ -183,7 +197,7 @@ def test_check_against_a_401_is_one_line(pinned, capsys, monkeypatch):
     assert code == 1 and 0 < mine.requests <= 2  # stopped at the first 401 (2 workers)
     assert "ExceptionGroup" not in out + err and "Traceback" not in out + err
     assert "stopped:" in out and "401" in out
-    (result,) = pin.read(lock).checks
+    (result,) = lockfile.read(lock).checks
     assert result.stopped and not result.ok
 
 
@@ -201,35 +215,35 @@ def test_two_checks_at_once_keep_both_appended_checks(pinned):
         codes = [p.wait(timeout=120) for p in procs]
         assert server.gathered
     assert codes == [0, 0], [p.stderr.read() for p in procs]
-    assert len(pin.read(lock).checks) == 2
+    assert len(lockfile.read(lock).checks) == 2
 
 
 def test_appends_from_threads_are_never_lost(pinned):
     lock, _, _ = pinned
-    result = pin.CheckResult("remote", "x", "now", 0, 0, 0, 0, 0, 0, 1.0, 1.0, None, None, [], False, True)
+    result = lockfile.CheckResult("remote", "x", "now", 0, 0, 0, 0, 0, 0, 1.0, 1.0, None, None, [], False, True)
     barrier = threading.Barrier(4)
 
     def append() -> None:
         barrier.wait()
         for _ in range(10):
-            pin.append_checks(lock, [result])
+            lockfile.append_checks(lock, [result])
 
     threads = [threading.Thread(target=append) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(pin.read(lock).checks) == 40
+    assert len(lockfile.read(lock).checks) == 40
 
 
 def test_pin_over_an_existing_lock_keeps_its_checks(pinned, capsys):
     lock, manifest, port = pinned
     with FakeJudgeServer(port=port):
         assert main(["check", str(lock), "--manifest", str(manifest)]) == 0
-    first = pin.read(lock)
+    first = lockfile.read(lock)
     assert len(first.checks) == 1
     assert main(["pin", str(lock.parent / "run"), "--out", str(lock), "--canary", "4"]) == 0
-    again = pin.read(lock)
+    again = lockfile.read(lock)
     assert again.checks == first.checks and again.repinned == [first.pinned_at]
     assert "1 earlier check(s) kept" in capsys.readouterr().out
 

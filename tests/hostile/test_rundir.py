@@ -196,3 +196,52 @@ def test_an_earlier_judge_id_under_the_same_name_is_carded_apart(tmp_path, capsy
     names = sorted(c["judge"] for c in cards["judges"])
     assert names[0] == "j" and names[1].startswith("j (earlier judge_id ")
     assert "earlier judge_id" in err
+
+
+def _valid_stats(run) -> dict:
+    return json.loads((run / "stats.json").read_bytes())
+
+
+def _with(stats: dict, path: list, value) -> bytes:
+    """``stats`` with the value at ``path`` (keys and indexes) replaced, as JSON bytes."""
+    at = stats
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    return json.dumps(stats).encode()
+
+
+def _infinite(stats: dict, path: list) -> bytes:
+    """``stats`` with ``1e999`` (a JSON number that decodes to infinity) at ``path``."""
+    return _with(stats, path, "INFINITE").replace(b'"INFINITE"', b"1e999")
+
+
+HOSTILE_STATS = {
+    "not JSON": lambda s: b"{not json",
+    "a negative count": lambda s: _with(s, ["judges", 0, "calls"], -5),
+    "a negative duration": lambda s: _with(s, ["elapsed_s"], -1.0),
+    "an infinite rate": lambda s: _infinite(s, ["judges", 0, "calls_per_s"]),
+    "an infinite latency": lambda s: _infinite(s, ["judges", 0, "latency_ms", "p50"]),
+    "a spend of another shape": lambda s: _with(s, ["judges", 0, "spend"], {"currency": "USD", "total": "lots"}),
+    "a negative spend": lambda s: _with(s, ["processes", 0, "judges", 0, "spend"], {
+        "currency": "USD", "total": -1.0, "by_kind": {}, "calls_by_kind": {}, "by_language": {}}),
+    "an array": lambda s: b"[1, 2, 3]",
+}
+
+
+@pytest.mark.parametrize("reason", list(HOSTILE_STATS))
+def test_a_hostile_stats_json_is_treated_as_absent(reason, finished, capsys):
+    """stats.json in a received run directory is untrusted: one validated reader (typed,
+    finite non-negative numbers, the spend's shape). A file that fails it is absent to the
+    report (no traceback) and started afresh by the next audit."""
+    from babelrun.store.rundir import RunDir
+
+    _, manifest, run = finished
+    assert RunDir(run).stats() is not None  # the real one passes the reader
+    (run / "stats.json").write_bytes(HOSTILE_STATS[reason](_valid_stats(run)))
+    assert RunDir(run).stats() is None
+    assert main(["report", str(run)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(["audit", str(manifest)]) == 0
+    after = RunDir(run).stats()
+    assert after is not None and len(after.processes) == 1  # the bad file's entries are not carried on

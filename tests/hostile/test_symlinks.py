@@ -11,11 +11,12 @@ import os
 import pytest
 
 from babelrun.app.cli import main
+from babelrun.app.runfiles import remove_stale_tmp
 from babelrun.errors import ManifestError
 from babelrun.report.plots import PLOTS
-from babelrun.store import compact, log
+from babelrun.store import log
 from babelrun.store.files import UnsafePath, open_nofollow, safe_dir, write_atomic
-from babelrun.store.rundir import MARKER, is_run_dir
+from babelrun.store.rundir import MARKER, RunDir, is_run_dir
 from helpers import simulated, write_manifest
 
 SECRET = b"user: alice\ntoken = 33 bytes of config"  # no trailing newline: the repair's bait
@@ -201,7 +202,7 @@ def test_the_stale_cleanup_removes_only_babelruns_own_temporaries(finished):
     users = [f"thesis.{dead}.tmp", f"notes.txt.{dead}.tmp", "draft.tmp", f"cards.json.{dead}.tmp.bak"]
     for name in ours + users:
         (run / name).write_bytes(b"x")
-    compact.remove_stale_tmp(run)
+    remove_stale_tmp(RunDir(run))
     assert [n for n in ours if (run / n).exists()] == []
     assert [n for n in users if (run / n).exists()] == users
     assert log.segments(run)  # the run itself untouched

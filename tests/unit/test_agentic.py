@@ -16,7 +16,7 @@ from babelrun.agentic import serialise, trajectory
 from babelrun.agentic.perturb import AGENTIC_PERTURBATIONS, corrupt_value
 from babelrun.core import items
 from babelrun.errors import ManifestError
-from babelrun.judges import judge_id
+from babelrun.judges import judge_id, judge_spec, with_options
 from babelrun.plan import Plan
 from helpers import request, simulated, write_manifest
 
@@ -294,12 +294,12 @@ def test_text_item_ids_and_judge_ids_are_unchanged():
                           digest_size=10).hexdigest()
     assert items.item_id("text", ref, "truncate", 0.3, 0) == old
     # Ids recorded before accuracy_by_perturbation existed (main at dd13c33).
-    assert judge_id(manifest.JudgeSpec(name="a", backend="simulated")) == "1c26589dc543"
+    assert judge_id(judge_spec(name="a", backend="simulated")) == "1c26589dc543"
     knobs = manifest.SimulatedKnobs(default_accuracy=0.7, accuracy={"sw": 0.6}, position_bias=0.3)
-    spec = manifest.JudgeSpec(name="b", backend="simulated", simulated=knobs)
+    spec = judge_spec(name="b", backend="simulated", simulated=knobs)
     assert judge_id(spec) == "bd81bcd11d1f"
     blind = msgspec.structs.replace(knobs, accuracy_by_perturbation={"hallucinated_tool": 0.5})
-    assert judge_id(msgspec.structs.replace(spec, simulated=blind)) != "bd81bcd11d1f"
+    assert judge_id(with_options(spec, simulated=blind)) != "bd81bcd11d1f"
 
 
 def test_the_focus_is_part_of_the_item_id():

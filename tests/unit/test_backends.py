@@ -8,8 +8,8 @@ from babelrun import judges
 from babelrun.app.cli import main
 from babelrun.core.keys import Shard
 from babelrun.engine.limits import CallLimits, account_key
+from babelrun.judges import judge_spec
 from babelrun.judges.presets import PRESETS
-from babelrun.spec import JudgeSpec
 from helpers import write_manifest
 
 REMOTE = {"backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1"}
@@ -65,18 +65,18 @@ def test_unknown_backend_lists_the_known_ones(tmp_path, capsys):
 
 
 def test_call_limits_split_concurrency_across_shards():
-    spec = JudgeSpec(name="j", backend="openai", model="m", concurrency=10)
+    spec = judge_spec(name="j", backend="openai", model="m", concurrency=10)
     assert CallLimits.of(spec).workers == 10 and CallLimits.of(spec).pool == 10
     parts = [CallLimits.of(spec, Shard(i, 4)).workers for i in range(4)]
     assert parts == [3, 3, 2, 2] and sum(parts) == 10
     assert [CallLimits.of(spec, Shard(i, 16)).workers for i in range(16)].count(1) == 16  # one each at least
-    adaptive = CallLimits.of(JudgeSpec(name="j", backend="openai", model="m", concurrency=32,
+    adaptive = CallLimits.of(judge_spec(name="j", backend="openai", model="m", concurrency=32,
                                        adaptive_concurrency=True))
     assert (adaptive.gate_start, adaptive.gate().maximum) == (4, 32)
 
 
 def test_in_process_judges_have_their_own_account():
-    a, b = (JudgeSpec(name=n, backend="simulated") for n in ("a", "b"))
+    a, b = (judge_spec(name=n, backend="simulated") for n in ("a", "b"))
     assert account_key(a) != account_key(b)
-    assert account_key(JudgeSpec(name="a", backend="openai", model="x")) == account_key(
-        JudgeSpec(name="b", backend="openai", model="y"))
+    assert account_key(judge_spec(name="a", backend="openai", model="x")) == account_key(
+        judge_spec(name="b", backend="openai", model="y"))

@@ -24,11 +24,12 @@ import pyarrow as pa
 import pytest
 
 from babelrun.core.records import Record, verdict_of
+from babelrun.judges import judge_spec
 from babelrun.judges.base import JudgeReply
 from babelrun.judges.protocol import Judging
 from babelrun.score import composite, pointwise, score
 from babelrun.score.verdict import CHANCE, DEPLOY_R
-from babelrun.spec import CalibratedSpec, CascadeSpec, DualOrderSpec, EnsembleSpec, JudgeSpec
+from babelrun.spec import CalibratedSpec, CascadeSpec, DualOrderSpec, EnsembleSpec
 from babelrun.store import compact
 
 LANGS = ("en", "ja")
@@ -41,8 +42,8 @@ ITEMS_PER_CELL = 40
 ORDERS = ("ref_first", "pert_first")
 FLIP = {"ref_first": "pert_first", "pert_first": "ref_first"}
 MIRROR = {"reference": "perturbed", "perturbed": "reference", "tie": "tie", "invalid": "invalid"}
-SOFT = JudgeSpec(name="soft", backend="simulated", soft=True)
-HARD = JudgeSpec(name="hard", backend="simulated")
+SOFT = judge_spec(name="soft", backend="simulated", soft=True)
+HARD = judge_spec(name="hard", backend="simulated")
 
 
 def _u(*parts: object) -> float:
@@ -95,8 +96,10 @@ BLIND = ("always_a", "fixed_soft", "even_soft")
 POINTWISE = {"scores": lambda item, text: float(1 + int(_u("pw", text) * 10)),
              "constant": lambda item, text: 7.0}
 
+TWO_ORDER_RULES = ("label_both", "votes")  # beside the default, both
 COMPOSITES = [
     *[DualOrderSpec(name=f"dual({j})", of=j) for j in PAIRWISE],
+    *[DualOrderSpec(name=f"{rule}({j})", of=j, rule=rule) for rule in TWO_ORDER_RULES for j in PAIRWISE],
     *[CalibratedSpec(name=f"cal({j})", of=j, min_items=5) for j in PAIRWISE if PAIRWISE[j][1].soft],
     EnsembleSpec(name="maj", of=["random_hard", "longer", "always_a"]),
     EnsembleSpec(name="soft_vote", of=["random_soft", "random_soft2", "random_soft3"], vote="soft"),
@@ -205,7 +208,7 @@ def _cards(cards) -> dict:
     return out
 
 
-SYMMETRIC = ("position_bias", "order_consistency", "verbosity", "tie_rate", "invalid_rate")
+SYMMETRIC = ("position_bias", "order_consistency", "verdict_consistency", "verbosity", "tie_rate", "invalid_rate")
 
 
 def _v(interval):
@@ -263,7 +266,8 @@ def test_content_blind_judges_are_at_chance_or_below(worlds, relabelled):
     composite built only from them: at or below chance on every card (all families,
     languages and perturbations), R and accuracy."""
     cards = _scored(worlds[relabelled])
-    blind = set(BLIND) | {f"dual({j})" for j in BLIND} | {f"cal({j})" for j in BLIND if PAIRWISE[j][1].soft} \
+    blind = set(BLIND) | {f"{rule}({j})" for rule in ("dual", *TWO_ORDER_RULES) for j in BLIND} \
+        | {f"cal({j})" for j in BLIND if PAIRWISE[j][1].soft} \
         | {"blind_vote", "blind_maj", "cascade_blind", "cascade_even"}
     seen = set()
     for (_family, judge, _lang, _pert), card in _cards(cards).items():
@@ -299,3 +303,23 @@ def test_a_constant_pointwise_score_is_never_rewarded(worlds):
     assert card.reliability.value == 0.0
     assert all(lc.card.reliability.value == 0.0 for lc in constant.languages)
     assert scores.overall.reliability.value is not None and scores.overall.reliability.value < DEPLOY_R
+
+
+def test_the_two_order_rules_decide_as_documented():
+    """Every (first, second) verdict pair under each rule, and its mirror: swapping reference and
+    perturbed in both inputs swaps the output, so no rule can lean toward the gold."""
+    ref, pert, tie, invalid = range(4)
+    cases = {  # (first, second): (both, label_both, votes)
+        (ref, ref): (ref, ref, ref), (ref, pert): (tie, invalid, tie), (ref, tie): (tie, invalid, ref),
+        (ref, invalid): (ref, invalid, ref), (tie, tie): (tie, tie, tie), (tie, invalid): (tie, invalid, tie),
+        (invalid, invalid): (invalid, invalid, invalid),
+    }
+    mirror = np.array([pert, ref, tie, invalid])
+    for (x, y), want in list(cases.items()):
+        cases[(int(mirror[x]), int(mirror[y]))] = tuple(int(mirror[w]) for w in want)
+        cases.setdefault((y, x), want)
+    first, second = (np.array([k[i] for k in cases]) for i in (0, 1))
+    for r, rule in enumerate(("both", "label_both", "votes")):
+        got = composite.TWO_ORDER_RULES[rule](first, second)
+        assert got.tolist() == [w[r] for w in cases.values()], rule
+        assert (composite.TWO_ORDER_RULES[rule](mirror[first], mirror[second]) == mirror[got]).all(), rule

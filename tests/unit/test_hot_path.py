@@ -10,6 +10,7 @@ import pytest
 from babelrun import corpus
 from babelrun.core import languages
 from babelrun.core.items import Item, generate
+from babelrun.judges import judge_spec
 from babelrun.judges.base import JudgeRequest
 from babelrun.judges.prompt import TEMPLATES
 from babelrun.judges.protocol import ALIASES, Judging
@@ -70,7 +71,7 @@ def _plain_render(protocol: Judging, item: Item, key: str) -> list[dict[str, str
 
 
 def _spec(**fields) -> JudgeSpec:
-    return msgspec.convert({"name": "j", "backend": "openai", "model": "m", **fields}, JudgeSpec)
+    return judge_spec(**{"name": "j", "backend": "openai", "model": "m", **fields})
 
 
 SPECS = [
@@ -262,9 +263,8 @@ def test_an_ok_record_carries_what_every_record_takes_from_its_item(protocol):
     from babelrun.plan import probes as probe_items
     from babelrun.spec import PerturbationSpec
 
-    spec = msgspec.convert({"name": "j", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
-                            "protocol": protocol, **({"prompt": "pointwise"} if protocol == "pointwise" else {})},
-                           JudgeSpec)
+    spec = judges.judge_spec(**{"name": "j", "backend": "openai", "model": "m", "endpoint": "http://127.0.0.1:9/v1",
+                                "protocol": protocol, **({"prompt": "pointwise"} if protocol == "pointwise" else {})})
     judge = judges.build(spec, 0)
     refs = _references()[:6]
     items = list(Plan(refs, [("truncate", [0.5])], seed=1).items())

@@ -15,7 +15,7 @@ from babelrun.core.items import LabelledPair
 from babelrun.corpus import labelled
 from babelrun.errors import ManifestError
 from babelrun.spec import LabelledPairsSource
-from helpers import ROOT, SHARED_DATA, simulated, write_manifest
+from helpers import ROOT, SHARED_DATA, simulated, tiny_flores, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 needs_llmbar = pytest.mark.skipif(not LLMBAR.is_dir(), reason="shared LLMBar data absent")
@@ -94,17 +94,8 @@ def test_the_transformation_audit_flags_empty_fields_shrinkage_and_numbers():
                    ("fr", "better", "numbers")}
 
 
-def _flores(tmp_path):
-    folder = tmp_path / "flores" / "devtest"
-    folder.mkdir(parents=True)
-    for code, text in (("eng_Latn", "Sentence {i} about 1{i} boats."), ("hin_Deva", "वाक्य {i} में 1{i} नावें।"),
-                       ("spa_Latn", "La frase {i} habla de 1{i} barcos.")):
-        (folder / f"{code}.devtest").write_text("\n".join(text.format(i=i) for i in range(6)) + "\n", encoding="utf-8")
-    return {"kind": "flores", "path": "flores", "lines_per_reference": 3}
-
-
 def test_flores_parallel_options_that_cannot_be_honoured_are_errors(tmp_path):
-    source = _flores(tmp_path)
+    source = tiny_flores(tmp_path)
     # English is FLORES's pivot file: the prompts' language, with no references of its own
     path = write_manifest(tmp_path, [simulated()], corpus={
         "sources": [source], "parallel": {"pivot": "en", "code_switched": True, "tie_probes": True}})

@@ -4,9 +4,8 @@ import anyio
 import pytest
 
 import babelrun
-from babelrun.judges import JudgeReply
+from babelrun.judges import JudgeReply, judge_spec
 from babelrun.judges.local import LocalJudge
-from babelrun.manifest import JudgeSpec
 from babelrun.plan import Plan
 from helpers import request
 
@@ -26,7 +25,7 @@ def _requests(n):
 
 
 def _judge(batch_size, max_wait_ms=500.0):
-    return Echo(JudgeSpec(name="e", backend="simulated", batch_size=batch_size, max_wait_ms=max_wait_ms), "id")
+    return Echo(judge_spec(name="e", backend="simulated", batch_size=batch_size, max_wait_ms=max_wait_ms), "id")
 
 
 @pytest.mark.parametrize(("n", "size", "batches"), [(10, 4, [4, 4, 2]), (8, 8, [8]), (3, 1, [1, 1, 1])])

@@ -87,7 +87,11 @@ def test_defaults_and_path_resolution(tmp_path):
 
 @pytest.mark.parametrize(("text", "path", "suggestion"), [
     (BASE.replace("backend: simulated", "backend: simulated, base: x"), "judges[0].base", None),  # a composite's
-    (BASE.replace("backend: simulated", "backend: simulated, cache: x"), "judges[0].cache", "batch"),  # never 'scale'
+    (BASE.replace("backend: simulated", "backend: simulated, cache: x"), "judges[0].cache", None),  # never 'scale'
+    # a backend's own options: the did-you-mean of that backend's fields (and the common ones)
+    (BASE.replace("backend: simulated", "backend: simulated, batch_sise: 4"), "judges[0].batch_sise", "batch_size"),
+    (BASE.replace("backend: simulated", "backend: rule, rule: {kind: length}, simulatd: {}"), "judges[0].simulatd",
+     None),  # 'simulated' is the simulated backend's, never offered to a rule judge
     (BASE + "scoring: {bootstrapp: 10}\n", "scoring.bootstrapp", "bootstrap"),
     (BASE + "corpus: {sources: [{kind: jsonl, paht: x}]}\n", "corpus.sources[0].paht", "path"),
     (BASE + "corpus: {sources: [{kind: bundled, paht: x}]}\n", "corpus.sources[0].paht", None),  # it has none
@@ -106,6 +110,14 @@ def test_did_you_mean_draws_only_from_the_fields_valid_there(tmp_path, text, pat
         assert "did you mean" not in error.problem
     else:
         assert error.problem.endswith(f"did you mean {suggestion!r}?")
+
+
+def test_an_option_of_another_backend_names_whose_it_is(tmp_path):
+    error = _error_for(tmp_path, BASE.replace("backend: simulated", "backend: simulated, prompt_cache: true"))
+    assert error.path == "judges[0].prompt_cache"
+    assert error.problem == "does not apply to the simulated backend (it is an option of: anthropic)"
+    error = _error_for(tmp_path, BASE.replace("backend: simulated", "backend: openai, model: m, batch_size: 4"))
+    assert error.path == "judges[0].batch_size" and "it is an option of: simulated, llamacpp, mlx" in error.problem
 
 
 def test_fields_at_follows_lists_unions_and_optionals():

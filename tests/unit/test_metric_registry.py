@@ -36,7 +36,7 @@ def test_interval_counts_follow_the_registry() -> None:
     col = dict(zip(metrics.STATS, sums.tolist(), strict=True))
     assert n == {"reliability": 99, "accuracy": col["n"], "position_bias": col["n"] - col["gold_tie"],
                  "verbosity": col["lw_n"] + col["lb_n"], "order_consistency": col["pairs"],
-                 "tie_rate": col["n"], "invalid_rate": col["n"]}
+                 "verdict_consistency": col["pairs"], "tie_rate": col["n"], "invalid_rate": col["n"]}
 
 
 def test_a_registry_line_reaches_both_reports_summary_and_tidy(monkeypatch) -> None:
@@ -54,10 +54,10 @@ def test_a_registry_line_reaches_both_reports_summary_and_tidy(monkeypatch) -> N
 
 def test_reports_print_the_registry_columns_in_order() -> None:
     header = markdown._HEADER.split("\n")[0]
-    assert header == "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | ties | invalid |"
+    assert header == "| {what} | items | R | accuracy | Δ (slot A) | v (longer) | κ_ord | κ_same | ties | invalid |"
     assert summary.COMPARED == (("reliability", "R"), ("accuracy", "accuracy"), ("position_bias", "Δ (slot A)"),
                                 ("verbosity", "v (longer)"), ("order_consistency", "κ_ord"))
     row = markdown._row("x", _card(invalid_rate=Interval(None, None, None, 0),
                                    position_bias=Interval(-0.0004, -0.01, 0.01, 10)))
     assert row == ("| x | 10 | 0.50 [0.40, 0.60] | 0.50 [0.40, 0.60] | +0.00 [-0.01, +0.01] | 0.50 [0.40, 0.60] "
-                   "| 0.50 [0.40, 0.60] | 0.50 | 0.00 |")
+                   "| 0.50 [0.40, 0.60] | 0.50 [0.40, 0.60] | 0.50 | 0.00 |")

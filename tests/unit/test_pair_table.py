@@ -106,9 +106,9 @@ def test_join_by_key_and_line_and_a_missing_key_named(tmp_path):
 
 def test_did_you_mean_draws_on_the_tagged_sources_own_fields():
     doc = {"corpus": {"sources": [{"kind": "labelled_pairs"}, {"kind": "jsonl"}]}}
-    own = fields_at("corpus.sources[0]", doc)
+    own = fields_at("corpus.sources[0]", document=doc)
     assert "label_map" in own and "pairs_per_set" in own and "format" not in own  # not the trajectories'
-    assert "label_map" not in fields_at("corpus.sources[1]", doc)
+    assert "label_map" not in fields_at("corpus.sources[1]", document=doc)
 
 
 def _brute(votes: dict[str, dict[str, str]]) -> tuple[int, int]:

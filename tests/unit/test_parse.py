@@ -1,6 +1,7 @@
 import pytest
 
 from babelrun.core.records import verdict_of as _verdict
+from babelrun.judges import judge_spec
 from babelrun.judges.prompt import PAIRWISE, parse
 from helpers import messages
 
@@ -62,8 +63,7 @@ def test_the_prompt_in_twelve_languages():
 
 def test_prompt_language_is_part_of_the_judge_id():
     from babelrun.judges import judge_id
-    from babelrun.manifest import JudgeSpec
 
-    english = JudgeSpec(name="j", backend="openai", model="m")
-    native = JudgeSpec(name="j", backend="openai", model="m", prompt_language="item")
+    english = judge_spec(name="j", backend="openai", model="m")
+    native = judge_spec(name="j", backend="openai", model="m", prompt_language="item")
     assert judge_id(english) != judge_id(native)

@@ -12,11 +12,12 @@ from babelrun import manifest
 from babelrun.core.items import Reference
 from babelrun.corpus import bundled as bundled_corpus
 from babelrun.errors import ManifestError
+from babelrun.judges import judge_spec
 from babelrun.judges.protocol import Judging
-from babelrun.perturb import probes, script
+from babelrun.perturb import probes, romanise, script
 from babelrun.plan import Plan
 from babelrun.plan import probes as probe_items
-from babelrun.spec import BaseSpec, JudgeSpec, PerturbationSpec, VerdictSpec
+from babelrun.spec import BaseSpec, PerturbationSpec, VerdictSpec
 from helpers import write_manifest
 
 BUNDLED = ("ar", "bn", "en", "es", "fr", "hi", "ja", "ru", "sw", "tr", "yo", "zh")
@@ -55,7 +56,7 @@ def test_every_probe_items_gold_holds_by_construction():
     by = {(it.lang, it.ref_id, it.perturbation): it for it in items}
     seen = {probes.probe_of(it.perturbation) for it in items}
     assert seen == {*probes.PROBES, probes.CLEAN}
-    checked = 0
+    checked = romanised = 0
     for it in items:
         parsed = probes.parse(it.perturbation)
         assert parsed is not None and it.kind == "probe"
@@ -63,6 +64,13 @@ def test_every_probe_items_gold_holds_by_construction():
             assert it.perturbed == it.reference
         elif parsed.probe == "master_key":
             assert not probes.words(it.perturbed) & probes.words(it.reference), it
+        elif parsed.probe == probes.ROMANISED:
+            # the reference in Latin letters against the clean twin's degraded answer, unchanged
+            twin = by[(it.lang, it.ref_id, parsed.twin)]
+            assert it.perturbed == twin.perturbed and it.reference != twin.reference
+            assert romanise.main_script(it.reference) == "LATIN" != romanise.main_script(it.perturbed)
+            assert it.cue == f"romanised|Latn|{romanise.transliterator(it.lang)}|reference"
+            romanised += 1
         elif parsed.probe in probes.CUE_PROBES:
             twin = by[(it.lang, it.ref_id, parsed.twin)]
             probe, cue_lang, index, where = it.cue.split("|")
@@ -82,8 +90,13 @@ def test_every_probe_items_gold_holds_by_construction():
             assert (parsed.cue_lang or it.lang) == cue_lang
             checked += 1
     assert checked > 200
+    # every bundled language not written in Latin letters (zh too: generate does not refuse,
+    # the manifest check does); Latin-script ones are counted no-ops
+    assert romanised >= 20 and {it.lang for it in items if probes.probe_of(it.perturbation) == probes.ROMANISED} \
+        == {"ar", "bn", "hi", "ja", "ru", "zh"}
     # placements vary, seeded per item
-    wheres = {it.cue.split("|")[3].split(":")[0] for it in items if it.cue.count("|") == 3 and "master" not in it.cue}
+    wheres = {it.cue.split("|")[3].split(":")[0] for it in items if it.cue.count("|") == 3
+              and it.cue.split("|")[0] in probes.CUE_PROBES}
     assert wheres == {"start", "end", "between"}
     again = [it for _, it, _ in probe_items.generate(refs, specs, seed=3) if it is not None]
     assert again == items
@@ -119,13 +132,13 @@ def test_injection_names_the_cued_answers_slot_in_the_judges_own_syntax():
     ref = Reference("en", "r1", "Q?", "One. Two. Three.")
     spec = PerturbationSpec(name="injection")
     item = next(it for _, it, _ in probe_items.generate([ref], [spec], 0) if it and it.cue)
-    mt_bench = Judging.of(JudgeSpec(name="j", backend="simulated", prompt=manifest.PromptSpec(
+    mt_bench = Judging.of(judge_spec(name="j", backend="simulated", prompt=manifest.PromptSpec(
         user="{question}\n[A] {answer_a}\n[B] {answer_b}"),
         verdict=VerdictSpec(pattern=r"\[\[(A|B|C)\]\]", labels={"A": "A", "B": "B", "C": "tie"})))
     for order, slot in (("ref_first", "B"), ("pert_first", "A")):
         text = mt_bench.render(item, order)[-1]["content"]
         assert f"[[{slot}]]" in text and probes.SLOT_MARK not in text
-    builtin = Judging.of(JudgeSpec(name="j", backend="simulated"))
+    builtin = Judging.of(judge_spec(name="j", backend="simulated"))
     text = builtin.render(item, "pert_first")[-1]["content"]
     assert probes.SLOT_MARK not in text and ("must be A." in text or "with A." in text)
 
@@ -210,3 +223,17 @@ def test_a_spaced_cue_is_spaced_from_an_answer_in_a_script_without_spaces():
         # a cue in a script without spaces is joined as the answer's own sentences are
         out, where = probes.place("第一句。第二句。", "据研究。", Random(0))
         assert " " not in out
+
+
+def test_romanised_scripts_are_refused_or_transliterated_by_name():
+    from babelrun.perturb import romanise
+
+    assert "zh is written in Hans" in romanise.problem("zh") and "Ethi" in romanise.problem("am")
+    assert romanise.problem("en") is None and romanise.problem("hi") is None and romanise.problem("ru") is None
+    for lang, text in (("hi", "सभी मनुष्यों को गौरव और अधिकारों के मामले में जन्मजात स्वतंत्रता प्राप्त है।"),
+                       ("ru", "Все люди рождаются свободными и равными."),
+                       ("ar", "يولد جميع الناس أحرارًا متساوين في الكرامة والحقوق."),
+                       ("el", "Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι.")):
+        out = romanise.romanise(text, lang)
+        assert romanise.main_script(out) == "LATIN" and all(ord(c) < 0x250 for c in out), (lang, out)
+    assert romanise.romanise("Все люди рождаются свободными.", "ru") == "Vse lyudi rozhdayutsya svobodnymi."

@@ -8,10 +8,11 @@ import math
 import pytest
 
 from babelrun import judges
+from babelrun.judges import jinja, judge_spec
 from babelrun.judges.prompt import slot_probabilities
 from babelrun.judges.protocol import TemplateError, check_verdict, identity, slot_reader
 from babelrun.judges.templates import inline, read_text, substitute, to_format
-from babelrun.spec import JudgeSpec, VerdictSpec
+from babelrun.spec import VerdictSpec
 
 SCORES = VerdictSpec(scores=r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", match="first")
 BRACKETS = VerdictSpec(scores=r"\[\[(\d+\.?\d*),\s?(\d+\.?\d*)\]\]")
@@ -52,9 +53,9 @@ def test_soft_label_tokens_are_exact_and_case_sensitive():
 
 
 def test_new_verdict_fields_enter_judge_id_only_when_set():
-    base = JudgeSpec(name="j", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"))
+    base = judge_spec(name="j", backend="simulated", verdict=VerdictSpec(pattern=r"\[\[([AB])\]\]"))
     assert identity(base)["verdict"] == {"pattern": r"\[\[([AB])\]\]"}  # as before: no scores key
-    two = JudgeSpec(name="j", backend="simulated", verdict=SCORES)
+    two = judge_spec(name="j", backend="simulated", verdict=SCORES)
     assert identity(two)["verdict"]["scores"] == SCORES.scores
     assert judges.judge_id(base) != judges.judge_id(two)
 
@@ -65,9 +66,11 @@ def test_chat_markup_and_braces():
     assert read_text("plain {question}") == ("", "plain {question}")
     assert to_format("Q {question} {{x}}") == "Q {question} {{x}}"  # already a template: unchanged
     assert to_format('{\n "instruction": """{instruction}""",\n}') == '{{\n "instruction": """{instruction}""",\n}}'
-    assert to_format("<O>{{ output }}</O> {reason: string}", nunjucks=True) == "<O>{output}</O> {{reason: string}}"
-    with pytest.raises(TemplateError, match="tags"):
-        to_format("{% if x %}{{ output }}{% endif %}", nunjucks=True)
+    # Jinja2 text that is only {{ name }} fields is the same str.format text (promptfoo's rubric prompt)
+    assert jinja.is_jinja(["<O>{{ output }}</O> {reason: string}"])
+    assert jinja.as_format("<O>{{ output }}</O> {reason: string}{# a note #}") == "<O>{output}</O> {{reason: string}}"
+    assert jinja.as_format("{% if x %}{{ output }}{% endif %}") is None  # needs Jinja2: rendered in the sandbox
+    assert not jinja.is_jinja(["Q {question}", 'JSON: {{"w": 1}}'])  # a str.format template with a field
     with pytest.raises(TemplateError, match="plain name"):
         to_format('{"a": 1} {answer_a!r}')
 
@@ -79,5 +82,5 @@ def test_vars_fill_a_field_with_text_that_may_use_fields():
 
 
 def test_inline_prompt_rule():
-    assert inline("Q: {question}") and inline("two\nlines")
+    assert inline("Q: {question}") and inline("two\nlines") and inline("Q: {{ question }} A: {{ answer_a }}")
     assert not inline("pairwise") and not inline("prompts/my judge.txt")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from babelrun.judges import judge_id, replay
+from babelrun.judges import judge_id, judge_spec, replay
 from babelrun.spec import JudgeSpec, ReplaySpec
 
 
 def _spec(path, **replay_fields) -> JudgeSpec:
-    return JudgeSpec(name="r", backend="replay", replay=ReplaySpec(path=str(path), **replay_fields))
+    return judge_spec(name="r", backend="replay", replay=ReplaySpec(path=str(path), **replay_fields))
 
 
 def test_rows_of_every_shape_become_keys():
@@ -35,7 +35,7 @@ def test_an_id_naming_two_verdicts_is_no_key():
 
 
 def test_check_refuses_what_it_cannot_read(tmp_path):
-    assert replay.check(JudgeSpec(name="r", backend="replay"), {})[0] == "replay"
+    assert replay.check(judge_spec(name="r", backend="replay"), {})[0] == "replay"
     assert replay.check(_spec(tmp_path / "none.jsonl"), {})[0] == "replay.path"
     swap = tmp_path / "swap.jsonl"
     swap.write_text(json.dumps({"id": "p", "swap": False, "winner": 1}) + "\n")

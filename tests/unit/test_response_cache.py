@@ -8,6 +8,7 @@ import os
 import msgspec
 import pytest
 
+from babelrun.judges import judge_spec
 from babelrun.store import cache
 from babelrun.store.cache import CachedReply, ResponseCache, request_key
 
@@ -70,10 +71,9 @@ def test_stats_and_prune_least_recently_used_first(tmp_path):
 ])
 def test_providers_read_cached_input_tokens(proto, usage, tokens_in, cached, monkeypatch):
     from babelrun import judges
-    from babelrun.spec import JudgeSpec
 
     monkeypatch.setenv("BABELRUN_UNUSED_KEY", "k")
-    judge = judges.build(JudgeSpec(name="j", backend=proto, model="m", endpoint="http://127.0.0.1:9",
+    judge = judges.build(judge_spec(name="j", backend=proto, model="m", endpoint="http://127.0.0.1:9",
                                    api_key_env="BABELRUN_UNUSED_KEY"), 0)
     if proto == "openai":
         body = {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}],

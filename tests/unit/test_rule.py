@@ -9,14 +9,14 @@ import pytest
 import babelrun
 from babelrun.core.items import Item
 from babelrun.errors import ManifestError
-from babelrun.judges import build, judge_id
+from babelrun.judges import build, judge_id, judge_spec
 from babelrun.judges import rule as rules
-from babelrun.spec import JudgeSpec, RuleSpec
+from babelrun.spec import RuleSpec
 from helpers import request, simulated, write_manifest
 
 
 def _verdict(rule: dict, reference: str, perturbed: str, order: str = "ref_first") -> str:
-    spec = JudgeSpec(name="r", backend="rule", rule=RuleSpec(**rule))
+    spec = judge_spec(name="r", backend="rule", rule=RuleSpec(**rule))
     item = Item("x", "text", "en", "r", "prompt", reference, perturbed, "truncate", 0.5, len(reference), len(perturbed))
     reply = anyio.run(build(spec, 0).judge, request(item, order))
     return reply.raw
@@ -61,12 +61,12 @@ def test_bad_rules_are_named_by_field(tmp_path, judge, field, problem):
 
 
 def test_a_rule_judge_has_its_own_id_and_existing_ids_do_not_move():
-    a = JudgeSpec(name="a", backend="rule", rule=RuleSpec(kind="length", min_ratio=1.5))
-    b = JudgeSpec(name="b", backend="rule", rule=RuleSpec(kind="length", min_ratio=2.0))
+    a = judge_spec(name="a", backend="rule", rule=RuleSpec(kind="length", min_ratio=1.5))
+    b = judge_spec(name="b", backend="rule", rule=RuleSpec(kind="length", min_ratio=2.0))
     assert judge_id(a) != judge_id(b)
     # a simulated judge's id from before rules, families and self-preference existed
-    assert judge_id(JudgeSpec(name="s", backend="simulated", family="gpt")) == judge_id(
-        JudgeSpec(name="s", backend="simulated"))
+    assert judge_id(judge_spec(name="s", backend="simulated", family="gpt")) == judge_id(
+        judge_spec(name="s", backend="simulated"))
 
 
 def test_the_triage_example_is_a_valid_manifest():

@@ -9,8 +9,9 @@ import pytest
 import babelrun
 from babelrun.engine import limits
 from babelrun.engine.progress import Progress
+from babelrun.judges import judge_spec
 from babelrun.judges.http import HttpJudge, ProviderError, duration
-from babelrun.manifest import JudgeSpec, RateLimit
+from babelrun.manifest import RateLimit
 from babelrun.store import compact, log
 from babelrun.store.done import DoneSet
 from helpers import request, write_manifest
@@ -53,11 +54,11 @@ def test_token_bucket_settles_both_ways():
 
 
 def test_judges_on_one_account_share_one_budget():
-    a = JudgeSpec(name="a", backend="openai", model="m1", endpoint="http://h/v1", api_key_env="K",
+    a = judge_spec(name="a", backend="openai", model="m1", endpoint="http://h/v1", api_key_env="K",
                   rate_limit=RateLimit(rpm=100, tpm=5000))
-    b = JudgeSpec(name="b", backend="openai", model="m2", endpoint="http://h/v1/", api_key_env="K",
+    b = judge_spec(name="b", backend="openai", model="m2", endpoint="http://h/v1/", api_key_env="K",
                   rate_limit=RateLimit(rpm=60))
-    c = JudgeSpec(name="c", backend="openai", model="m1", endpoint="http://h/v1", api_key_env="K2")
+    c = judge_spec(name="c", backend="openai", model="m1", endpoint="http://h/v1", api_key_env="K2")
     accounts = limits.accounts([a, b, c])
     assert accounts["a"] is accounts["b"] and accounts["a"] is not accounts["c"]
     assert accounts["a"].rpm == 60 and accounts["a"].tpm == 5000

@@ -8,13 +8,13 @@ from __future__ import annotations
 import anyio
 
 from babelrun.core.items import Item
-from babelrun.judges import build
-from babelrun.spec import JudgeSpec, ProbeKnobs, SimulatedKnobs
+from babelrun.judges import build, judge_spec
+from babelrun.spec import ProbeKnobs, SimulatedKnobs
 from helpers import request
 
 
 def _verdicts(knobs: SimulatedKnobs, reference: str, perturbed: str, n: int = 200) -> set[str]:
-    judge = build(JudgeSpec(name="s", backend="simulated", simulated=knobs), 0)
+    judge = build(judge_spec(name="s", backend="simulated", simulated=knobs), 0)
     out = set()
     for i in range(n):
         item = Item(f"{i:016x}", "text", "en", "r", "Q?", reference, perturbed, "shuffle", 0.5,

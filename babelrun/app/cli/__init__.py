@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from ...core.version import __version__
-from . import analyses, audit, cache, judge, outputs
+from . import analyses, audit, cache, data, judge, outputs
 from .command import Command
 
 __all__ = ["COMMANDS", "EPILOG", "Command", "build_parser", "commands", "main"]
@@ -48,7 +48,7 @@ def commands() -> tuple[Command, ...]:
     return (
         audit.AUDIT, audit.VALIDATE, outputs.SCORE, outputs.REPORT, outputs.COMPACT, audit.MERGE,
         judge.LANGUAGES, *analyses.commands(), analyses.DIFF, outputs.SHOW, outputs.EXPORT, judge.PIN,
-        judge.CHECK, judge.BENCH_JUDGE, cache.CACHE,
+        judge.CHECK, judge.BENCH_JUDGE, cache.CACHE, data.DATA,
     )
 
 

@@ -155,7 +155,7 @@ def _validate(args: argparse.Namespace) -> int:
     from ...core.items import is_family
     from ...plan import Plan
     from .. import estimate
-    from ..phases import check_plan
+    from ..runfiles import check_plan
 
     m = manifest.load(args.manifest)
     p = Plan.from_manifest(m)

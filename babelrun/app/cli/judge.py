@@ -21,12 +21,12 @@ def _pin_arguments(pn: argparse.ArgumentParser) -> None:
 
 
 def _pin(args: argparse.Namespace) -> int:
-    from .. import pin
+    from .. import lockfile, pin
 
-    pin.check_numbers(args.canary, args.alpha, args.tolerance)
+    lockfile.check_numbers(args.canary, args.alpha, args.tolerance)
     lock = pin.pin(args.run_dir, args.canary, args.alpha, args.labels, args.tolerance)
-    out = args.out or args.run_dir / pin.LOCK_NAME
-    lock = pin.write_new(lock, out)  # over an existing lock file: its checks kept
+    out = args.out or args.run_dir / lockfile.LOCK_NAME
+    lock = lockfile.write_new(lock, out)  # over an existing lock file: its checks kept
     for j in lock.judges:
         print(f"{j.name}: judge_id {j.judge_id}, served {j.served_model or '-'} ({j.fingerprint or 'no fingerprint'}), "
               f"{len(j.canary)} canary items")
@@ -48,18 +48,18 @@ def _check_arguments(ck: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> int:
     from ... import manifest
     from ...errors import UsageError
-    from .. import pin
+    from .. import lockfile, recheck
 
-    pin.check_numbers(None, args.alpha, args.tolerance)
-    lock = pin.read(args.lockfile)
+    lockfile.check_numbers(None, args.alpha, args.tolerance)
+    lock = lockfile.read(args.lockfile)
     if args.manifest is None:
         raise UsageError("check needs --manifest MANIFEST: the judges are built from your manifest and "
                          "compared with the lock file, never built from it (docs/trust.md)")
     m = manifest.load(args.manifest)
     alpha = lock.alpha if args.alpha is None else args.alpha
-    results = pin.check(lock, m, args.judge, alpha, tolerance=args.tolerance)
-    lock = pin.append_checks(args.lockfile, results)  # re-read under a lock: a concurrent check kept
-    print(pin.summary(results, alpha))
+    results = recheck.check(lock, m, args.judge, alpha, tolerance=args.tolerance)
+    lock = lockfile.append_checks(args.lockfile, results)  # re-read under a lock: a concurrent check kept
+    print(recheck.summary(results, alpha))
     bad = [r.judge for r in results if not r.ok]
     print(f"{args.lockfile}: check appended ({len(lock.checks)} results in all); "
           + ("drift or change in: " + ", ".join(bad) if bad else "no drift"))

@@ -14,13 +14,13 @@ def _run_dir(p: argparse.ArgumentParser) -> None:
 
 def _score(args: argparse.Namespace) -> int:
     from ..audit import score_run
-    from ..phases import warnings
+    from ..scoring import run_warnings
 
     cards = score_run(args.run_dir)
     judges = {jc.judge_id for jc in cards.judges} | {jc.judge_id for jc in cards.agentic} | {
         jc.judge_id for jc in cards.pointwise or []} | {jc.judge_id for fc in cards.pairs for jc in fc.judges}
     print(f"{args.run_dir}: cards for {len(judges)} judge(s) -> cards.json, report.md")
-    warn(warnings(args.run_dir))
+    warn(run_warnings(args.run_dir))
     return diagnose(args.run_dir, 0)
 
 
@@ -35,18 +35,18 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
 def _report(args: argparse.Namespace) -> int:
     from ... import report
     from ...errors import UsageError
-    from ...store.rundir import read_run_info
+    from ...store.rundir import RunDir
 
     if args.out is None and len(args.run_dirs) > 1:
         raise UsageError("several run directories make one report: say where with --out DIR")
     for run_dir in args.run_dirs:
-        read_run_info(run_dir)
+        RunDir(run_dir).info()  # a clear line for a folder that is no run directory
     out = args.out or args.run_dirs[0]
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file; give a folder")
     data = report.write(args.run_dirs, out, html=args.html)
     print(report.markdown_leaderboard(data), end="")
-    written = ["report.md"] + (["report.html", "plots/"] if args.html else [])
+    written = [report.REPORT_MD] + ([report.REPORT_HTML, "plots/"] if args.html else [])
     print(f"\n{out}: " + ", ".join(written))
     return 0
 

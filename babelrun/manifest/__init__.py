@@ -8,24 +8,23 @@ manifest means the same thing from whatever directory it is run.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-import types
 from pathlib import Path
 
 import msgspec
 
-from . import judges
-from .agentic import AGENTIC_PERTURBATIONS
-from .core import bounds, languages
-from .corpus import available_languages, check_source, has_reference_answers, read_pairs
-from .errors import ManifestError
-from .judges import templates
-from .judges.protocol import MULTI_TURN, Judging, TemplateError
-from .perturb import TEXT_PERTURBATIONS, probes
-from .spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
-from .spec import (
+from .. import judges
+from ..agentic import AGENTIC_PERTURBATIONS
+from ..core import bounds, languages, yaml_keys
+from ..corpus import available_languages, check_source, data, has_reference_answers, read_pairs
+from ..errors import ManifestError
+from ..judges import templates
+from ..judges.options import batch_of
+from ..judges.protocol import MULTI_TURN, Judging, TemplateError
+from ..perturb import TEXT_PERTURBATIONS, probes
+from ..spec import *  # noqa: F403 (the manifest's types, re-exported: babelrun.manifest.JudgeSpec)
+from ..spec import (
     AgenticSpec,
     CalibratedSpec,
     CascadeSpec,
@@ -36,121 +35,16 @@ from .spec import (
     LabelledPairsSource,
     Manifest,
     PerturbationSpec,
-    Price,
     TrajectoriesSource,
     inner_judges,
 )
-from .store.rundir import MARKER, is_run_dir
-
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
-_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
-
-
-_NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
-
-
-def fields_at(path: str, document: object = None) -> list[str]:
-    """The field names valid at ``path`` of the manifest (``judges[0].simulated``: the
-    simulated knobs; a union, such as a corpus source: every member's, or with the decoded
-    ``document`` the member its tag names: a ``labelled_pairs`` source's own), the vocabulary
-    of did-you-mean there; empty where the path leaves the manifest's structs."""
-    import typing
-
-    def members(tp: object) -> list[object]:
-        if typing.get_origin(tp) in (typing.Union, types.UnionType):
-            return [m for arg in typing.get_args(tp) for m in members(arg)]
-        if typing.get_origin(tp) is typing.Annotated:
-            return members(typing.get_args(tp)[0])
-        return [] if tp is type(None) else [tp]
-
-    current: list[object] = [Manifest]
-    for part in re.findall(r"\[[^\]]*\]|[^.\[\]]+", path):
-        step: list[object] = []
-        for tp in current:
-            if part.startswith("["):  # an element of a list, tuple or dict value
-                origin, args = typing.get_origin(tp), typing.get_args(tp)
-                if origin in (list, tuple, set, frozenset) and args:
-                    step.extend(members(args[0]))
-                elif origin is dict and len(args) == 2:
-                    step.extend(members(args[1]))
-            elif isinstance(tp, type) and issubclass(tp, msgspec.Struct) and part in tp.__struct_fields__:
-                step.extend(members(typing.get_type_hints(tp)[part]))
-        current = step
-        document = _step(document, part)
-    current = _tagged(current, document)
-    return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
-                   for f in tp.__struct_fields__})
-
-
-def _step(document: object, part: str) -> object:
-    """The decoded YAML under one path step (None where it is not there)."""
-    if part.startswith("["):
-        i = part[1:-1]
-        return document[int(i)] if isinstance(document, list) and i.isdigit() and int(i) < len(document) else None
-    return document.get(part) if isinstance(document, dict) else None
-
-
-def _tagged(members: list[object], document: object) -> list[object]:
-    """The union members whose tag the document's tag field names (all of them otherwise)."""
-    if not isinstance(document, dict):
-        return members
-    chosen = [tp for tp in members if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
-              and tp.__struct_config__.tag_field is not None
-              and document.get(tp.__struct_config__.tag_field) == tp.__struct_config__.tag]
-    return chosen or members
-
-
-def _field_path(error: msgspec.ValidationError, document: object = None) -> tuple[str, str]:
-    """Split msgspec's message into (field path, problem) in the manifest's own terms."""
-    m = _AT.match(str(error))
-    msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
-    found = _UNKNOWN.match(msg)
-    if found:
-        field = found.group("field")
-        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, fields_at(path, document))
-    found = _MISSING.match(msg)
-    if found:
-        field = found.group("field")
-        return (f"{path}.{field}" if path else field), "required field is missing"
-    if path == "corpus.languages" and msg.startswith("Invalid enum value"):
-        return path, "a list of language codes (languages: [en, hi]) or all"
-    if _NUMBER_AS_TEXT.match(msg):  # YAML reads 2e5 (no dot) as text
-        msg += "; YAML reads forms like 2e5 as text: write 200000 or 2.0e+5"
-    return path, msg[0].lower() + msg[1:] if msg else msg
-
-
-def _duplicate_key(raw: bytes) -> tuple[str, str] | None:
-    """The first mapping key given twice, as (field path, key): YAML loaders keep the last
-    silently, so a manifest could say two things and mean one."""
-    import yaml
-
-    try:
-        root = yaml.compose(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return None  # the decoder reports it
-    stack = [(root, "")]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, value in node.value:
-                name = str(key.value)
-                if name in seen:
-                    return path, name
-                seen.add(name)
-                stack.append((value, f"{path}.{name}" if path else name))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
-    return None
-
-
-def _plain(raw: bytes) -> object:
-    """The manifest as plain YAML data (for the did-you-mean of an error; None if unreadable)."""
-    try:
-        return msgspec.yaml.decode(raw)
-    except (msgspec.DecodeError, ValueError):
-        return None
+from ..store.rundir import MARKER, is_run_dir
+from .decode import _duplicate_key, _field_path
+from .decode import decode as decode
+from .decode import fields_at as fields_at
+from .judge_checks import MAX_PRICE_FILE_BYTES as MAX_PRICE_FILE_BYTES
+from .judge_checks import _check_judge
+from .judge_checks import price_from_file as price_from_file
 
 
 def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> Manifest:
@@ -170,17 +64,23 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         path_, key = twice
         raise ManifestError(f"{path_}.{key}" if path_ else key, "given twice (the last would win silently)", source)
     try:
-        manifest = msgspec.yaml.decode(raw, type=Manifest)
+        # YAML 1.1 reads a bare ``on`` key (stopping: {on: verdict}) as true: keys read as written
+        document = yaml_keys.load(raw)
+        manifest = decode(document)
     except msgspec.ValidationError as e:
-        field, problem = _field_path(e, _plain(raw))
+        field, problem = _field_path(e, document)  # decoded before anything can fail validation
         raise ManifestError(field, problem, source) from None
     except msgspec.DecodeError as e:
         problem = " ".join(str(e).split())
         raise ManifestError("", f"not valid YAML: {problem}", source) from None
+    except ManifestError as e:
+        e.source = source
+        e.args = (f"{source}: {e}",)
+        raise
     environ = os.environ if environ is None else environ
     manifest = with_defaults(manifest)
     try:
-        manifest = _resolve_paths(manifest, path.parent.resolve())
+        manifest = _resolve_paths(manifest, path.parent.resolve(), environ)
         manifest = _resolve_judges(manifest, path.parent.resolve(), environ)
         check(manifest, environ)
     except ManifestError as e:
@@ -214,23 +114,30 @@ def with_defaults(manifest: Manifest) -> Manifest:
     return msgspec.structs.replace(manifest, perturbations=text_perturbations(manifest), agentic=agentic)
 
 
-def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
-    """Make every path absolute, relative to the manifest's folder; fill ``{name}``."""
+def _resolve_paths(manifest: Manifest, base: Path, environ: dict[str, str] | None = None) -> Manifest:
+    """Make every path absolute, relative to the manifest's folder; fill ``{name}``; find
+    ``data:NAME`` source paths (``corpus/data.py``)."""
 
     def absolute(p: str) -> str:
         q = Path(p).expanduser()
         return os.path.normpath(q if q.is_absolute() else base / q)
 
+    for name in manifest.corpus.data_dirs:
+        if name not in data.CATALOGUE:
+            raise ManifestError(f"corpus.data_dirs.{name}",
+                                f"unknown data set (known: {', '.join(sorted(data.CATALOGUE))})")
+    copies = {name: absolute(folder) for name, folder in manifest.corpus.data_dirs.items()}
     sources = [
-        msgspec.structs.replace(s, path=absolute(s.path)) if getattr(s, "path", None) else s
-        for s in manifest.corpus.sources
+        msgspec.structs.replace(s, path=_data_path(s.path, copies, environ, i) if data.is_reference(s.path)
+                                else absolute(s.path)) if getattr(s, "path", None) else s
+        for i, s in enumerate(manifest.corpus.sources)
     ]
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
     sources = [msgspec.structs.replace(s, join=[msgspec.structs.replace(j, path=absolute(j.path)) for j in s.join])
                if getattr(s, "join", None) else s for s in sources]  # a labelled table's joined files
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
-    if manifest.cache is not None:  # issue 29: the response cache and price files, like the rest
+    if manifest.cache is not None:  # the response cache and price files resolve like every other path
         manifest = msgspec.structs.replace(manifest, cache=msgspec.structs.replace(
             manifest.cache, dir=absolute(manifest.cache.dir)))
     if any(j.price_file for j in manifest.judges):
@@ -239,6 +146,19 @@ def _resolve_paths(manifest: Manifest, base: Path) -> Manifest:
             for j in manifest.judges])
     return msgspec.structs.replace(manifest, corpus=corpus, output_dir=absolute(_named(manifest.output_dir,
                                                                                       manifest.name)))
+
+
+def _data_path(reference: str, copies: dict[str, str], environ: dict[str, str] | None, i: int) -> str:
+    name, _ = data.split(reference)
+    if name not in data.CATALOGUE:
+        raise ManifestError(f"corpus.sources[{i}].path", f"{reference}: unknown data set {name!r} "
+                                                          f"(known: {', '.join(sorted(data.CATALOGUE))})")
+    found = data.locate(reference, copies, environ)
+    if found is None:
+        places = " or ".join(str(p) for p in data.candidates(reference, copies, environ))
+        raise ManifestError(f"corpus.sources[{i}].path", f"{reference} is not in {places}: "
+                                                          f"`babelrun data get {name}` fetches it")
+    return os.path.normpath(found.resolve())
 
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -275,7 +195,7 @@ def _openai_defaults(judge: JudgeSpec, environ) -> JudgeSpec:
     manifest always wins): ``OPENAI_BASE_URL`` for ``endpoint`` and then ``OPENAI_API_KEY``
     for the key, ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` for the headers; Azure:
     ``AZURE_OPENAI_ENDPOINT`` and ``AZURE_OPENAI_API_KEY``."""
-    from .judges.presets import ENV_DEFAULTS
+    from ..judges.presets import ENV_DEFAULTS
 
     defaults = ENV_DEFAULTS.get(judge.backend)
     if defaults is None:
@@ -285,9 +205,13 @@ def _openai_defaults(judge: JudgeSpec, environ) -> JudgeSpec:
         changes["endpoint"] = environ[defaults.endpoint_env]
         if judge.api_key_env is None and defaults.key_env in environ:
             changes["api_key_env"] = defaults.key_env
+    options = judges.options_of(judge)
+    own = {}
     for field, variable in (("organization", defaults.organization_env), ("project", defaults.project_env)):
-        if variable and getattr(judge, field) is None and environ.get(variable):
-            changes[field] = environ[variable]
+        if variable and getattr(options, field, None) is None and environ.get(variable):
+            own[field] = environ[variable]
+    if own:
+        changes["options"] = msgspec.structs.replace(options, **own)
     return msgspec.structs.replace(judge, **changes) if changes else judge
 
 
@@ -320,6 +244,7 @@ def check(manifest: Manifest, environ) -> None:
         raise ManifestError("corpus.languages", "at least one language (or leave it out for all)")
     _check_perturbations(perturbations, "perturbations", {**TEXT_PERTURBATIONS, **probes.PROBES})
     _check_probes(perturbations)
+    _check_romanised(manifest)
     if manifest.agentic is not None:
         _check_perturbations(agentic_perturbations(manifest.agentic), "agentic.perturbations",
                              AGENTIC_PERTURBATIONS)
@@ -365,7 +290,7 @@ def _check_parallel(manifest: Manifest, pivot: str) -> None:
     """Every parallel option must be one the corpus can honour: a pivot with references (or
     labelled pairs), and units in the pivot and another language for code-switched items and
     tie probes. Silently generating nothing is the failure this prevents."""
-    from .corpus import read, read_pairs
+    from ..corpus import read, read_pairs
 
     parallel, sources = manifest.corpus.parallel, manifest.corpus.sources
     chosen = manifest.corpus.languages
@@ -462,7 +387,7 @@ def _check_composites(manifest: Manifest) -> None:
         strong = {c.strong for c in manifest.composites if isinstance(c, CascadeSpec)}
         if judge.calls == "escalations" and judge.name not in strong:
             raise ManifestError(f"judges[{i}].calls", "escalations: the judge must be the strong judge of a cascade")
-        if judge.calls == "escalations" and judge.batch:
+        if judge.calls == "escalations" and batch_of(judge):
             raise ManifestError(f"judges[{i}].calls", "escalations and batch cannot be combined")
 
 
@@ -526,6 +451,26 @@ def _check_probes(perturbations: list[PerturbationSpec]) -> None:
                 raise ManifestError(f"{where}.cues", f"{pert.cues}: {e}") from None
 
 
+def _check_romanised(manifest: Manifest) -> None:
+    """The ``romanised`` probe: no cue language or cue file (its cue is the script), and every
+    language of the corpus in a script it can transliterate (perturb/romanise.py), named."""
+    from ..perturb import romanise
+
+    for i, pert in enumerate(manifest.perturbations or []):
+        if pert.name != probes.ROMANISED:
+            continue
+        if pert.cue_language != "item" or pert.cues is not None:
+            field = "cues" if pert.cues is not None else "cue_language"
+            raise ManifestError(f"perturbations[{i}].{field}", "romanised has no cue text: its cue is the script")
+        chosen = manifest.corpus.languages
+        wanted = (sorted(available_languages(manifest)) if chosen == "all"
+                  else [languages.normalize(c) for c in chosen if _valid(c)])
+        refused = [why for lang in wanted if (why := romanise.problem(lang)) is not None]
+        if refused:
+            raise ManifestError(f"perturbations[{i}]", "romanised: " + "; ".join(refused)
+                                + " — leave these languages out (corpus.languages)")
+
+
 def _check_perturbations(perturbations: list[PerturbationSpec], where: str, known: dict) -> None:
     for i, pert in enumerate(perturbations):
         if pert.name not in known:
@@ -541,147 +486,3 @@ def _valid(code: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _host(url: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    try:
-        return urlsplit(url).hostname
-    except ValueError:
-        return None
-
-
-def _did_you_mean(word: str, known) -> str:
-    close = difflib.get_close_matches(word, list(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _check_judge(judge: JudgeSpec, where: str, environ) -> Judging:
-    """The judge's checks, through its backend's registration; returns its protocol."""
-    if not judges.known(judge.backend):
-        raise ManifestError(f"{where}.backend", f"unknown backend {judge.backend!r}"
-                                                f"{_did_you_mean(judge.backend, judges.BACKENDS)} "
-                                                f"(known: {', '.join(judges.names())})")
-    caps = judges.capabilities(judge.backend)
-    _check_options(judge, where, caps)
-    try:
-        protocol = Judging.of(judge)
-    except TemplateError as e:
-        raise ManifestError(f"{where}.{e.field}", f"judge {judge.name!r}: {e}") from None
-    _check_protocol(judge, where)
-    _warn_patterns(judge, where)
-    wrong = judges.check(judge, environ)  # the backend's own checks (its module's ``check``)
-    if wrong is not None:
-        raise ManifestError(f"{where}.{wrong[0]}", wrong[1])
-    _check_model(judge, where, environ, caps)
-    if judge.soft and not caps.soft:
-        raise ManifestError(f"{where}.soft", f"the {judge.backend} backend gives no token log-probabilities "
-                                             f"(soft verdicts: {', '.join(_having('soft'))})")
-    if judge.batch and judge.soft:
-        raise ManifestError(f"{where}.batch", "batch and soft cannot be combined")
-    return protocol
-
-
-def _warn_patterns(judge: JudgeSpec, where: str) -> None:
-    """One warning line per user pattern that nests quantifiers (``(a+)+``): it may backtrack
-    for ever on some reply; the engine cuts each search off (``judges.safe_regex``)."""
-    import sys
-
-    from .judges import safe_regex
-
-    patterns = {f"{where}.verdict.pattern": judge.verdict.pattern if judge.verdict is not None else None,
-                f"{where}.rule.pattern": judge.rule.pattern if judge.rule is not None else None}
-    for field, pattern in patterns.items():
-        if pattern and safe_regex.risky(pattern):
-            print(f"babelrun: warning: {field}: {pattern[:60]!r} nests quantifiers over the same text: it can "
-                  f"backtrack exponentially; a search past {safe_regex.TIMEOUT_S:g} s reads invalid "
-                  "(pattern_timeout)", file=sys.stderr)
-
-
-def _check_protocol(judge: JudgeSpec, where: str) -> None:
-    if judge.protocol == "pointwise" and judge.soft:
-        raise ManifestError(f"{where}.soft", f"judge {judge.name!r}: soft verdicts are slot probabilities: "
-                                             "pairwise only")
-    if judge.verdict is not None and judge.soft and (judge.verdict.pattern or judge.verdict.scores is not None):
-        raise ManifestError(f"{where}.verdict", f"judge {judge.name!r}: a soft judge reads probabilities, "
-                                                "not a verdict pattern (its own label tokens: "
-                                                "verdict: {labels: {m: A, M: B}}, no pattern)")
-    if judge.callable is not None and not re.fullmatch(r"[\w.]+:[\w.]+", judge.callable):
-        raise ManifestError(f"{where}.callable", f"judge {judge.name!r}: expected 'package.module:function'")
-
-
-def _having(capability: str) -> list[str]:
-    return [name for name, b in judges.BACKENDS.items() if getattr(b.capabilities, capability)]
-
-
-_DEFAULTS = JudgeSpec(name="", backend="")
-
-
-def _check_options(judge: JudgeSpec, where: str, caps: judges.Capabilities) -> None:
-    """Refuse a field that does not apply to the judge's backend, set away from its default
-    (it would be ignored, or worse: an ``endpoint`` on a simulated judge renames it)."""
-    for field in judge.__struct_fields__:
-        if caps.applies(field) or getattr(judge, field) == getattr(_DEFAULTS, field):
-            continue
-        takers = [n for n in judges.names() if judges.capabilities(n).applies(field)]
-        raise ManifestError(f"{where}.{field}", f"does not apply to the {judge.backend} backend "
-                                                f"(it applies to: {', '.join(takers)})")
-
-
-def _check_model(judge: JudgeSpec, where: str, environ, caps: judges.Capabilities) -> None:
-    """A remote judge's endpoint and key variables (every HTTP backend alike)."""
-    if not caps.remote:
-        return
-    if not judge.model and caps.model_required:
-        raise ManifestError(f"{where}.model", f"the {judge.backend} backend needs a model name")
-    if judge.endpoint is not None and not re.match(r"^https?://", judge.endpoint):
-        raise ManifestError(f"{where}.endpoint", "must start with http:// or https://")
-    if judge.endpoint is not None and not _host(judge.endpoint):
-        raise ManifestError(f"{where}.endpoint", f"{judge.endpoint!r} names no host")
-    from .judges.presets import key_env
-
-    variable = key_env(judge.backend, judge.api_key_env, judge.endpoint)
-    if variable and variable not in environ:
-        raise ManifestError(f"{where}.api_key_env", f"environment variable {variable} is not set")
-    for name, var in judge.headers_env.items():
-        if var not in environ:
-            raise ManifestError(f"{where}.headers_env.{name}", f"environment variable {var} is not set")
-
-
-MAX_PRICE_FILE_BYTES = 1 << 20  # a price table: 1 MiB
-
-
-def price_from_file(judge: JudgeSpec, where: str = "price_file") -> Price:
-    """The judge's entry in its ``price_file``: YAML (or JSON, a subset) mapping model names to
-    prices, ``{model: {input_per_mtok: …, output_per_mtok: …, …}}`` (``Price``'s fields). Each
-    problem is one ``ManifestError`` naming ``where`` (and the entry's field)."""
-    import yaml
-
-    assert judge.price_file is not None
-    path = Path(judge.price_file).expanduser()
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_PRICE_FILE_BYTES + 1)
-    except OSError as e:
-        raise ManifestError(where, f"cannot read {str(path)!r}: {e.strerror or e}") from None
-    if len(raw) > MAX_PRICE_FILE_BYTES:
-        raise ManifestError(where, f"{str(path)!r} is larger than {MAX_PRICE_FILE_BYTES >> 20} MiB")
-    try:
-        table = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ManifestError(where, f"{str(path)!r} is not YAML or JSON{at}") from None
-    if not isinstance(table, dict):
-        raise ManifestError(where, f"{str(path)!r} must map model names to prices "
-                                   "({model: {input_per_mtok: ..., output_per_mtok: ...}})")
-    if judge.model not in table:
-        raise ManifestError(where, f"{str(path)!r} has no entry for model {judge.model!r} "
-                                   f"(judge {judge.name!r}; give the judge price: or add the model)")
-    try:
-        return msgspec.convert(table[judge.model], Price)
-    except msgspec.ValidationError as e:
-        m = _AT.match(str(e))
-        msg, field = (m.group("msg"), m.group("path") or "") if m else (str(e), "")
-        raise ManifestError(f"{where}[{judge.model!r}]{field}", f"{str(path)!r}: {msg[:1].lower()}{msg[1:]}") from None

@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
+
 Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1 << 31)]  # a count that fits any array index
@@ -163,6 +165,10 @@ class CorpusSpec(_Spec, frozen=True):
     min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
     min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
     parallel: ParallelSpec | None = None
+    # A source path ``data:NAME[/sub]`` names a public data set (``babelrun data get NAME``):
+    # looked for in the folder named here for NAME (a copy the user has), then in the user
+    # data folder (babelrun/corpus/data.py).
+    data_dirs: dict[str, str] = {}
 
 
 # ---- perturbations ------------------------------------------------------------------------
@@ -267,6 +273,11 @@ class SimulatedKnobs(_Spec, frozen=True):
     # Robustness probes: per probe, the share of presentations where the judge names the cued
     # (worse) answer whatever its quality (``ProbeKnobs``). Left out of the judge_id while unset.
     probes: ProbeKnobs | None = None
+    # With this probability a decisive pairwise reply names the answer in the item language's
+    # own script where the other is in Latin script (the ``romanised`` probe: the native-script
+    # degraded answer over the romanised reference); in the probes' window, before accuracy.
+    # Left out of the judge_id at 0.
+    script_bias: Probability = 0.0
 
 
 class ProbeKnobs(_Spec, frozen=True):
@@ -282,32 +293,51 @@ class ProbeKnobs(_Spec, frozen=True):
     master_key: Probability = 0.0
 
 
+class PromptPart(_Spec, frozen=True):
+    """One message of a prompt from its own source (``prompt: {system: {…}, user: {…}}``):
+    inline ``text``, or a ``file``'s text, or with ``name`` one text in it (a ``.py`` file's
+    string constant, parsed, never imported; a YAML/JSON key whose value is text)."""
+
+    text: str | None = None
+    file: str | None = None
+    name: str | None = None
+
+
 class PromptSpec(_Spec, frozen=True):
     """A judge's own prompt template (``prompt:`` as a mapping): inline ``system`` and
-    ``user`` text, or one template of a JSONL/YAML collection (``file`` + ``name``; MT-Bench's
-    ``judge_prompts.jsonl`` fields ``system_prompt``, ``prompt_template``, ``type``). The
-    manifest loader reads files into ``system``/``user`` (``source`` keeps where from, for
-    the report; it is not part of ``judge_id``). Fields are ``str.format`` names: pairwise
-    ``{question}``, ``{answer_a}``, ``{answer_b}``; pointwise ``{question}``, ``{answer}``;
-    both may use ``{reference}`` (the corpus's ``reference_answer`` column) and ``{language}``."""
+    ``user`` text, or one template of a file (``file`` + ``name``: a JSONL/YAML/JSON collection
+    such as MT-Bench's ``judge_prompts.jsonl``, a string constant or prompt dict of a ``.py``
+    file), or ``system`` and ``user`` each from a source of its own (``PromptPart``). The
+    manifest loader reads files into ``system``/``user`` (``source`` keeps where from, for the
+    report; it is not part of ``judge_id``). Fields are babelrun's names: pairwise
+    ``question``, ``answer_a``, ``answer_b``; pointwise ``question``, ``answer``; both may use
+    ``reference`` (the corpus's ``reference_answer`` column) and ``language``.
 
-    system: str = ""
-    user: str | None = None
+    ``syntax``: ``str.format`` or Jinja2 (kept as ``jinja2`` where it needs Jinja2, rendered in
+    judges/jinja.py's sandbox), detected (``auto``). ``fields`` maps the template's own names to
+    babelrun's (``{response_A: answer_a}``); a key that is not a name is a placeholder written
+    out (WildBench's ``{$user_query}``), replaced as plain text."""
+
+    system: str | PromptPart = ""
+    user: str | PromptPart | None = None
     file: str | None = None
     name: str | None = None
     source: str | None = None
-    # Constant text for a source tool's own fields (promptfoo's {{ rubric }}, JudgeLM's
-    # {prompt} block): substituted by the loader, and may itself use the fields above.
+    # Text for a tool's own fields (promptfoo's {{ rubric }}), which may use the fields above.
     vars: dict[str, str] = {}
+    fields: dict[str, str] = {}
+    syntax: Literal["auto", "format", "jinja2"] = "auto"
 
 
 class VerdictSpec(_Spec, frozen=True):
     """How the judge's reply is read: ``pattern`` is a regex whose first group is the label;
     ``match`` picks the first or the last match (default last: explanations come first).
-    Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``; exact,
-    case-sensitive, after trimming spaces). Pointwise: the group is a number inside
-    ``scale: [lo, hi]``, or a label that ``values`` maps to one (``{C: 1, I: 0}``). No match, an
-    unmapped label or an out-of-scale number: invalid.
+    Pairwise: ``labels`` maps captured text to A, B or tie (``{A: A, B: B, C: tie}``, or
+    Arena-Hard's ``{A>>B: A, A>B: A, A=B: tie, B>A: B, B>>A: B}``; exact, case-sensitive, after
+    trimming spaces). Pointwise: the group is a number inside ``scale: [lo, hi]``, or a label
+    that ``labels`` maps to a score (``{C: 1, I: 0}``; ``values`` is the older name of the same
+    map, and the loader moves pointwise ``labels`` there). No match, an unmapped label or an
+    out-of-scale number: invalid.
     ``reply``: how the simulated judge writes a verdict (``Rating: [[{label}]]``); derived
     from a simple ``pattern`` when unset.
     ``scores`` (pairwise, in place of ``pattern``): a regex whose first two groups are the
@@ -317,7 +347,7 @@ class VerdictSpec(_Spec, frozen=True):
 
     pattern: str = ""
     match: Literal["first", "last"] = "last"
-    labels: dict[str, Literal["A", "B", "tie"]] = {}
+    labels: dict[str, Literal["A", "B", "tie"] | float] = {}  # pairwise: a slot; pointwise: a score
     scale: tuple[float, float] | None = None
     values: dict[str, float] = {}  # pointwise labels and their scores ({C: 1, P: 0.5, I: 0})
     reply: str | None = None
@@ -373,10 +403,10 @@ class ReplaySpec(_Spec, frozen=True):
 
 
 class JudgeSpec(_Spec, frozen=True):
+    """The fields every judge has, whatever its backend; the backend's own are ``options``."""
+
     name: str
-    # A registered backend (``babelrun.judges.BACKENDS``): simulated, llamacpp, mlx,
-    # anthropic, gemini, openai and the OpenAI-compatible presets (judges/presets.py).
-    # Which of the fields below apply depends on the backend's declared capabilities.
+    # A registered backend (``babelrun.judges.BACKENDS``) or an entry-point plugin's name.
     backend: str
     model: str = ""
     endpoint: str | None = None  # base URL of an OpenAI-compatible API, e.g. http://host/v1
@@ -395,20 +425,6 @@ class JudgeSpec(_Spec, frozen=True):
     # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
     # first (a ``verdict:`` pattern, the pointwise template).
     max_tokens: PositiveInt | None = None
-    # OpenAI reasoning models: ``max_completion_tokens`` instead of ``max_tokens``, no
-    # ``temperature``; ``reasoning_effort`` is sent as is (and implies ``reasoning``).
-    reasoning: bool = False
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    # OpenAI client conventions: extra headers (plain values, written to run.yaml),
-    # headers whose values come from environment variables (never written), the
-    # OpenAI-Organization / OpenAI-Project headers, and Azure OpenAI.
-    headers: dict[str, str] = {}
-    headers_env: dict[str, str] = {}
-    organization: str | None = None
-    project: str | None = None
-    azure: AzureSpec | None = None
-    # backend: python — "package.module:function", called with each JudgeRequest.
-    callable: str | None = None
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
@@ -419,20 +435,6 @@ class JudgeSpec(_Spec, frozen=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
     retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
     max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
-    # Local models (llamacpp): the micro-batcher and the runtime.
-    batch_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_SIZE)] = 8  # requests collected into one batch at most
-    max_wait_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT_S * 1000)] = 20.0  # how long the first one waits
-    # CPU threads (llama.cpp's default when unset)
-    threads: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] | None = None
-    context: PositiveInt = 4096  # context window, tokens
-    # In-process judges (llamacpp, mlx, simulated) under executor: ray: this many Ray actors
-    # each hold the model and serve every worker's calls in micro-batches.
-    replicas: Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)] = 1
-    simulated: SimulatedKnobs | None = None
-    # Provider batch API (openai, anthropic): the pending keys go as one batch, polled every
-    # batch_poll_s seconds; an interrupted audit resumes polling it (babelrun/batches.py).
-    batch: bool = False
-    batch_poll_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_POLL_S)] = 30.0
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -441,16 +443,11 @@ class JudgeSpec(_Spec, frozen=True):
     # card: how often it prefers answers its own family wrote. Not part of the judge_id
     # (it changes no verdict).
     family: str | None = None
-    # backend: rule — a deterministic scorer (length ratio, regex, exact match, JSON
-    # validity, a registered Python function) instead of a model: a cascade's cheap stage.
-    rule: RuleSpec | None = None
     price: Price | None = None  # per million tokens: validate estimates the audit's cost
-    # backend: replay — the verdicts a judge already gave, from a file (judges/replay.py).
-    replay: ReplaySpec | None = None
-    # Anthropic: mark the static system prefix ``cache_control: ephemeral`` (provider prompt caching).
-    prompt_cache: bool = False
     # Read the price from a YAML/JSON file of ``{model: {input_per_mtok: …}}`` (when ``price`` is unset).
     price_file: str | None = None
+    # The backend's own options (its registered struct), written flat in the manifest.
+    options: JudgeOptions = JudgeOptions()
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -468,11 +465,17 @@ class _Composite(_Spec, frozen=True):
         return str(self.__struct_config__.tag)
 
 
+DualOrderRule = Literal["both", "label_both", "votes"]
+
+
 class DualOrderSpec(_Composite, tag="dual_order", tag_field="kind", kw_only=True, frozen=True):
-    """Ask ``of`` in both orders and combine: agreeing verdicts stand; disagreeing ones give a
-    tie, or with soft verdicts the side with the larger mean probability."""
+    """Ask ``of`` in both orders and combine them by a named ``rule`` (score/composite.py):
+    ``both`` (a win needs both orders, else a tie; soft verdicts: the larger mean probability),
+    ``label_both`` (the two verdicts must be equal; otherwise no decision: invalid) or
+    ``votes`` (each order votes for the answer it names; ties and invalid replies abstain)."""
 
     of: str
+    rule: DualOrderRule = "both"
 
 
 class EnsembleSpec(_Composite, tag="ensemble", tag_field="kind", kw_only=True, frozen=True):
