@@ -182,10 +182,11 @@ def test_mt_bench_pair_judgments_replayed_with_answers_joined(tmp_path):
 
 
 def test_a_replay_table_with_an_unknown_field_is_refused(tmp_path):
-    from babelrun.spec import JudgeSpec, ReplaySpec
+    from babelrun.judges import judge_spec
+    from babelrun.spec import ReplaySpec
 
     (tmp_path / "v.jsonl").write_text('{"x": "a", "y": "b", "w": "A"}\n')
-    spec = JudgeSpec(name="r", backend="replay", replay=ReplaySpec(path=str(tmp_path / "v.jsonl"),
-                                                                    columns={"decison": "w"}))
+    spec = judge_spec(name="r", backend="replay", replay=ReplaySpec(path=str(tmp_path / "v.jsonl"),
+                                                                     columns={"decison": "w"}))
     assert replay.check(spec, {}) == ("replay.columns.decison", replay.check(spec, {})[1])
     assert "did you mean 'decision'" in replay.check(spec, {})[1]

@@ -12,7 +12,9 @@ import msgspec
 import pytest
 
 from babelrun.corpus import labelled
-from babelrun.spec import LabelledPairsSource, Manifest
+from babelrun.errors import ManifestError
+from babelrun.manifest import decode
+from babelrun.spec import LabelledPairsSource
 from helpers import ROOT
 
 PAGES = [ROOT / "docs" / "data.md", ROOT / "docs" / "replay.md"]
@@ -39,7 +41,7 @@ def test_the_pages_have_their_snippets():
 def test_snippet_decodes_as_part_of_a_manifest(where, text):
     doc = msgspec.yaml.decode(text.encode())
     body = {"name": "docs", "judges": [{"name": "s", "backend": "simulated"}], **doc}
-    msgspec.convert(body, Manifest)  # raises, naming the field, on anything the types refuse
+    decode(body)  # the manifest's own decoding: raises, naming the field, on anything the types refuse
 
 
 def test_the_mt_bench_snippet_reads_the_published_shape():
@@ -53,8 +55,9 @@ def test_the_mt_bench_snippet_reads_the_published_shape():
 
 def test_a_wrong_field_in_a_snippet_would_fail():
     with pytest.raises(msgspec.ValidationError, match="colums"):
-        msgspec.convert({"name": "d", "judges": [], "corpus": {"sources": [
-            {"kind": "labelled_pairs", "colums": {}}]}}, Manifest)
+        decode({"name": "d", "judges": [], "corpus": {"sources": [{"kind": "labelled_pairs", "colums": {}}]}})
+    with pytest.raises(ManifestError, match="decison"):
+        decode({"name": "d", "judges": [{"name": "r", "backend": "replay", "replay": {"path": "x", "decison": 1}}]})
 
 
 def test_pages_exist():
