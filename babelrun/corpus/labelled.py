@@ -244,6 +244,26 @@ def check(spec, where: str) -> None:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: {e}") from None
             if row.id is not None and not row.id.strip() or len(row.id or "") > 200:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: id must be 1 to 200 characters")
+    _check_label_ids(spec, where)
+
+
+def _check_label_ids(spec, where: str) -> None:
+    """A ``labels`` file whose ids name no pair of the source is refused; one that names some
+    is read with a warning that counts the rest (a typo'd id would otherwise be ignored)."""
+    if spec.labels is None:
+        return
+    import sys
+
+    ids = {pair_id for pair_id, _, _ in rows(spec)}
+    named = set(read_label_file(Path(spec.labels), spec.label_map)[0])
+    matched = len(named & ids)
+    if named and not matched:
+        example = min(ids) if ids else "none"
+        raise ManifestError(f"{where}.labels", f"{spec.labels}: none of its {len(named)} ids names a pair of the "
+                                               f"source (its ids look like {example[:60]!r})")
+    if matched < len(named):
+        print(f"babelrun: warning: {where}.labels: {matched} of {len(named)} ids in {spec.labels} name a pair of "
+              f"the source; {len(named) - matched} name none and are not read", file=sys.stderr)
 
 
 def rows(spec) -> Iterator[tuple[str, str, _Row]]:
@@ -507,3 +527,4 @@ def _check_table(spec, where: str) -> None:
         raise ManifestError(f"{where}.path", str(e)) from None
     if not pairs:
         raise ManifestError(f"{where}.path", f"{spec.path}: no pair in the file")
+    _check_label_ids(spec, where)

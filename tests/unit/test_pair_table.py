@@ -153,3 +153,18 @@ def test_a_million_labels_from_a_hundred_thousand_annotators():
     assert h.mean_pairwise_agreement == round(float((counts * (counts - 1)).sum() / (n_pairs * 90)), 4)
     assert h.alpha_n == n_pairs and h.fleiss_n == 0  # no pair labelled by every annotator
     assert len(h.annotators) <= humans.LISTED and len(h.pairwise) <= 45 and len(h.vs_rest) <= humans.LISTED
+
+
+def test_a_labels_file_naming_no_pair_is_refused_and_a_partial_one_warned(tmp_path, capsys):
+    from babelrun.errors import ManifestError
+    from babelrun.spec import LabelledPairsSource
+
+    (tmp_path / "pairs.csv").write_text("id,input,output_1,output_2,label\np1,q,a,b,1\np2,q2,c,d,2\n")
+    (tmp_path / "none.csv").write_text("item,label\nx1,1\n")
+    (tmp_path / "some.csv").write_text("item,label\np1,2\nx1,1\n")
+    source = LabelledPairsSource(path=str(tmp_path / "pairs.csv"), labels=str(tmp_path / "none.csv"))
+    with pytest.raises(ManifestError, match=r"corpus.sources\[0\].labels: .*none of its 1 ids names a pair"):
+        labelled.check(source, "corpus.sources[0]")
+    labelled.check(LabelledPairsSource(path=str(tmp_path / "pairs.csv"), labels=str(tmp_path / "some.csv")),
+                   "corpus.sources[0]")
+    assert "1 of 2 ids in" in capsys.readouterr().err
