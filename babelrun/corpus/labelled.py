@@ -90,7 +90,8 @@ def label_of(value: object, label_map: dict | None = None) -> str:
     text = str(value).strip().lower()
     if isinstance(value, bool) or text not in LABELS:
         hint = "" if label_map else " (label_map maps a data set's own coding)"
-        raise ValueError(f"label {value!r} is not 1, 2 or tie{hint}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "…"  # a file's cell: bounded
+        raise ValueError(f"label {shown} is not 1, 2 or tie{hint}")
     return text
 
 
@@ -222,9 +223,10 @@ def check(spec, where: str) -> None:
         if not Path(spec.labels).exists():
             raise ManifestError(f"{where}.labels", f"not found: {spec.labels}")
         try:
-            read_label_file(Path(spec.labels), spec.label_map)
+            external = read_label_file(Path(spec.labels), spec.label_map)[0]
         except (ValueError, msgspec.DecodeError) as e:
             raise ManifestError(f"{where}.labels", str(e)) from None
+        _check_matches(spec, external, f"{where}.labels")
     for _, path in sets:
         try:
             rows = _decode(path)
@@ -244,26 +246,26 @@ def check(spec, where: str) -> None:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: {e}") from None
             if row.id is not None and not row.id.strip() or len(row.id or "") > 200:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: id must be 1 to 200 characters")
-    _check_label_ids(spec, where)
 
 
-def _check_label_ids(spec, where: str) -> None:
-    """A ``labels`` file whose ids name no pair of the source is refused; one that names some
-    is read with a warning that counts the rest (a typo'd id would otherwise be ignored)."""
-    if spec.labels is None:
-        return
+def _check_matches(spec, external: dict[str, dict[str, str]], where: str) -> None:
+    """A label file that names no pair is refused (its labels would be silently unused); one
+    that names only some is a warning with the counts."""
     import sys
 
-    ids = {pair_id for pair_id, _, _ in rows(spec)}
-    named = set(read_label_file(Path(spec.labels), spec.label_map)[0])
-    matched = len(named & ids)
-    if named and not matched:
-        example = min(ids) if ids else "none"
-        raise ManifestError(f"{where}.labels", f"{spec.labels}: none of its {len(named)} ids names a pair of the "
-                                               f"source (its ids look like {example[:60]!r})")
-    if matched < len(named):
-        print(f"babelrun: warning: {where}.labels: {matched} of {len(named)} ids in {spec.labels} name a pair of "
-              f"the source; {len(named) - matched} name none and are not read", file=sys.stderr)
+    try:
+        ids = {pair_id for pair_id, _, _ in rows(spec)}
+    except msgspec.DecodeError:
+        return  # the pairs' own check names the file
+    matched = len(external.keys() & ids)
+    if not matched:
+        theirs = f" (its first: {next(iter(external))!r}; the pairs' first: {next(iter(ids))!r})" if external and ids \
+            else ""
+        raise ManifestError(where, f"{spec.labels}: none of its {len(external):,} item ids is a pair's id{theirs}: "
+                                   "its labels would be unused")
+    if matched < len(external) or matched < len(ids):
+        print(f"babelrun: warning: {where}: {matched:,} of the file's {len(external):,} item ids name a pair; "
+              f"{len(ids) - matched:,} of the {len(ids):,} pairs keep their own labels", file=sys.stderr)
 
 
 def rows(spec) -> Iterator[tuple[str, str, _Row]]:
@@ -405,7 +407,13 @@ class _Labels:
         return self.seen[key]
 
 
+MAX_NAME_CHARS = 1000  # an id, an annotator or a label: a short name, never a text
+
+
 def _row_labels(path: Path, number: int, rec: dict, decode: _Labels) -> dict[str, str]:
+    for field in ("label", "annotator", "id"):
+        if isinstance(rec[field], str) and len(rec[field]) > MAX_NAME_CHARS:
+            raise TableError(f"{path}:{number}: a cell longer than {MAX_NAME_CHARS:,} characters ({field})")
     try:
         if rec["labels"] not in (None, ""):
             labels = rec["labels"]
@@ -527,4 +535,5 @@ def _check_table(spec, where: str) -> None:
         raise ManifestError(f"{where}.path", str(e)) from None
     if not pairs:
         raise ManifestError(f"{where}.path", f"{spec.path}: no pair in the file")
-    _check_label_ids(spec, where)
+    if spec.labels is not None:
+        _check_matches(spec, read_label_file(Path(spec.labels), spec.label_map)[0], f"{where}.labels")

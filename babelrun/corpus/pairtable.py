@@ -167,7 +167,7 @@ def _csv_rows(path: Path, f: BinaryIO, delimiter: str | None) -> Iterator[tuple[
             return
         twice = sorted({h for h in header if header.count(h) > 1})
         if twice:
-            raise TableError(f"{path}:1: column {twice[0]!r} given twice")
+            raise TableError(f"{path}:1: the column {twice[0]!r} is named twice in the header")
         width = len(header)
         for cells in reader:
             if not cells:

@@ -217,19 +217,44 @@ class RateLimit(_Spec, frozen=True):
     tpm: Annotated[float, msgspec.Meta(ge=1, le=MAX_TPM)] | None = None  # tokens per minute (in + out)
 
 
+class FlatSection(_Spec, frozen=True):
+    """A group of a judge's common fields that the manifest writes flat, beside the others
+    (``timeout_s: 30``, never ``limits: {timeout_s: 30}``): ``babelrun.spec.flat`` nests them
+    to decode and flattens them to write (run.yaml, lock files), as it does a backend's options.
+    An error names the flat field (``judges[1].timeout_s``)."""
+
+
+class CallLimitsSpec(FlatSection, frozen=True):
+    """How fast a judge's calls go and when they are given up on (``engine/limits.py``). None
+    of it changes a verdict, so none of it is in the judge_id."""
+
+    # calls in flight (the ceiling, with adaptive_concurrency)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
+    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
+    rate_limit: RateLimit = RateLimit()
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
+    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+
+
+MAX_PRICE_PER_MTOK = 1e6  # per million tokens: finite, far above any provider's (nan and inf are refused)
+_PerMtok = Annotated[float, msgspec.Meta(ge=0, le=MAX_PRICE_PER_MTOK)]
+
+
 class Price(_Spec, frozen=True):
     """What a judge's provider charges, per million tokens, for ``babelrun validate``'s cost
-    estimate. Never part of the judge's identity (it cannot change a verdict)."""
+    estimate. Never part of the judge's identity (it cannot change a verdict). Every price is
+    a finite number of at least 0: ``.inf`` or ``.nan`` would make every total unusable."""
 
-    input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
-    output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    input_per_mtok: _PerMtok
+    output_per_mtok: _PerMtok = 0.0
     currency: str = "USD"
     # Input tokens the provider served from its prompt cache (unset: billed as input).
-    cached_input_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cached_input_per_mtok: _PerMtok | None = None
     batch_discount: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0  # a provider batch's share off (0.5: half price)
     # Input tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens);
     # unset: 1.25 × input_per_mtok, Anthropic's price for a 5-minute cache write.
-    cache_write_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cache_write_per_mtok: _PerMtok | None = None
 
 
 class SimulatedKnobs(_Spec, frozen=True):
@@ -428,13 +453,9 @@ class JudgeSpec(_Spec, frozen=True):
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
-    # calls in flight (the ceiling, with adaptive_concurrency)
-    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
-    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
-    rate_limit: RateLimit = RateLimit()
-    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
-    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
-    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+    # concurrency, adaptive_concurrency, rate_limit, timeout_s, retries, max_consecutive_failures:
+    # written flat in the manifest, read as ``spec.timeout_s`` (the properties below).
+    limits: CallLimitsSpec = CallLimitsSpec()
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -448,6 +469,30 @@ class JudgeSpec(_Spec, frozen=True):
     price_file: str | None = None
     # The backend's own options (its registered struct), written flat in the manifest.
     options: JudgeOptions = JudgeOptions()
+
+    @property
+    def concurrency(self) -> int:
+        return self.limits.concurrency
+
+    @property
+    def adaptive_concurrency(self) -> bool:
+        return self.limits.adaptive_concurrency
+
+    @property
+    def rate_limit(self) -> RateLimit:
+        return self.limits.rate_limit
+
+    @property
+    def timeout_s(self) -> float:
+        return self.limits.timeout_s
+
+    @property
+    def retries(self) -> int:
+        return self.limits.retries
+
+    @property
+    def max_consecutive_failures(self) -> int:
+        return self.limits.max_consecutive_failures
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -565,7 +610,7 @@ class CacheSpec(_Spec, frozen=True):
     sample)."""
 
     dir: str
-    max_mb: Annotated[float, msgspec.Meta(gt=0)] = 1024.0
+    max_mb: Annotated[float, msgspec.Meta(gt=0, le=1 << 30)] = 1024.0  # finite: at most 1 PiB
     sampled: bool = False
 
 

@@ -26,7 +26,7 @@ def _read(path: Path) -> list:
 @pytest.mark.parametrize(("name", "body", "says"), [
     ("short.csv", "id,label\na,1\nb\n", ":3: 1 cells where the header has 2"),
     ("long.csv", "id,label\na,1,extra\n", ":2: 3 cells where the header has 2"),
-    ("twice.csv", "id,label,label\na,1,2\n", ":1: column 'label' given twice"),
+    ("twice.csv", "id,label,label\na,1,2\n", ":1: the column 'label' is named twice"),
     ("big.csv", "id,label\na," + "x" * (pairtable.MAX_CELL + 1) + "\n", ":2: a cell over 1024 KiB"),
     ("twice.jsonl", '{"id": "a"}\n{"id": "b", "label": 1, "label": 2}\n', ":2: key 'label' given twice"),
     ("nested.json", '[{"id": "a", "x": {"k": 1, "k": 2}}]', ":1: key 'k' given twice"),
@@ -163,8 +163,8 @@ def test_a_labels_file_naming_no_pair_is_refused_and_a_partial_one_warned(tmp_pa
     (tmp_path / "none.csv").write_text("item,label\nx1,1\n")
     (tmp_path / "some.csv").write_text("item,label\np1,2\nx1,1\n")
     source = LabelledPairsSource(path=str(tmp_path / "pairs.csv"), labels=str(tmp_path / "none.csv"))
-    with pytest.raises(ManifestError, match=r"corpus.sources\[0\].labels: .*none of its 1 ids names a pair"):
+    with pytest.raises(ManifestError, match=r"corpus.sources\[0\].labels: .*none of its 1 item ids is a pair's id"):
         labelled.check(source, "corpus.sources[0]")
     labelled.check(LabelledPairsSource(path=str(tmp_path / "pairs.csv"), labels=str(tmp_path / "some.csv")),
                    "corpus.sources[0]")
-    assert "1 of 2 ids in" in capsys.readouterr().err
+    assert "1 of the file's 2 item ids name a pair" in capsys.readouterr().err
