@@ -183,7 +183,9 @@ def _decode(data: bytes) -> LockFile:
         lock.judges = [msgspec.structs.replace(j, spec=msgspec.structs.replace(
             j.spec, options=typed_options(j.spec.backend, extras, judges.options_type, legacy=True)))
             for j, extras in zip(lock.judges, own, strict=True)]
-    except (KeyError, OptionsError) as e:
+    except KeyError as e:  # a backend no registry or plugin knows: the lock names no real judge
+        raise msgspec.ValidationError(f"unknown backend {str(e.args[0])[:60]!r}") from None
+    except OptionsError as e:
         raise msgspec.ValidationError(f"a judge's options: {e}") from None
     return lock
 

@@ -473,6 +473,16 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
     return [r.stopper for r in eligible if r.stopper is not None]
 
 
+def _share_cache_pending(runs: list[JudgeRunner]) -> _Pending:
+    """One table of the replies waiting to enter the cache (each once its record is written),
+    shared by every judge's runner that has a cache and the log writer."""
+    pending: _Pending = {}
+    for r in runs:
+        if r.cache is not None:
+            r._cache_pending = pending
+    return pending
+
+
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
               options: RunOptions = RunOptions()) -> EngineResult:
     """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
@@ -482,10 +492,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     runs = [runner(j, budgets[j.spec.name], _state(j, plan, done, options), limits.CallLimits.of(j.spec, plan.shard))
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
-    cache_pending: _Pending = {}
-    for r in runs:
-        if r.cache is not None:
-            r._cache_pending = cache_pending
+    cache_pending = _share_cache_pending(runs)
     if stoppers:
         plan = plan.ordered()
     result = EngineResult([r.state for r in runs])

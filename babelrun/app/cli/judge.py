@@ -69,7 +69,7 @@ def _check_arguments(ck: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> int:
     from ... import manifest
     from ...errors import UsageError
-    from .. import lockfile, recheck
+    from .. import checktext, lockfile, recheck
 
     lockfile.check_numbers(None, args.alpha, args.tolerance)
     lock = lockfile.read(args.lockfile)
@@ -80,7 +80,7 @@ def _check(args: argparse.Namespace) -> int:
     alpha = lock.alpha if args.alpha is None else args.alpha
     results = recheck.check(lock, m, args.judge, alpha, tolerance=args.tolerance)
     lock = lockfile.append_checks(args.lockfile, results)  # re-read under a lock: a concurrent check kept
-    print(recheck.summary(results, alpha))
+    print(checktext.summary(results, alpha))
     bad = [r.judge for r in results if not r.ok]
     print(f"{args.lockfile}: check appended ({len(lock.checks)} results in all); "
           + ("drift or change in: " + ", ".join(bad) if bad else "no drift"))
