@@ -1,32 +1,31 @@
-"""``babelrun agree RUN_DIR LABELS``: how often a judge agrees with human labels.
+"""``babelrun agree RUN_DIR [LABELS]``: how often a judge agrees with human labels.
 
-The run's labelled pairs (perturbation ``pairs:<set>``) carry the data's gold label; a human
-label file says, for some of the same pairs, which output a person preferred. This module
-compares each judge's choices with those human labels, per judge and per set.
+The run's labelled pairs (perturbation ``pairs:<set>``) carry the data's gold label; human
+labels say, for some of the same pairs, which output a person preferred. This module compares
+each judge's choices with those human labels, per judge and per set.
 
 **Labels.** Either
 
-- LLMBar / MT-Bench format (the files ``babelrun.corpus.labelled`` reads): a ``dataset.json``
-  (a JSON list of ``{input, output_1, output_2, label}``) or a folder of
-  ``<set>/dataset.json``. A pair's id is ``f"{set}-{index:04d}"`` as for the run; a pair
-  whose two outputs are not the run's two outputs (in either order) is *mismatched*.
-- CSV with a header ``item,label`` (or ``item,annotator,label``): ``item`` a pair's ref_id
-  (``LLMBar_Natural-0007``), ``label`` 1, 2 or tie: which of the data's ``output_1`` /
-  ``output_2`` is better, numbered as
-  in the run's own ``dataset.json``. babelrun puts a labelled pair's better output (by the
-  data's gold) in the reference's place, so a human label equal to the data's gold label
-  agrees with a judge verdict ``reference``, and the other label with ``perturbed``.
+- the run's own: no ``LABELS``, the labels of its ``labelled_pairs`` sources as the audit read
+  them (``columns``, ``label_map``, ``join``, a ``labels`` file);
+- a label file, read like a source (``corpus.labelled.read_label_file``, ``LabelOptions``:
+  the same ``columns``, ``label_map`` and ``join``): any CSV / JSON / JSON Lines table; CSV
+  ``item,label`` / ``item,annotator,label`` as they are (``item`` a pair's ref_id,
+  ``LLMBar_Natural-0007``); an LLMBar-format ``dataset.json`` or folder of them (a pair's id
+  ``f"{set}-{index:04d}"`` as for the run). A label file that names the texts and lists the two
+  outputs the other way round is renumbered; other outputs than the run's: *mismatched*.
 
-Both need the run's own labelled data (the ``labelled_pairs`` paths in ``run.yaml``): its
-gold label says where each output stood.
+Labels are numbered as in the run's own data: babelrun puts a labelled pair's better output (by
+the data's gold) in the reference's place, so a human label equal to the data's gold label
+agrees with a judge verdict ``reference``, and the other label with ``perturbed``. The run's
+own labelled data (the ``labelled_pairs`` paths in ``run.yaml``) must still be there.
 
 Labels are ``1``, ``2`` or ``tie`` (neither better). A pair may carry several annotators'
 labels (``labels: [..]`` in the JSON, or CSV ``item,annotator,label``): the human label is
 their majority; a pair whose top count is shared has no majority and is left out (counted as
-``no_majority``). With two or more annotators, ``humans`` gives the human–human agreement —
-pairwise between annotators, each annotator against the others' majority, Fleiss' κ (pairs
-every annotator labelled) and Krippendorff's α (nominal; any number of labels per pair) —
-the ceiling to read a judge's agreement against.
+``no_majority``). With two or more annotators, ``humans`` (``analyses/humans.py``: linear in
+the labels, its output bounded) gives the human–human agreement, the ceiling to read a
+judge's agreement against.
 
 **Comparison.** Labels are compared in the data's frame: output 1 better, output 2 better,
 or tie. A judge's choice is the output it picked (``reference`` → the gold one, ``perturbed``
@@ -81,14 +80,17 @@ import pyarrow.compute as pc
 from ..core.items import LABELLED_KINDS, bare_name
 from ..corpus import labelled
 from ..errors import NotApplicable
-from ..score import lookup, stats
+from ..score import lookup
 from ..score.composite import TWO_ORDER_RULES
 from ..score.metrics import ORDER_CODES, VERDICTS
 from ..score.pointwise import all_pointwise, pairwise_only
 from ..score.stats import cohen_kappa, confusion, fmt, landis_koch, precision_recall_f1, rounded, wilson
-from ..spec import LabelledPairsSource
 from ..store import compact
-from ..store.rundir import read_run_info
+from .agree_labels import OWN_LABELS, LabelOptions, _human, _own_votes, _read_labels, _run_pairs, _sources
+from .humans import AnnotatorPair, AnnotatorVsRest, Humans, humans
+
+# the label reading is .agree_labels's, the human–human part .humans's
+__all__ = ["OWN_LABELS", "AnnotatorPair", "AnnotatorVsRest", "Humans", "LabelOptions", "humans"]
 
 VIEWS = ("both orders", "two orders: both", "two orders: votes", "ref_first", "pert_first", "data order",
          "presentations")
@@ -182,35 +184,6 @@ class Unmatched(msgspec.Struct, frozen=True):
     examples: list[str]
 
 
-class AnnotatorPair(msgspec.Struct, frozen=True):
-    a: str
-    b: str
-    n: int  # pairs both labelled
-    agreement: float | None
-    kappa: float | None
-
-
-class AnnotatorVsRest(msgspec.Struct, frozen=True):
-    annotator: str
-    n: int  # pairs it labelled where the others have a majority
-    agreement: float | None
-    kappa: float | None
-
-
-class Humans(msgspec.Struct, frozen=True):
-    """Human–human agreement: the ceiling a judge's agreement is read against."""
-
-    annotators: list[str]
-    pairs_with_several: int  # pairs with two or more labels
-    pairwise: list[AnnotatorPair]
-    vs_rest: list[AnnotatorVsRest]
-    mean_pairwise_agreement: float | None
-    fleiss_kappa: float | None  # over the pairs every annotator labelled
-    fleiss_n: int
-    krippendorff_alpha: float | None  # nominal, over every pair with two or more labels
-    alpha_n: int
-
-
 class Agreement(msgspec.Struct, frozen=True):
     run_dir: str
     labels: str
@@ -225,58 +198,6 @@ class Agreement(msgspec.Struct, frozen=True):
     no_majority: Unmatched = Unmatched(0, [])  # labelled pairs whose annotators have no majority: left out
     tie_labelled: int = 0  # matched pairs the human labels a tie
     humans: Humans | None = None  # with two or more annotators
-
-
-def _run_pairs(run_dir: Path) -> dict[str, tuple[str, str, str]]:
-    """The run's labelled pairs: id → (output_1, output_2, gold label "1" | "2" | "tie"), read
-    from the data the run was built from, since only the data knows which output was numbered
-    1. Pairs without a majority label were never planned and are not here."""
-    sources = [s for s in read_run_info(run_dir).manifest.corpus.sources
-               if isinstance(s, LabelledPairsSource)]
-    pairs = {}
-    for source in sources:
-        path = labelled.path_of(source)  # no path: the pairs bundled with babelrun
-        if not path.exists():
-            raise NotApplicable(f"the run's labelled pairs are gone from {path}: agree reads "
-                            "their gold labels there")
-        try:
-            golds = [(pid, row, g) for pid, _, row, g in labelled.gold(source) if g is not None]
-        except (msgspec.DecodeError, ValueError) as e:
-            raise NotApplicable(f"{path}: not LLMBar pairs ({e})") from None
-        for pair_id, row, g in golds:
-            # the first source wins an id: another language condition of a pair shares its
-            # alignment id (per-condition accuracy is `babelrun invariance`'s)
-            pairs.setdefault(pair_id, (row.output_1, row.output_2, g))
-    return pairs
-
-
-def _human(labels_path: Path, data: dict) -> tuple[dict[str, dict[str, str]], list[str], list[str], int]:
-    """Human labels in the data's numbering: (id → {annotator: label}, unknown ids,
-    mismatched ids, labels read). An LLMBar-format label is renumbered when its file lists
-    the two outputs the other way round."""
-    if not (labels_path.suffix.lower() in (".csv", ".json") or labels_path.is_dir()):
-        raise NotApplicable(f"{labels_path}: labels are a .csv file, a dataset.json or a folder of them")
-    try:
-        votes, texts = labelled.read_label_file(labels_path)
-    except msgspec.DecodeError as e:
-        raise NotApplicable(f"{labels_path}: not LLMBar pairs ({e})") from None
-    except ValueError as e:
-        raise NotApplicable(str(e)) from None
-    human: dict[str, dict[str, str]] = {}
-    unknown, mismatched = [], []
-    for pid, v in votes.items():
-        if pid not in data:
-            unknown.append(pid)
-            continue
-        if pid in texts:
-            ours, theirs = data[pid][:2], texts[pid]
-            if theirs != ours and theirs[::-1] != ours:
-                mismatched.append(pid)
-                continue
-            if theirs != ours:
-                v = {a: {"1": "2", "2": "1"}.get(x, x) for a, x in v.items()}
-        human[pid] = v
-    return human, unknown, mismatched, sum(len(v) for v in votes.values())
 
 
 def _records(run_dir: Path, pair_ids: list[str], gold: np.ndarray, human: np.ndarray):
@@ -326,6 +247,21 @@ def _rates(choice: np.ndarray, human: np.ndarray) -> dict[str, np.ndarray]:
     return {"precision": precision, "recall": recall, "f1": f1, "kappa": kappa, "true": true}
 
 
+_BOOT_CELLS = 1 << 21  # replicates × cases resampled at once: memory bounded whatever the number of labels
+
+
+def _bootstrap(rng: np.random.Generator, choice: np.ndarray, human: np.ndarray) -> dict[str, np.ndarray]:
+    """``_rates`` of BOOTSTRAP resamples, drawn in chunks of replicates (the same draws, in the
+    same order, as one (BOOTSTRAP × n) draw: the figures do not change, the memory stays bounded)."""
+    n = len(choice)
+    step = max(1, min(BOOTSTRAP, _BOOT_CELLS // max(n, 1)))
+    parts = []
+    for start in range(0, BOOTSTRAP, step):
+        draws = rng.integers(0, n, size=(min(step, BOOTSTRAP - start), n))
+        parts.append(_rates(choice[draws], human[draws]))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
 def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float, seed: str = "") -> Figure:
     """Agreement with its Wilson interval, κ with its Landis–Koch band, and the class-conditional
     rates of one view."""
@@ -341,8 +277,7 @@ def _figure(view: str, choice: np.ndarray, human: np.ndarray, confidence: float,
     precision, recall, f1 = precision_recall_f1(table)
     present = table.sum(axis=1) > 0  # macro means over the classes the human labels hold
     rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(f"{seed}\x1f{view}".encode(), digest_size=8).digest()))
-    draws = rng.integers(0, n, size=(BOOTSTRAP, n))
-    boot = _rates(choice[draws], human[draws])
+    boot = _bootstrap(rng, choice, human)
     tail = (1 - confidence) / 2
 
     def q(values: np.ndarray) -> Bounds:
@@ -413,13 +348,21 @@ def _examples(ids) -> Unmatched:
     return Unmatched(len(ids), ids[:_EXAMPLES])
 
 
-def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) -> Agreement:
-    """Every judge's agreement with the human labels, per labelled set (and all sets)."""
-    run_dir, labels_path = Path(run_dir), Path(labels_path)
-    if not labels_path.exists():
-        raise NotApplicable(f"labels not found: {labels_path}")
-    data_pairs = _run_pairs(run_dir)
-    votes, unknown, mismatched, read = _human(labels_path, data_pairs)
+def run(run_dir: str | Path, labels_path: str | Path | None = None, confidence: float = 0.95,
+        options: LabelOptions | None = None) -> Agreement:
+    """Every judge's agreement with the human labels, per labelled set (and all sets): the
+    labels of ``labels_path`` (read with ``options``), or without one the run's own labelled
+    sources' labels, with their mapping."""
+    run_dir = Path(run_dir)
+    sources = _sources(run_dir)
+    data_pairs = _run_pairs(sources)
+    if labels_path is None:
+        votes, unknown, mismatched, read = _human(_own_votes(sources), {}, data_pairs, own=True)
+    else:
+        labels_path = Path(labels_path)
+        if not labels_path.exists():
+            raise NotApplicable(f"labels not found: {labels_path}")
+        votes, unknown, mismatched, read = _human(*_read_labels(labels_path, options or LabelOptions()), data_pairs)
     human_of = {pid: labelled.majority(list(v.values())) for pid, v in votes.items()}
     no_majority = [pid for pid, g in human_of.items() if g is None]
     pair_ids = sorted(data_pairs)
@@ -437,41 +380,12 @@ def run(run_dir: str | Path, labels_path: str | Path, confidence: float = 0.95) 
     judges = _judges(records.take(pa.array(labelled_rows)), choice[labelled_rows],
                      h[labelled_rows], data_order[labelled_rows], tie_gold[labelled_rows], confidence)
     matched = judged & (human >= 0)
-    return Agreement(str(run_dir), str(labels_path), read, int(matched.sum()),
+    return Agreement(str(run_dir), OWN_LABELS if labels_path is None else str(labels_path), read, int(matched.sum()),
                      _examples(unknown), _examples(mismatched), _examples(no_records),
                      int((judged & (human == -1)).sum()),
                      judges, confidence, no_majority=_examples(no_majority),
                      tie_labelled=int((matched & (human == 2)).sum()),
                      humans=humans({pid: v for pid, v in votes.items()}))
-
-
-def humans(votes: dict[str, dict[str, str]]) -> Humans | None:
-    """Human–human agreement of labels with two or more annotators (None with fewer)."""
-    annotators = sorted({a for v in votes.values() for a in v})
-    several = {pid: v for pid, v in votes.items() if len(v) >= 2}
-    if len(annotators) < 2 or not several:
-        return None
-    pairwise = []
-    for i, a in enumerate(annotators):
-        for b in annotators[i + 1:]:
-            both = [(v[a], v[b]) for v in votes.values() if a in v and b in v]
-            x, y = np.array([t[0] for t in both]), np.array([t[1] for t in both])
-            pairwise.append(AnnotatorPair(a, b, len(both), rounded(float((x == y).mean())) if both else None,
-                                          rounded(cohen_kappa(x, y)) if both else None))
-    vs_rest = []
-    for a in annotators:
-        cases = [(v[a], m) for v in votes.values() if a in v
-                 for m in [labelled.majority([x for o, x in v.items() if o != a])] if m is not None]
-        x, y = np.array([c[0] for c in cases]), np.array([c[1] for c in cases])
-        vs_rest.append(AnnotatorVsRest(a, len(cases), rounded(float((x == y).mean())) if cases else None,
-                                       rounded(cohen_kappa(x, y)) if cases else None))
-    counts = np.array([[sum(1 for x in v.values() if x == c) for c in CLASSES] for v in several.values()])
-    full = counts[counts.sum(axis=1) == len(annotators)]
-    fleiss = stats.fleiss_kappa(full) if len(full) else None
-    defined = [p.agreement for p in pairwise if p.agreement is not None]
-    return Humans(annotators, len(several), pairwise, vs_rest,
-                  rounded(float(np.mean(defined))) if defined else None,
-                  rounded(fleiss), len(full), rounded(stats.krippendorff_alpha_nominal(counts)), len(counts))
 
 
 def _judges(records: pa.Table, choice: np.ndarray, human: np.ndarray, data_order: np.ndarray,
@@ -546,11 +460,13 @@ def detail(f: Figure) -> list[str]:
 def _humans(h: Humans | None) -> list[str]:
     if h is None:
         return ["Human–human agreement: one label per pair (no ceiling to show)."]
-    out = [f"Human–human agreement (the ceiling): {len(h.annotators)} annotators, "
+    listed = f" ({len(h.annotators)} listed: the most labels)" if h.n_annotators > len(h.annotators) else ""
+    out = [f"Human–human agreement (the ceiling): {h.n_annotators or len(h.annotators)} annotators{listed}, "
            f"{h.pairs_with_several} pairs with two or more labels",
            f"  Fleiss' κ {fmt(h.fleiss_kappa)} (n {h.fleiss_n}, pairs every annotator labelled); "
            f"Krippendorff's α {fmt(h.krippendorff_alpha)} (nominal, n {h.alpha_n}); "
-           f"mean pairwise agreement {fmt(h.mean_pairwise_agreement)}"]
+           f"pairwise agreement {fmt(h.mean_pairwise_agreement)} (n {h.label_pairs} label pairs), "
+           f"without ties {fmt(h.agreement_no_ties)} (n {h.label_pairs_no_ties})"]
     out += [f"  {p.a} vs {p.b}: agreement {fmt(p.agreement)}, κ {fmt(p.kappa)}, n {p.n}" for p in h.pairwise]
     out += [f"  {r.annotator} vs the others' majority: agreement {fmt(r.agreement)}, κ {fmt(r.kappa)}, n {r.n}"
             for r in h.vs_rest]

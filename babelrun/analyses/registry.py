@@ -39,6 +39,7 @@ class Argument:
     help: str | None = None
     metavar: str | None = None
     many: bool = False  # a positional given one or more times: a list
+    optional: bool = False  # a positional that may be left out (its value is then None)
     default: Any = None  # an option's value when it is not given
 
     @property
@@ -140,23 +141,69 @@ def _invariance(args: Values) -> Any:
 
 AGREE_ARGUMENTS = (
     *RUN_DIR,
-    Argument("labels", Path),
+    Argument("labels", Path, optional=True, metavar="LABELS",
+             help="a label file (a table: CSV, JSON, JSON Lines; or LLMBar dataset.json / folder); "
+                  "left out: the run's own labelled sources, with their columns and label_map"),
+    Argument("--columns", str, metavar="YAML",
+             help="the label file's column for each field, as a labelled_pairs source's columns: "
+                  "'{id: pair, label: winner, annotator: judge}'"),
+    Argument("--label-map", str, metavar="YAML",
+             help="the file's label words to 1, 2 or tie: '{model_a: 1, model_b: 2, tie: tie}'"),
+    Argument("--join", str, metavar="YAML",
+             help="texts kept in other files, as a labelled_pairs source's join: "
+                  "'[{path: q.jsonl, by: {qid: id}, columns: {input: text}}]'"),
     Argument("--min-kappa", float, metavar="K",
              help="exit 1 when a judge's kappa (both orders, all sets) is below K or undefined"),
 )
 
 
+def _label_options(args: Values) -> Any:
+    """The label file's source options from --columns, --label-map and --join (YAML text)."""
+    import msgspec
+
+    from ..corpus import labelled
+    from ..errors import UsageError
+    from ..spec import JoinSpec
+    from .agree import LabelOptions
+
+    types: dict[str, Any] = {"columns": dict[str, str | list[str]], "label_map": dict[int | str, int | str],
+                             "join": list[JoinSpec]}
+    given = {k: args[k] for k in ("columns", "label_map", "join") if args.get(k) is not None}
+    if given and args["labels"] is None:
+        raise UsageError("--columns, --label-map and --join read a label file: give LABELS (the run's own "
+                         "sources carry their own)")
+    fields = {}
+    for key, text in given.items():
+        option = "--" + key.replace("_", "-")
+        try:
+            fields[key] = msgspec.yaml.decode(text.encode(), type=types[key])
+        except (msgspec.ValidationError, msgspec.DecodeError) as e:
+            raise UsageError(f"{option}: {' '.join(str(e).split())[:200]}") from None
+    for name in fields.get("columns", {}):
+        if name not in labelled.TABLE_FIELDS:
+            raise UsageError(f"--columns: unknown field {name!r} (fields: {', '.join(labelled.TABLE_FIELDS)})")
+    return LabelOptions(**fields)
+
+
 def _agree(args: Values) -> Any:
+    import sys
+
     from ..errors import NotApplicable, UsageError
     from . import agree
 
     kappa = args["min_kappa"]
     if kappa is not None and not -1 <= kappa <= 1:  # NaN too: a gate never silently off
         raise UsageError("--min-kappa must be a number in [-1, 1]")
-    result = agree.run(args["run_dir"], args["labels"])
+    result = agree.run(args["run_dir"], args["labels"], options=_label_options(args))
+    labelled_pairs = result.matched + result.unknown.count + result.mismatched.count + result.no_records.count
     if result.matched == 0:
-        raise NotApplicable(f"no label in {args['labels']} matches a pair judged in {args['run_dir']} "
-                            f"({result.labels_read} read, {result.unknown.count} unknown ids)")
+        raise NotApplicable(f"no label in {result.labels} matches a pair judged in {args['run_dir']} "
+                            f"({result.labels_read} labels read, {result.unknown.count} unknown ids, "
+                            f"{result.mismatched.count} with other outputs)")
+    if result.matched < labelled_pairs:
+        print(f"babelrun: warning: {result.matched} of {labelled_pairs} labelled pairs in {result.labels} match "
+              f"a judged pair ({result.unknown.count} unknown ids, {result.mismatched.count} with other outputs, "
+              f"{result.no_records.count} without records)", file=sys.stderr)
     return result
 
 
@@ -209,10 +256,14 @@ ANALYSES: tuple[Analysis, ...] = (
         "Agreement", "Agreement with human labels",
         help="agreement of a run's verdicts with human labels",
         description="Compare the judges' verdicts on a run's labelled pairs with "
-        "human labels (an LLMBar/MT-Bench-format folder or dataset.json, or a CSV "
-        "of item,label with label 1 or 2): accuracy with a Wilson interval, Cohen's "
-        "kappa with its Landis-Koch band, and n, per order and both orders. Also "
-        "written to RUN_DIR/agreement.json, which babelrun report shows.",
+        "human labels: the run's own labelled sources (no LABELS), or a label file read "
+        "like a labelled_pairs source (a CSV, JSON or JSON Lines table in its own column "
+        "names with --columns, --label-map and --join; item,label or item,annotator,label "
+        "as they are; an LLMBar dataset.json or folder), labels 1, 2 or tie after the "
+        "mapping: agreement with a Wilson interval, Cohen's kappa with its Landis-Koch "
+        "band, class rates and n, per order and both orders, and the human-human "
+        "ceiling where pairs have several annotators. Also written to "
+        "RUN_DIR/agreement.json, which babelrun report shows.",
         arguments=AGREE_ARGUMENTS, compute=_agree, gate=_agree_gate),
     Analysis(
         "self-preference", "self_preference.json", "babelrun.analyses.selfpref",

@@ -36,7 +36,6 @@ a ``tie`` verdict is its correct answer.
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
@@ -47,6 +46,8 @@ import msgspec
 from ..core import languages
 from ..core.items import LabelledPair
 from ..errors import ManifestError
+from . import pairtable
+from .pairtable import TableError
 
 
 class _Turn(msgspec.Struct):
@@ -89,7 +90,8 @@ def label_of(value: object, label_map: dict | None = None) -> str:
     text = str(value).strip().lower()
     if isinstance(value, bool) or text not in LABELS:
         hint = "" if label_map else " (label_map maps a data set's own coding)"
-        raise ValueError(f"label {value!r} is not 1, 2 or tie{hint}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "…"  # a file's cell: bounded
+        raise ValueError(f"label {shown} is not 1, 2 or tie{hint}")
     return text
 
 
@@ -111,15 +113,15 @@ def row_votes(row: _Row, label_map: dict | None = None) -> dict[str, str]:
     return {"": label_of(row.label, label_map)}
 
 
-def read_label_file(path: Path, label_map: dict | None = None) -> tuple[dict[str, dict[str, str]], dict]:
+def read_label_file(path: Path, label_map: dict | None = None, columns: dict | None = None,
+                    join: list | None = None, delimiter: str | None = None) -> tuple[dict[str, dict[str, str]], dict]:
     """A label file as (pair id → {annotator: label}, pair id → (output_1, output_2) where the
     file has the texts). LLMBar-format JSON (a file or a folder of ``<set>/dataset.json``, rows
-    with ``label`` or ``labels``) or CSV with the columns ``item,label`` or
-    ``item,annotator,label``. ValueError naming the file (and line) on a bad label."""
-    if not path.is_dir():
-        _regular(path)
-    if path.suffix.lower() == ".csv":
-        return _read_csv(path, label_map), {}
+    with ``label`` or ``labels``), or any table the table reader reads (CSV, JSON Lines, or
+    JSON with ``columns`` / ``join``): ``item,label`` / ``item,annotator,label`` as they are,
+    other names through ``columns``. ValueError naming the file (and row) on a bad label."""
+    if columns or join or path.suffix.lower() in (".csv", ".tsv", ".jsonl", ".ndjson"):
+        return _table_labels(path, label_map, dict(columns or {}), list(join or []), delimiter)
     labels, texts = {}, {}
     for pair_id, _, row in rows_of(path):
         try:
@@ -130,69 +132,20 @@ def read_label_file(path: Path, label_map: dict | None = None) -> tuple[dict[str
     return labels, texts
 
 
-MAX_CELL_CHARS = 1000  # an item id, an annotator or a label: a short name, never a text
-
-
-def _regular(path: Path) -> None:
-    """A label file is a regular file: a FIFO or a device is refused before it is opened for
-    reading (``stat`` does not block), so validate never waits on one."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
-    if not stat.S_ISREG(mode):
-        raise ValueError(f"{path}: not a regular file (a FIFO, a device or a socket): refused")
-
-
-def _read_csv(path: Path, label_map: dict | None) -> dict[str, dict[str, str]]:
-    """``item,label`` or ``item,annotator,label`` rows; a short or long row, a cell past
-    ``MAX_CELL_CHARS`` (or the csv module's own limit) and a column named twice are refused
-    with one line naming the file and line."""
-    out: dict[str, dict[str, str]] = {}
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        try:
-            header = [h.strip() for h in next(reader, [])]
-            twice = sorted({h for h in header if header.count(h) > 1})
-            if twice:
-                raise ValueError(f"{path}: the column {twice[0]!r} is named twice in the header")
-            if not {"item", "label"} <= set(header):
-                raise ValueError(f"{path}: a labels CSV needs the columns item,label (or item,annotator,label)")
-            fields = set(header)
-            for cells in reader:
-                if not cells:
-                    continue
-                if len(cells) != len(header):
-                    raise ValueError(f"{path}:{reader.line_num}: {len(cells)} cells where the header has "
-                                     f"{len(header)}")
-                if any(len(c) > MAX_CELL_CHARS for c in cells):
-                    raise ValueError(f"{path}:{reader.line_num}: a cell longer than {MAX_CELL_CHARS:,} characters")
-                row = dict(zip(header, cells, strict=True))
-                _add_vote(out, row, fields, label_map, path, reader.line_num)
-        except csv.Error as e:
-            raise ValueError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
-    return out
-
-
-def _add_vote(out: dict[str, dict[str, str]], row: dict[str, str], fields: set[str], label_map: dict | None,
-              path: Path, line: int) -> None:
-    try:
-        label = label_of(row["label"].strip(), label_map)
-    except ValueError as e:
-        raise ValueError(f"{path}:{line}: {e}") from None
-    annotator = (row.get("annotator") or "").strip() if "annotator" in fields else ""
-    votes = out.setdefault(row["item"].strip(), {})
-    if annotator in votes and votes[annotator] != label and "annotator" in fields:
-        raise ValueError(f"{path}:{line}: annotator {annotator!r} labels "
-                         f"item {row['item'].strip()} twice, differently")
-    if annotator in votes and votes[annotator] != label:
-        raise ValueError(f"{path}: item {row['item'].strip()} is labelled both "
-                         f"{votes[annotator]} and {label}")
-    votes[annotator] = label
-
-
+def _table_labels(path: Path, label_map: dict | None, columns: dict, join: list,
+                  delimiter: str | None) -> tuple[dict[str, dict[str, str]], dict]:
+    if "id" not in columns:  # the item,label CSV: ``item`` is the id
+        first = next(pairtable.rows(path, delimiter), None)
+        if first is not None and "item" in first[1] and "id" not in first[1]:
+            columns["id"] = "item"
+    labels, texts = {}, {}
+    for pid, _, row, v in table_pairs(path, columns, join, label_map, delimiter, texts_needed=False):
+        labels[pid] = v
+        if row.output_1 or row.output_2:
+            texts[pid] = (row.output_1, row.output_2)
+    if labels and not any(labels.values()):
+        raise TableError(f"{path}: no row has a label (a label or labels column; map yours with columns:)")
+    return labels, texts
 
 
 def bundled_path() -> Path:
@@ -210,7 +163,14 @@ def _sets(spec) -> list[tuple[str, Path]]:
 
 def _decode(path: Path) -> list[_Row]:
     try:
-        return msgspec.json.decode(path.read_bytes(), type=list[_Row])
+        with pairtable.open_regular(path) as f:  # a FIFO refused, never waited on
+            data = pairtable.read_bounded(f, pairtable.MAX_DOCUMENT)
+    except TableError as e:
+        raise msgspec.DecodeError(str(e).removeprefix(f"{path}: ")) from None
+    if data is None:
+        raise msgspec.DecodeError(f"over {pairtable.MAX_DOCUMENT >> 30} GiB")
+    try:
+        return msgspec.json.decode(data, type=list[_Row])
     except RecursionError:  # the decoder's depth bound: bad input like any other
         raise msgspec.DecodeError("nested too deeply") from None
 
@@ -245,6 +205,9 @@ def _where(row: _Row, spec) -> tuple[str, str]:
 
 
 def check(spec, where: str) -> None:
+    if is_table(spec):
+        _check_table(spec, where)
+        return
     if spec.path is not None and not Path(spec.path).exists():
         raise ManifestError(f"{where}.path", f"not found: {spec.path} ({SOURCE})")
     sets = _sets(spec)
@@ -307,6 +270,10 @@ def _check_matches(spec, external: dict[str, dict[str, str]], where: str) -> Non
 
 def rows(spec) -> Iterator[tuple[str, str, _Row]]:
     """(pair id, set, row) of every row, ids as ``read_pairs`` gives them (``agree`` too)."""
+    if is_table(spec):
+        for pair_id, name, row, _ in table_votes(spec):
+            yield pair_id, name, row
+        return
     for set_name, path in _sets(spec):
         for i, row in enumerate(_decode(path)):
             name = row.set or set_name
@@ -333,6 +300,10 @@ def votes(spec) -> Iterator[tuple[str, str, _Row, dict[str, str]]]:
     """(pair id, set, row, annotator → label) of every row: the source's label file where it
     names the pair, else the row's own labels."""
     external = read_label_file(Path(spec.labels), spec.label_map)[0] if spec.labels else {}
+    if is_table(spec):
+        for pair_id, name, row, own in table_votes(spec):
+            yield pair_id, name, row, external.get(pair_id) or own
+        return
     for pair_id, name, row in rows(spec):
         yield pair_id, name, row, external.get(pair_id) or row_votes(row, spec.label_map)
 
@@ -366,3 +337,203 @@ def read_pairs(spec) -> Iterator[LabelledPair]:
 def read(spec) -> Iterator:
     """Labelled pairs hold no references to perturb."""
     return iter(())
+
+
+# -- tables in their own column names (pairtable) -------------------------------------------
+
+TABLE_FIELDS = ("id", "input", "output_1", "output_2", "label", "labels", "annotator", "turn", "set",
+                "condition", "language", "model_1", "model_2", "family_1", "family_2")
+TEXTS = ("input", "output_1", "output_2")
+
+
+def is_table(spec) -> bool:
+    """Whether a source is read by the table reader: it maps columns or joins files, or its
+    file is CSV / JSON Lines (an LLMBar ``.json`` without either keeps LLMBar's reading)."""
+    path = getattr(spec, "path", None)
+    return bool(getattr(spec, "columns", None) or getattr(spec, "join", None)) or (
+        path is not None and Path(path).suffix.lower() in (".csv", ".tsv", ".jsonl", ".ndjson"))
+
+
+def _turn_index(path: Path, number: int, value) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        turn = int(pairtable.key_text(value))
+    except ValueError:
+        raise TableError(f"{path}:{number}: turn {value!r} is not a number (turns count from 1)") from None
+    if not 1 <= turn <= 10_000:
+        raise TableError(f"{path}:{number}: turn {turn} is not 1 to 10000")
+    return turn - 1
+
+
+def _texts(path: Path, number: int, rec: dict) -> tuple[list[str | None], list[_Turn]]:
+    """The judged turn's (input, output_1, output_2) and the earlier turns (module docstring of
+    pairtable: a list is a conversation, ``turn`` picks the judged one)."""
+    if rec["input"] is None and rec["output_1"] is None and rec["output_2"] is None:
+        return [None, None, None], []  # a label file's row: an id and labels only
+    values = [pairtable.conversation(rec[f], f) for f in TEXTS]
+    if not any(isinstance(v, list) for v in values):
+        return [v if isinstance(v, str) else None for v in values], []
+    index = _turn_index(path, number, rec.get("turn"))
+    judged: list[str | None] = []
+    for field, v in zip(TEXTS, values, strict=True):
+        if isinstance(v, list):
+            i = len(v) - 1 if index is None else index
+            if not 0 <= i < len(v):
+                raise TableError(f"{path}:{number}: {field} has {len(v)} turns, not turn {i + 1}")
+            judged.append(v[i] if isinstance(v[i], str) else None)
+        else:
+            judged.append(v if isinstance(v, str) else None)
+    earlier = [v[: (len(v) - 1 if index is None else index)] for v in values if isinstance(v, list)]
+    if not any(earlier):
+        return judged, []
+    if len(earlier) < 3 or len({len(e) for e in earlier}) != 1:
+        raise TableError(f"{path}:{number}: a later turn needs the earlier turns of input, output_1 "
+                         "and output_2 (each a list)")
+    return judged, [_Turn(q, a, b) for q, a, b in zip(*earlier, strict=True)]
+
+
+class _Labels:
+    """``label_of`` with the file's ``label_map``, remembered per value: a file has few label words."""
+
+    def __init__(self, label_map: dict | None):
+        self.label_map = label_map
+        self.seen: dict[tuple[type, object], str] = {}
+
+    def __call__(self, value: object) -> str:
+        key = (type(value), value if isinstance(value, str | int | float) else repr(value))
+        if key not in self.seen:
+            self.seen[key] = label_of(value, self.label_map)  # ValueError for a bad one: never remembered
+        return self.seen[key]
+
+
+MAX_NAME_CHARS = 1000  # an id, an annotator or a label: a short name, never a text
+
+
+def _row_labels(path: Path, number: int, rec: dict, decode: _Labels) -> dict[str, str]:
+    for field in ("label", "annotator", "id"):
+        if isinstance(rec[field], str) and len(rec[field]) > MAX_NAME_CHARS:
+            raise TableError(f"{path}:{number}: a cell longer than {MAX_NAME_CHARS:,} characters ({field})")
+    try:
+        if rec["labels"] not in (None, ""):
+            labels = rec["labels"]
+            items = labels.items() if isinstance(labels, dict) else enumerate(labels) if isinstance(labels, list) \
+                else None
+            if items is None:
+                raise ValueError("labels is a list or a mapping annotator -> label")
+            return {str(a): decode(v) for a, v in items}
+        label = rec["label"]
+        if label is None or label == "":
+            return {}
+        annotator = rec["annotator"]
+        return {annotator if isinstance(annotator, str) else str(annotator or ""): decode(label)}
+    except ValueError as e:
+        raise TableError(f"{path}:{number}: {e}") from None
+
+
+_FLIP = {"1": "2", "2": "1"}
+
+
+def table_votes(spec) -> Iterator[tuple[str, str, _Row, dict[str, str]]]:
+    """(pair id, set, row, annotator -> label) of each pair of a table source."""
+    yield from table_pairs(Path(spec.path), spec.columns, spec.join, spec.label_map, spec.delimiter)
+
+
+def table_pairs(path: Path, columns: dict, join: list, label_map: dict | None, delimiter: str | None = None,
+                texts_needed: bool = True) -> Iterator[tuple[str, str, _Row, dict[str, str]]]:
+    """(pair id, set, row, annotator -> label) of each pair of a table. Rows that share an
+    ``id`` (or, without one, the same texts) are one pair with several labels; a row that lists
+    the pair's outputs the other way round has its label turned round too. Without
+    ``texts_needed`` (a label file) a row may carry an id and labels only."""
+    default_set = path.parent.name if path.stem == "dataset" else path.stem
+    joins = [pairtable.load_join(j.path, j.by, j.columns) for j in join]
+    pairs: dict[str, tuple[str, _Row, dict[str, str]]] = {}
+    by_texts: dict[tuple, str] = {}
+    decode = _Labels(label_map)
+    for index, (number, rec) in enumerate(pairtable.records(path, columns, joins, TABLE_FIELDS, delimiter)):
+        (question, first, second), turns = _texts(path, number, rec)
+        has_id = rec.get("id") not in (None, "")
+        if (texts_needed or not has_id) and (question is None or first is None or second is None):
+            missing = next(f for f, v in zip(TEXTS, (question, first, second), strict=True) if v is None)
+            what = "" if texts_needed else " and no id"
+            raise TableError(f"{path}:{number}: no text for {missing}{what} (map the file's own with "
+                             "columns: or join:)")
+        name = str(rec["set"]) if rec.get("set") not in (None, "") else default_set
+        votes = _row_labels(path, number, rec, decode)
+        if has_id:
+            pid = str(rec["id"]).strip()
+        else:  # a pair is its texts, whichever output the row lists first
+            key = (name, question, tuple((t.input, frozenset((t.output_1, t.output_2))) for t in turns),
+                   frozenset((first, second)))
+            pid = by_texts.setdefault(key, f"{name}-{index:04d}")
+        if len(pid) > 200:
+            raise TableError(f"{path}:{number}: an id is at most 200 characters")
+        if pid not in pairs:
+            models = {k: _opt(rec, k) or "" for k in ("model_1", "model_2", "family_1", "family_2")}
+            row = _Row(question or "", first or "", second or "", id=pid, set=name, condition=_opt(rec, "condition"),
+                       language=_opt(rec, "language"), turns=turns, **models)
+            pairs[pid] = (name, row, {})
+        _, row, merged = pairs[pid]
+        if (first, second) == (row.output_2, row.output_1) and first != second and question == row.input:
+            votes = {a: _FLIP.get(v, v) for a, v in votes.items()}
+        elif (question, first, second) != (row.input, row.output_1, row.output_2) and question is not None:
+            raise TableError(f"{path}:{number}: id {pid!r} names another pair's texts")
+        for annotator, label in votes.items():
+            slot = annotator if annotator or annotator not in merged else f"#{number}"
+            if merged.get(slot, label) != label:
+                raise TableError(f"{path}:{number}: annotator {annotator!r} labels pair {pid} twice, differently")
+            merged[slot] = label
+    for pid, (name, row, merged) in pairs.items():
+        yield pid, name, row, merged
+
+
+def _opt(rec: dict, field: str) -> str | None:
+    return None if rec.get(field) in (None, "") else str(rec[field])
+
+
+def _known(where: str, names, known) -> None:
+    import difflib
+
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ManifestError(f"{where}.{name}", f"unknown field{hint} (fields: {', '.join(known)})")
+
+
+def _check_table(spec, where: str) -> None:
+    """A table source's checks: its fields, its files, then every row read once."""
+    if spec.path is None or not Path(spec.path).exists():
+        raise ManifestError(f"{where}.path", f"not found: {spec.path} (a table of pairs: CSV, JSON or JSON Lines)")
+    _known(f"{where}.columns", spec.columns, TABLE_FIELDS)
+    for i, join in enumerate(spec.join):
+        _known(f"{where}.join[{i}].columns", join.columns, TABLE_FIELDS)
+        if isinstance(join.by, str) and join.by != pairtable.LINE:
+            raise ManifestError(f"{where}.join[{i}].by", "a mapping {our_column: their_column} or 'line'")
+    languages.checked(spec.language, f"{where}.language")
+    if spec.delimiter is not None and len(spec.delimiter) != 1:
+        raise ManifestError(f"{where}.delimiter", "one character, e.g. ';'")
+    if spec.labels is not None:
+        if not Path(spec.labels).exists():
+            raise ManifestError(f"{where}.labels", f"not found: {spec.labels}")
+        try:
+            read_label_file(Path(spec.labels), spec.label_map)
+        except (ValueError, msgspec.DecodeError) as e:
+            raise ManifestError(f"{where}.labels", str(e)) from None
+    try:
+        pairs = 0
+        for pair_id, _, row, votes in table_votes(spec):
+            pairs += 1
+            if not votes and spec.labels is None:
+                raise ManifestError(f"{where}.path", f"{spec.path}: pair {pair_id} has no label (label or labels; "
+                                                     "map yours with columns:)")
+            try:
+                _where(row, spec)
+            except ValueError as e:
+                raise ManifestError(f"{where}.path", f"{spec.path}: pair {pair_id}: {e}") from None
+    except TableError as e:
+        raise ManifestError(f"{where}.path", str(e)) from None
+    if not pairs:
+        raise ManifestError(f"{where}.path", f"{spec.path}: no pair in the file")
+    if spec.labels is not None:
+        _check_matches(spec, read_label_file(Path(spec.labels), spec.label_map)[0], f"{where}.labels")

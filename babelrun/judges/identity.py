@@ -50,12 +50,45 @@ def replay_identity(replay: Any) -> dict[str, Any]:
         digest = _file_digest(replay.path, stat.st_size, stat.st_mtime_ns)
     except OSError:
         digest = "unreadable"
-    return {"file": digest, "judge": replay.judge}
+    mapped = {k: msgspec.to_builtins(getattr(replay, k)) for k in ("columns", "label_map")
+              if getattr(replay, k, None)}  # a mapped table's reading (absent: the ids of old runs)
+    if getattr(replay, "join", None):  # joined files by content too, never by path
+        mapped["join"] = [{"by": j.by, "columns": j.columns, "files": _digests(j.path)} for j in replay.join]
+    return {"file": digest, "judge": replay.judge, **mapped}
+
+
+def _digests(pattern: str) -> list[str]:
+    from pathlib import Path
+
+    from ..corpus.pairtable import TableError, files_of
+
+    try:
+        files = files_of(pattern)
+    except TableError:
+        return ["unreadable"]
+    out = []
+    for file in files:
+        try:
+            stat = Path(file).stat()
+            out.append(_file_digest(str(file), stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            out.append("unreadable")
+    return out
 
 
 @functools.lru_cache(maxsize=64)
 def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    """A file's content hash, read once per (path, size, mtime): judge ids are asked for often."""
+    """A file's content hash, read once per (path, size, mtime): judge ids are asked for often.
+    Streamed; a FIFO or a device is never read ("unreadable")."""
     from pathlib import Path
 
-    return hashlib.blake2b(Path(path).read_bytes(), digest_size=12).hexdigest()
+    from ..corpus.pairtable import TableError, open_regular
+
+    digest = hashlib.blake2b(digest_size=12)
+    try:
+        with open_regular(Path(path)) as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except TableError:
+        return "unreadable"
+    return digest.hexdigest()

@@ -28,16 +28,20 @@ guessed), the audit reports it, and a later audit with a fuller file judges it.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ..corpus import pairtable
 from ..spec import JudgeOptions, JudgeSpec, ReplaySpec
+from . import replay_table
 from .base import JudgeReply, JudgeRequest, RejectedError
 from .registry import options_of
+from .replay_table import _AMBIGUOUS, Key, Verdict, text_key
+
+__all__ = ["Key", "ReplayJudge", "ReplayOptions", "ReplaySpec", "Verdict", "check", "entries", "load", "text_key"]
 
 
 class ReplayOptions(JudgeOptions, frozen=True):
@@ -53,36 +57,22 @@ class ReplayOptions(JudgeOptions, frozen=True):
 
 ORDERS = ("ref_first", "pert_first", "reference", "degraded")
 SLOTS = ("A", "B", "tie", "invalid")
-_AMBIGUOUS = object()  # an id that names several presentations: not a key
 
 
-class Verdict(msgspec.Struct, frozen=True):
-    slot: str | None
-    score: float | None
-    raw: str | None
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The file's rows, streamed: Parquet in batches; CSV, JSON and JSON Lines through the
+    table reader (bounded, duplicated keys refused: corpus/pairtable.py)."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        yield from pq.read_table(path).to_pylist()
-    elif suffix == ".csv":
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            yield from csv.DictReader(f)
-    elif suffix in (".jsonl", ".ndjson"):
-        for n, line in enumerate(path.read_bytes().splitlines(), 1):
-            if line.strip():
-                row = msgspec.json.decode(line)
-                if not isinstance(row, dict):
-                    raise ValueError(f"{path}:{n}: a row is a JSON object")
-                yield row
-    elif suffix == ".json":
-        doc = msgspec.json.decode(path.read_bytes())
-        if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
-            raise ValueError(f"{path}: a .json replay file is a list of objects")
-        yield from doc
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+            yield from batch.to_pylist()
+    elif suffix in (".csv", ".tsv", ".json", ".jsonl", ".ndjson"):
+        for _, row in pairtable.rows(path):
+            yield row
     else:
         raise ValueError(f"{path}: a replay file is .jsonl, .json, .csv or .parquet")
 
@@ -137,9 +127,6 @@ def _score(row: Mapping[str, Any]) -> float | None:
     return float(value)
 
 
-Key = tuple[str, ...]
-
-
 def _shown(row: Mapping[str, Any], swapped: bool) -> tuple[Any, Any]:
     """The data's two outputs in the order they were shown: output_2 first when ``swapped``."""
     return (row["output_2"], row["output_1"]) if swapped else (row["output_1"], row["output_2"])
@@ -154,7 +141,7 @@ def _llmbar(row: Mapping[str, Any]) -> Iterator[tuple[Key, Verdict]]:
                 completion = got.get("completion")
                 raw = str(completion[0]) if isinstance(completion, list) and completion else None
                 a, b = _shown(row, swapped)
-                yield ("text", str(a), str(b)), Verdict(_winner_slot(got.get("winner"), swapped), None, raw)
+                yield text_key(a, b), Verdict(_winner_slot(got.get("winner"), swapped), None, raw)
 
 
 def _by_swap(row: Mapping[str, Any], score: float | None, raw: str | None) -> tuple[Key, Verdict]:
@@ -165,7 +152,7 @@ def _by_swap(row: Mapping[str, Any], score: float | None, raw: str | None) -> tu
                          "or key it by order (ref_first / pert_first)")
     a, b = _shown(row, swapped)
     slot = _winner_slot(row["winner"], swapped) if row.get("winner") not in (None, "") else _slot(row, None)
-    return ("text", str(a), str(b)), Verdict(slot, score, raw)
+    return text_key(a, b), Verdict(slot, score, raw)
 
 
 def _by_order(row: Mapping[str, Any], score: float | None, raw: str | None) -> Iterator[tuple[Key, Verdict]]:
@@ -176,7 +163,7 @@ def _by_order(row: Mapping[str, Any], score: float | None, raw: str | None) -> I
         raise ValueError("no verdict (slot, verdict, winner or score)")
     verdict = Verdict(slot, score, raw)
     if row.get("answer_a") is not None and row.get("answer_b") is not None:
-        yield ("text", str(row["answer_a"]), str(row["answer_b"])), verdict
+        yield text_key(row["answer_a"], row["answer_b"]), verdict
         return
     if order not in ORDERS:
         raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)} (or give swap and the texts)")
@@ -232,6 +219,8 @@ def entries(rows: Iterable[Mapping[str, Any]], judge: str | None = None) -> dict
 
 
 def load(replay: ReplaySpec) -> dict[tuple[str, ...], Any]:
+    if getattr(replay, "columns", None) or getattr(replay, "join", None):
+        return replay_table.load(replay)
     return entries(_rows(Path(replay.path)), replay.judge)
 
 
@@ -257,7 +246,7 @@ class ReplayJudge:
                 found: Verdict = self._verdicts[key]
                 return found
         if order in ("ref_first", "pert_first"):
-            found_text: Verdict | None = self._verdicts.get(("text", request.answer_a, request.answer_b))
+            found_text: Verdict | None = self._verdicts.get(text_key(request.answer_a, request.answer_b))
             return found_text
         return None
 
@@ -269,7 +258,7 @@ class ReplayJudge:
                                 f"{self.replay.path if self.replay else ''} has no verdict for item "
                                 f"{request.item.item_id} ({request.item.ref_id}), {request.order}")
         raw = got.raw if got.raw is not None else (got.slot if got.slot is not None else str(got.score))
-        return JudgeReply(raw=raw, slot=got.slot, score=got.score)
+        return JudgeReply(raw=raw, slot=got.slot, score=got.score, probs=got.probs)
 
     async def aclose(self) -> None:
         pass
@@ -281,10 +270,15 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
     if replay is None:
         return "replay", f"judge {spec.name!r}: the replay backend needs replay: {{path: FILE}}"
     path = Path(replay.path)
-    if not path.is_file():
+    if not path.exists():
         return "replay.path", f"not found: {path}"
+    wrong = _check_mapping(replay)
+    if wrong is not None:
+        return wrong
     try:
         found = load(replay)
+    except pairtable.TableError as e:  # names the file (and row) itself
+        return "replay.path", str(e)
     except (ValueError, msgspec.DecodeError, OSError) as e:
         return "replay.path", f"{path}: {e}"
     except Exception as e:  # a Parquet file that is none
@@ -292,4 +286,19 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
     if not found:
         return "replay.path", f"{path}: no verdict in the file" + (
             f" for judge {replay.judge!r}" if replay.judge else "")
+    return None
+
+
+def _check_mapping(replay: ReplaySpec) -> tuple[str, str] | None:
+    """A mapped table's field names (the did-you-mean from the replay table's own fields)."""
+    import difflib
+
+    given = [("replay.columns", name) for name in getattr(replay, "columns", {})]
+    given += [(f"replay.join[{i}].columns", name) for i, j in enumerate(getattr(replay, "join", []))
+              for name in j.columns]
+    for where, name in given:
+        if name not in replay_table.FIELDS:
+            close = difflib.get_close_matches(name, replay_table.FIELDS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return f"{where}.{name}", f"unknown field{hint} (fields: {', '.join(replay_table.FIELDS)})"
     return None

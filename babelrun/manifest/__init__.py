@@ -65,9 +65,10 @@ def load(path: str | os.PathLike, *, environ: dict[str, str] | None = None) -> M
         raise ManifestError(f"{path_}.{key}" if path_ else key, "given twice (the last would win silently)", source)
     try:
         # YAML 1.1 reads a bare ``on`` key (stopping: {on: verdict}) as true: keys read as written
-        manifest = decode(yaml_keys.load(raw))
+        document = yaml_keys.load(raw)
+        manifest = decode(document)
     except msgspec.ValidationError as e:
-        field, problem = _field_path(e)
+        field, problem = _field_path(e, document)  # decoded before anything can fail validation
         raise ManifestError(field, problem, source) from None
     except msgspec.DecodeError as e:
         problem = " ".join(str(e).split())
@@ -133,6 +134,8 @@ def _resolve_paths(manifest: Manifest, base: Path, environ: dict[str, str] | Non
     ]
     sources = [msgspec.structs.replace(s, answers=absolute(s.answers)) if getattr(s, "answers", None) else s
                for s in sources]
+    sources = [msgspec.structs.replace(s, join=[msgspec.structs.replace(j, path=absolute(j.path)) for j in s.join])
+               if getattr(s, "join", None) else s for s in sources]  # a labelled table's joined files
     corpus = msgspec.structs.replace(manifest.corpus, sources=sources)
     if manifest.cache is not None:  # the response cache and price files resolve like every other path
         manifest = msgspec.structs.replace(manifest, cache=msgspec.structs.replace(

@@ -24,10 +24,11 @@ _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 _NUMBER_AS_TEXT = re.compile(r"Expected `(?:int|float)[^`]*`, got `str`")
 
 
-def fields_at(path: str, root: type[msgspec.Struct] = Manifest) -> list[str]:
+def fields_at(path: str, root: type[msgspec.Struct] = Manifest, document: object = None) -> list[str]:
     """The field names valid at ``path`` of the manifest (``judges[0].simulated``: the
-    simulated knobs; a union, such as a corpus source: every member's), the vocabulary of
-    did-you-mean there; empty where the path leaves the manifest's structs."""
+    simulated knobs; a union, such as a corpus source: every member's, or with the decoded
+    ``document`` the member its tag names: a ``labelled_pairs`` source's own), the vocabulary
+    of did-you-mean there; empty where the path leaves the manifest's structs."""
     import typing
 
     def members(tp: object) -> list[object]:
@@ -56,11 +57,31 @@ def fields_at(path: str, root: type[msgspec.Struct] = Manifest) -> list[str]:
                 step.extend(m for kind in kinds if part in kind.__struct_fields__
                             for m in members(typing.get_type_hints(kind)[part]))
         current = step
+        document = _step(document, part)
+    current = _tagged(current, document)
     return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
                    for f in (COMMON_FIELDS if tp is JudgeSpec else tp.__struct_fields__)})  # a judge's: flat
 
 
-def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
+def _step(document: object, part: str) -> object:
+    """The decoded YAML under one path step (None where it is not there)."""
+    if part.startswith("["):
+        i = part[1:-1]
+        return document[int(i)] if isinstance(document, list) and i.isdigit() and int(i) < len(document) else None
+    return document.get(part) if isinstance(document, dict) else None
+
+
+def _tagged(members: list[object], document: object) -> list[object]:
+    """The union members whose tag the document's tag field names (all of them otherwise)."""
+    if not isinstance(document, dict):
+        return members
+    chosen = [tp for tp in members if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+              and tp.__struct_config__.tag_field is not None
+              and document.get(tp.__struct_config__.tag_field) == tp.__struct_config__.tag]
+    return chosen or members
+
+
+def _field_path(error: msgspec.ValidationError, document: object = None) -> tuple[str, str]:
     """Split msgspec's message into (field path, problem) in the manifest's own terms (a
     judge's section written flat: ``judges[1].timeout_s``, not ``judges[1].limits.timeout_s``)."""
     m = _AT.match(str(error))
@@ -68,7 +89,8 @@ def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
     found = _UNKNOWN.match(msg)
     if found:
         field = found.group("field")
-        return (f"{path}.{field}" if path else field), "unknown field" + _did_you_mean(field, fields_at(path))
+        suggestion = _did_you_mean(field, fields_at(path, document=document))
+        return (f"{path}.{field}" if path else field), "unknown field" + suggestion
     found = _MISSING.match(msg)
     if found:
         field = found.group("field")

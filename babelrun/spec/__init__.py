@@ -32,7 +32,7 @@ from ._base import (
     _Spec,
 )
 from .corpus import *  # noqa: F403 (the corpus section's types, re-exported)
-from .corpus import CorpusSpec
+from .corpus import CorpusSpec, JoinSpec
 from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
 
 # ---- perturbations ------------------------------------------------------------------------
@@ -282,6 +282,13 @@ class ReplaySpec(_Spec, frozen=True):
 
     path: str
     judge: str | None = None
+    # A verdict table in its own column names (read by corpus/pairtable.py): {field: column}
+    # for output_1, output_2, decision, decision_swapped, raw, raw_swapped, model_1, model_2,
+    # turn, judge; join: texts kept in other files; label_map: the file's decision words to
+    # A, B, tie (the slot shown first / second) or 1, 2 (the data's output).
+    columns: dict[str, str | list[str]] = {}
+    join: list[JoinSpec] = []
+    label_map: dict[str, str] | None = None
 
 
 class JudgeSpec(_Spec, frozen=True):

@@ -11,7 +11,7 @@ from ._base import PositiveInt, _Spec
 
 __all__ = [
     'BundledSource', 'JsonlSource', 'CsvSource', 'ParquetSource', 'UdhrSource', 'AyaSource', 'FloresSource',
-    'LabelledPairsSource', 'TrajectoriesSource', 'CorpusSource', 'ParallelSpec', 'CorpusSpec',
+    'JoinSpec', 'LabelledPairsSource', 'TrajectoriesSource', 'CorpusSource', 'ParallelSpec', 'CorpusSpec',
 ]
 
 
@@ -69,6 +69,16 @@ class FloresSource(_Spec, tag="flores", tag_field="kind", frozen=True):
     lines_per_reference: PositiveInt = 3  # consecutive lines of one document make one answer
 
 
+class JoinSpec(_Spec, frozen=True):
+    """Texts kept in another file (babelrun/corpus/pairtable.py): ``path`` a file or a glob;
+    ``by`` {our column: their column} (``$file``: a joined file's name without its extension),
+    or ``line`` (the n-th row of each); ``columns`` {field: their column}."""
+
+    path: str
+    by: dict[str, str] | str  # not ``on``: YAML 1.1 reads a bare on as true
+    columns: dict[str, str]
+
+
 class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=True):
     """Human- or objectively-labelled pairs (LLMBar format: a JSON list of {input, output_1,
     output_2, label}): a second item family whose gold label comes from the data, not from a
@@ -88,6 +98,11 @@ class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=
     # ``item,annotator,label``) whose labels replace the rows' own; several annotators' labels
     # of a pair give it the majority's gold (no majority: the pair is left out, and counted).
     labels: str | None = None
+    # A table of pairs in its own column names (CSV, JSON or JSON Lines: corpus/pairtable.py):
+    # {field: column} for id, input, output_1, output_2, label | labels, annotator, turn, …
+    columns: dict[str, str | list[str]] = {}
+    join: list[JoinSpec] = []  # texts kept in other files, by key or by line order
+    delimiter: str | None = None  # a CSV's field delimiter (sniffed when unset)
 
 
 class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind", frozen=True):

@@ -99,7 +99,11 @@ def test_defaults_and_path_resolution(tmp_path):
     (BASE.replace("backend: simulated", "backend: rule, rule: {kind: length}, simulatd: {}"), "judges[0].simulatd",
      None),  # 'simulated' is the simulated backend's, never offered to a rule judge
     (BASE + "scoring: {bootstrapp: 10}\n", "scoring.bootstrapp", "bootstrap"),
-    (BASE + "corpus: {sources: [{kind: bundled, paht: x}]}\n", "corpus.sources[0].paht", "path"),
+    (BASE + "corpus: {sources: [{kind: jsonl, paht: x}]}\n", "corpus.sources[0].paht", "path"),
+    (BASE + "corpus: {sources: [{kind: bundled, paht: x}]}\n", "corpus.sources[0].paht", None),  # it has none
+    (BASE + "corpus: {sources: [{kind: labelled_pairs, colums: {}}]}\n", "corpus.sources[0].colums", "columns"),
+    (BASE + "corpus: {sources: [{kind: jsonl, path: x, delimiters: x}]}\n", "corpus.sources[0].delimiters",
+     None),  # a csv source's field, not a jsonl one's
     (BASE.replace("backend: simulated", "backend: simulated, simulated: {acuracy: 0.9}"),
      "judges[0].simulated.acuracy", "accuracy"),
     (BASE.replace("backend: simulated", "backend: simulated, verdict: {patern: x}"), "judges[0].verdict.patern",

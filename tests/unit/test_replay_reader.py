@@ -22,8 +22,8 @@ def test_rows_of_every_shape_become_keys():
     ])
     assert found[("id", "p1", "ref_first")] == replay.Verdict("A", None, "A.")
     assert found[("id", "p1", "pert_first")].slot == "B"
-    assert found[("text", "y", "x")].slot == "B"
-    assert found[("text", "u", "v")].slot == "tie"
+    assert found[replay.text_key("y", "x")].slot == "B"
+    assert found[replay.text_key("u", "v")].slot == "tie"
     assert found[("id", "p2", "reference")].score == 7.5
 
 
@@ -55,3 +55,26 @@ def test_the_judge_id_is_the_files_content_not_its_path(tmp_path):
     assert judge_id(_spec(a)) == judge_id(_spec(b))
     b.write_text(row.replace('"A"', '"B"'))
     assert judge_id(_spec(a)) != judge_id(_spec(b))
+
+
+def test_a_replay_file_is_streamed_and_its_texts_not_kept(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "verdicts.jsonl"
+    with path.open("w") as f:
+        for i in range(5_000):
+            f.write(json.dumps({"output_1": f"{i} " + "a" * 2000, "output_2": f"{i} " + "b" * 2000,
+                                "swap": i % 2 == 0, "winner": 1 + i % 2, "raw": "Output (a)"}) + "\n")
+    size = path.stat().st_size
+    tracemalloc.start()
+    found = replay.load(ReplaySpec(path=str(path)))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(found) == 5_000 and peak < size / 4  # was ~6x the file: every row and every text held
+
+
+def test_a_duplicated_key_in_a_replay_row_is_refused(tmp_path):
+    path = tmp_path / "v.jsonl"
+    path.write_text('{"id": "p1", "order": "ref_first", "verdict": "A", "verdict": "B"}\n')
+    problem = replay.check(_spec(path), {})
+    assert problem is not None and "v.jsonl:1: key 'verdict' given twice" in problem[1]

@@ -27,6 +27,8 @@ def add_argument(p: argparse.ArgumentParser, argument: Argument) -> None:
         options["metavar"] = argument.metavar
     if argument.many:
         options["nargs"] = "+"
+    if argument.optional:
+        options["nargs"] = "?"
     if argument.name.startswith("-"):
         options["default"] = argument.default
     p.add_argument(argument.name, **options)
