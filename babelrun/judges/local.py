@@ -63,7 +63,7 @@ class LocalJudge:
 
     def batching(self) -> LocalBatching:
         """This judge's micro-batching counters so far (the engine keeps them in stats.json)."""
-        return LocalBatching(self.spec.batch_size, len(self.batches), sum(self.batches), self.prompt_tokens,
+        return LocalBatching(self.local.batch_size, len(self.batches), sum(self.batches), self.prompt_tokens,
                              self.evaluated, self.reused, self.prefix_hits)
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:

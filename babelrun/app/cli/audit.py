@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import summary
 from .command import Command, diagnose, warn
 
 
@@ -48,7 +49,8 @@ def _audit(args: argparse.Namespace) -> int:
                        limit=args.limit, budget=args.budget)
     what = f"shard {shard.index}/{shard.count}: " if shard is not None else ""
     print(f"{result.run_dir}: {what}{result.new_records} new records; "
-          f"{result.already_done} of {result.planned_calls} planned calls were already done{_spent(result.stats)}")
+          f"{result.already_done} of {result.planned_calls} planned calls were already done"
+          f"{summary.spent(result.stats)}")
     for reason in result.stop_reasons:
         print(f"error: {reason}", file=sys.stderr)
     if result.interrupted:
@@ -57,7 +59,7 @@ def _audit(args: argparse.Namespace) -> int:
     elif result.failed_calls:
         print(f"incomplete: {result.failed_calls} call(s) have no verdict yet; run "
               f"`babelrun audit {args.manifest}` again to retry them", file=sys.stderr)
-    print(stats_table(result.stats))
+    print(summary.stats_table(result.stats))
     left = sum(j.planned - j.done_before - j.ok for j in result.stats.judges)
     if args.limit is not None and left and not result.interrupted:
         print(f"limited to {args.limit} per judge: {left} presentation(s) left; run without --limit to "
@@ -67,54 +69,9 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"shard done; when every shard is: `babelrun merge {result.run_dir}` (or `babelrun score "
               f"{result.run_dir}`) writes the cards")
     if result.cards is not None:
-        _cards(result)
+        summary.cards(result)
         return diagnose(Path(result.run_dir), result.exit_code, result.diagnoses)
     return result.exit_code
-
-
-def _spent(stats) -> str:
-    """The summary line's tail: what this process spent, per currency (the cost ledger)."""
-    by_currency: dict[str, float] = {}
-    for j in stats.judges:
-        if j.spend is not None:
-            by_currency[j.spend["currency"]] = by_currency.get(j.spend["currency"], 0.0) + j.spend["total"]
-    return "".join(f"; spent {usd:.4f} {cur}" for cur, usd in sorted(by_currency.items()))
-
-
-def _cards(result) -> None:
-    print(f"cards: {Path(result.run_dir) / 'cards.json'}  "
-          f"report: {Path(result.run_dir) / 'report.html'}, report.md")
-    for jc in result.cards.judges:
-        r = jc.overall.reliability
-        print(f"  {jc.judge}: R = {r.value} [{r.lo}, {r.hi}] over {jc.overall.items} items{_verdicts(jc)}")
-    for ac in result.cards.agentic:
-        r = ac.overall.reliability
-        print(f"  {ac.judge} (agentic): R_agent = {r.value} [{r.lo}, {r.hi}] over {ac.overall.items} items"
-              f"{_verdicts(ac)}")
-    for pc in result.cards.pointwise or []:
-        r, d = pc.overall.reliability, pc.overall.discrimination
-        print(f"  {pc.judge} (pointwise): R_pw = {r.value} [{r.lo}, {r.hi}], discrimination {d.value} "
-              f"over {pc.overall.items} items{_verdicts(pc)}")
-
-
-def _verdicts(jc) -> str:
-    """The summary line's verdict tail: the overall card's verdict (uncertain: with roughly how
-    many items decide it), its languages' verdicts counted, and the cards stopped early."""
-    from ...report.summary import uncertain_text
-    from ...score.verdict import DECIDED, UNCERTAIN, UNREADABLE
-
-    card = jc.overall
-    if card.verdict == UNREADABLE:
-        return " — no verdict: its replies could not be read (see below)"
-    head = (f" — {uncertain_text(card)}" if card.verdict == UNCERTAIN
-            else f" — {card.verdict}" if card.verdict is not None else "")
-    langs = [lc.card for lc in jc.languages]
-    counts = [f"{sum(c.verdict == v for c in langs)} {v}" for v in DECIDED if any(c.verdict == v for c in langs)]
-    perts = [pc.card for lc in jc.languages for pc in getattr(lc, "perturbations", [])]
-    stopped = sum(isinstance(getattr(c, "stopped", None), str) for c in langs + perts)
-    tail = [f"languages: {', '.join(counts)}"] if counts else []
-    tail += [f"{stopped} card(s) stopped early: their intervals hold at every n"] if stopped else []
-    return head + ("; " + "; ".join(tail) if tail else "")
 
 
 def _executor(m, args):
@@ -146,31 +103,6 @@ def _shard(args, m):
         return Shard.parse(args.shard)
     except Exception as e:
         raise UsageError(str(e)) from None
-
-
-def stats_table(stats) -> str:
-    """The run's statistics per judge, as aligned text."""
-    head = ("judge", "ok", "failed", "calls", "retries", "429s", "p50 ms", "p95 ms", "p99 ms",
-            "tok in", "tok out", "calls/s")
-    rows = [head]
-    for j in stats.judges:
-        lat = j.latency_ms
-        rows.append((j.judge, j.ok, j.failed, j.calls, j.retries, j.rate_limited,
-                     lat["p50"], lat["p95"], lat["p99"], j.tokens_in, j.tokens_out, j.calls_per_s))
-    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in cells]
-    for j in stats.judges:
-        if j.spend is not None:  # the cost ledger: this run's spend
-            kinds = ", ".join(f"{k} {v:.4f}" for k, v in j.spend["by_kind"].items())
-            lines.append(f"{j.judge}: spent {j.spend['total']:.4f} {j.spend['currency']} ({kinds})")
-        if j.cached:
-            lines.append(f"{j.judge}: {j.cached} record(s) from the response cache (no call)")
-    for j in stats.judges:
-        if j.errors:
-            lines.append(f"{j.judge}: failed calls by kind: " + ", ".join(f"{k} {n}" for k, n in j.errors.items()))
-    return "\n".join(lines)
 
 
 def _validate(args: argparse.Namespace) -> int:
