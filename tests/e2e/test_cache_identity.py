@@ -49,7 +49,13 @@ def test_judges_differing_only_in_how_they_reach_the_model_share_no_reply(tmp_pa
 
 def _grader(folder, verdict: str) -> None:
     """A code judge's module, ``grader.py``, answering ``verdict`` and counting its calls."""
-    (folder / "grader.py").write_text(f"CALLS = []\n\ndef grade(request):\n    CALLS.append(1)\n    return {verdict!r}\n")
+    (folder / "grader.py").write_text(f"CALLS = []\n\ndef grade(request):\n    CALLS.append(1)\n"
+                                      f"    return {verdict!r}\n")
+
+
+def _calls() -> int:
+    """The calls the module ``grader`` now imported has answered (0 before it is imported)."""
+    return len(getattr(sys.modules.get("grader"), "CALLS", []))
 
 
 def test_a_code_judge_whose_source_changed_is_served_no_old_reply(tmp_path, monkeypatch):
@@ -60,14 +66,14 @@ def test_a_code_judge_whose_source_changed_is_served_no_old_reply(tmp_path, monk
     store = {"dir": str(tmp_path / "cache")}
     judge = {"name": "code", "backend": "python", "callable": "grader:grade"}
     _grader(code, "A")
-    calls, first = _audit(tmp_path / "a", judge, store, lambda: len(getattr(sys.modules.get("grader"), "CALLS", [])))
-    again, cached = _audit(tmp_path / "b", judge, store, lambda: len(sys.modules["grader"].CALLS))
+    calls, first = _audit(tmp_path / "a", judge, store, _calls)
+    again, cached = _audit(tmp_path / "b", judge, store, _calls)
     assert calls == len(first) > 0 and again == 0 and all(r.cached for r in cached)
     before = _judge_id(tmp_path / "a")
 
     _grader(code, "B")  # the judge's code changed: a new judge
     del sys.modules["grader"]
-    changed, records = _audit(tmp_path / "c", judge, store, lambda: len(getattr(sys.modules.get("grader"), "CALLS", [])))
+    changed, records = _audit(tmp_path / "c", judge, store, _calls)
     assert changed == calls and not any(r.cached for r in records)
     assert {r.raw for r in records} == {"B"} and {r.raw for r in first} == {"A"}
     after = _judge_id(tmp_path / "c")
@@ -86,9 +92,9 @@ def test_a_code_judge_with_a_declared_version_keeps_its_replies_until_the_versio
     store = {"dir": str(tmp_path / "cache")}
     judge = {"name": "code", "backend": "python", "callable": "grader:grade", "version": "1"}
     _grader(code, "A")
-    calls, _ = _audit(tmp_path / "a", judge, store, lambda: len(getattr(sys.modules.get("grader"), "CALLS", [])))
+    calls, _ = _audit(tmp_path / "a", judge, store, _calls)
     _grader(code, "A ")  # an edit the user declares makes no difference: the same version
-    again, cached = _audit(tmp_path / "b", judge, store, lambda: len(sys.modules["grader"].CALLS))
+    again, cached = _audit(tmp_path / "b", judge, store, _calls)
     assert calls > 0 and again == 0 and all(r.cached for r in cached)
-    bumped, records = _audit(tmp_path / "c", {**judge, "version": "2"}, store, lambda: len(sys.modules["grader"].CALLS))
+    bumped, records = _audit(tmp_path / "c", {**judge, "version": "2"}, store, _calls)
     assert bumped == calls and not any(r.cached for r in records)
