@@ -20,6 +20,13 @@ Per language and overall, on the matched records only:
 - a flag when the model name or fingerprint the provider reported (their sets per run)
   changed.
 
+Judges are sampled: each run's verdict of a presentation is one draw, so two runs of an
+unchanged judge disagree on some presentations. The gates need no self-flip baseline for that
+(``tests/unit/test_drift_gate_sampled.py``): the paired bootstrap resamples items with both
+runs' draws, so the interval of B − A carries the draws' own variance, and McNemar's b and c
+are alike under no change. Runs record one draw per presentation; a verdict-flip gate like
+``check``'s, which would need each run's self-consistency, is not made from them.
+
 Pointwise judges (``score.pointwise``) are matched by (item, answer): per language, the mean
 score change B − A on the references (the same answers scored again: the scale drift between
 runs) and on every answer, with an item bootstrap, and each run's discrimination accuracy.

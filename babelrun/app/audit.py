@@ -37,7 +37,7 @@ from ..store.rundir import RunDir, RunInfo
 from .judging import check_shardable, run_shard, shard_budget
 from .memory import return_freed_memory
 from .outcome import AuditResult, result_of
-from .runfiles import check_plan, remove_stale_tmp, run_info, write_run_files
+from .runfiles import check_plan, remove_stale_tmp, run_info, spend_from_log, write_run_files
 from .scoring import run_warnings, score_run
 
 __all__ = ["AuditResult", "MergeResult", "audit", "audit_async", "compact_run", "load_run", "merge_run",
@@ -122,7 +122,7 @@ def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineRes
             # stats.json says what the cards left out, and why
             result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
     finally:  # this process's entry, once (stats.json accumulates entries)
-        folder.add_stats(result.stats, shard)
+        folder.add_stats(result.stats, shard, totals=lambda t: spend_from_log(run_dir, t) if shard is None else t)
     if result.cards is not None:
         # The full report (report.md with the leaderboard, report.html, plots/) from the
         # log and the cards just scored.

@@ -229,7 +229,7 @@ def audit(manifest: Manifest, *, progress: Progress | None = None, budget: float
             s.started, s.ended = started, started + elapsed
         interrupted = any(stopped for _, _, stopped in parts)
         result = result_of(folder.path, EngineResult(states, interrupted, sum(w for _, w, _ in parts), elapsed))
-        folder.add_stats(result.stats)
+        folder.add_stats(result.stats, totals=lambda t: runfiles.spend_from_log(folder.path, t))
     if not interrupted:
         # Every shard has ended; scoring needs no lock (readers leave torn lines out).
         result.cards = score_run(folder.path, write_report=False)

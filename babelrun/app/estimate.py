@@ -70,7 +70,7 @@ def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
 
     how = {group(spec): Judging.of(spec) for spec in manifest.judges}
     prompt_bytes = dict.fromkeys(how, 0)
-    store = None if manifest.cache is None else ResponseCache(manifest.cache.dir, manifest.cache.max_mb)
+    store = None if manifest.cache is None else ResponseCache(manifest.cache.dir, manifest.cache.max_mb, create=False)
     # The judges that look up the cache, by group: (index, judge_id, sampling); their hits.
     looking: dict[tuple[bytes, str, str], list[tuple[int, str, tuple[float, int]]]] = {}
     for i, spec in enumerate(manifest.judges):

@@ -81,6 +81,8 @@ def run_shard(manifest: Manifest, plan: Plan, judge_ids: dict[str, str], *,
             from ..store.cache import prune  # bounded: the least recently used go past max_mb
 
             prune(cache.root, manifest.cache.max_mb)
+        if cache is not None and (refused := cache.refused_line()) is not None:
+            (progress or Progress()).note(refused)  # entries not believed: misses, their calls made
 
 
 def shard_budget(budget: float | None, shard: log.Shard | None) -> float | None:

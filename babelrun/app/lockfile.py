@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import hashlib
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +21,7 @@ import msgspec
 from .. import judges
 from ..core.items import Item
 from ..errors import UsageError
+from ..judges.protocol import template_of
 from ..score import Interval
 from ..spec import JudgeSpec
 from ..spec.flat import flat_judge, split_judge
@@ -28,6 +31,7 @@ from ..store.files import write_atomic
 LOCK_NAME = "judge.lock.json"
 MAX_LOCK_BYTES = 64 << 20  # a lock file larger than this is refused before it is read
 MAX_CANARY = 500  # canary items per judge at most (each asked in both orders): pin --canary and a lock alike
+MAX_REPEATS = 10  # pin --repeats at most: re-asks of each canary presentation when pinning
 Alpha = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 Tolerance = Annotated[float, msgspec.Meta(ge=0, lt=1)]
 
@@ -37,6 +41,30 @@ class Canary(msgspec.Struct, frozen=True):
     verdicts: dict[str, str]  # order -> the verdict recorded when pinned (pairwise judges)
     # A pointwise judge: answer (reference, degraded) -> the score recorded (None: invalid).
     scores: dict[str, float | None] = {}
+    # The re-asks ``pin`` made of each presentation (order or answer -> their verdicts or
+    # scores, None where a call failed): compared with the pinned one, the judge's own noise.
+    repeats: dict[str, Annotated[list[str | None], msgspec.Meta(max_length=MAX_REPEATS)]] = {}
+    repeat_scores: dict[str, Annotated[list[float | None], msgspec.Meta(max_length=MAX_REPEATS)]] = {}
+
+
+class SelfFlip(msgspec.Struct, frozen=True):
+    """The judge's own flip rate, measured by ``pin``: of the answered re-asks of the canary
+    presentations, the share whose verdict (a pointwise judge: score) differs from the pinned
+    one, with a 95 % interval from a bootstrap over canary items (an item's re-asks share its
+    pinned answer: they are resampled together). It is the rate an unchanged judge's ``check``
+    shows: a check's answer and a re-ask are both fresh draws compared with the same pinned
+    draw (docs/analyses.md, *Pinning a judge*)."""
+
+    repeats: Annotated[int, msgspec.Meta(ge=1, le=MAX_REPEATS)]  # asks per presentation
+    asked: Annotated[int, msgspec.Meta(ge=0)]  # answered re-asks
+    flips: Annotated[int, msgspec.Meta(ge=0)]  # of them, differing from the pinned answer
+    rate: Annotated[float, msgspec.Meta(ge=0, le=1)]
+    lo: Annotated[float, msgspec.Meta(ge=0, le=1)]
+    hi: Annotated[float, msgspec.Meta(ge=0, le=1)]
+
+    def __post_init__(self) -> None:
+        if self.flips > self.asked:  # a lock's counts are data: held to what a pin can write
+            raise ValueError("self_flip: more flips than re-asks")
 
 
 class LockedJudge(msgspec.Struct, frozen=True):
@@ -50,6 +78,7 @@ class LockedJudge(msgspec.Struct, frozen=True):
     labelled_accuracy: Interval | None  # strict accuracy on the run's labelled pairs
     agreement: list = []  # agree's per-set figures against human labels (pin --labels)
     canary: Annotated[list[Canary], msgspec.Meta(max_length=MAX_CANARY)] = []
+    self_flip: SelfFlip | None = None  # absent in locks of earlier versions, or pinned without --manifest
 
 
 class CheckResult(msgspec.Struct, frozen=True):
@@ -63,13 +92,17 @@ class CheckResult(msgspec.Struct, frozen=True):
     right_then_only: int  # McNemar b
     right_now_only: int  # McNemar c
     mcnemar_p: float
-    flip_p: float  # P(this many flips or more | the tolerated flip rate)
+    flip_p: float  # one-sided p of this many flips or more (the test ``flip_test`` names)
     served_model: str | None
     fingerprint: str | None
     identity_changed: list[str]  # "served_model: a -> b", …
     drift: bool
     ok: bool
     stopped: str | None = None  # why the canary calls stopped early (a 401), if they did
+    # Which test flip_p is of: "fisher" (against the pinned self-flip rate), "tolerance" (a
+    # lock without one: exact binomial against the tolerated rate); the rate it was held to.
+    flip_test: str = "tolerance"
+    expected_flip_rate: float | None = None
 
 
 class LockFile(msgspec.Struct):
@@ -85,12 +118,26 @@ class LockFile(msgspec.Struct):
     repinned: list[str] = []  # when an earlier pin of this file was replaced (pin --out over it), oldest first
 
 
+def template_sha(spec: JudgeSpec) -> str:
+    t = template_of(spec)
+    texts = [t.system, t.user, *(s + "\x1f" + u for _, (s, u) in sorted(t.translations.items()))]
+    return hashlib.blake2b("\x1e".join(texts).encode(), digest_size=12).hexdigest()
+
+
+def most_common(values: list) -> str | None:
+    values = [v for v in values if v]
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
 def timestamp() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def check_numbers(canary: int | None, alpha: float | None, tolerance: float | None) -> None:
+def check_numbers(canary: int | None, alpha: float | None, tolerance: float | None,
+                  repeats: int | None = None) -> None:
     """The CLI's limits (a lock file's numbers are held to the same ones when it is read)."""
+    if repeats is not None and not 2 <= repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats must be in [2, {MAX_REPEATS}]")
     if canary is not None and not 1 <= canary <= MAX_CANARY:
         raise UsageError(f"--canary must be in [1, {MAX_CANARY}]")
     if alpha is not None and not 0 < alpha < 1:  # NaN fails both comparisons: refused too
@@ -136,7 +183,9 @@ def _decode(data: bytes) -> LockFile:
         lock.judges = [msgspec.structs.replace(j, spec=msgspec.structs.replace(
             j.spec, options=typed_options(j.spec.backend, extras, judges.options_type, legacy=True)))
             for j, extras in zip(lock.judges, own, strict=True)]
-    except (KeyError, OptionsError) as e:
+    except KeyError as e:  # a backend no registry or plugin knows: the lock names no real judge
+        raise msgspec.ValidationError(f"unknown backend {str(e.args[0])[:60]!r}") from None
+    except OptionsError as e:
         raise msgspec.ValidationError(f"a judge's options: {e}") from None
     return lock
 

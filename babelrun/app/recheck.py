@@ -1,7 +1,8 @@
 """``babelrun check``: a lock file's canaries re-asked of the manifest's judges, and compared.
 
-Per judge: McNemar on correctness (did accuracy move?), the verdict flips against the
-tolerated flip rate (did the judge change its mind more than noise explains?), and the
+Per judge: McNemar on correctness (did accuracy move?), the verdict flips against the judge's
+self-flip rate the pin measured (``flip_test``; a lock without one: the tolerated flip rate),
+each at alpha / 2 (did the judge change its mind more than its own noise explains?), and the
 identity (served model, fingerprint, judge_id, the prompt's text) against the pinned one. A
 judge is built from the user's manifest, never from the lock; one whose identity differs
 (``identity_before_calls``) is reported changed before any call, and none is made for it.
@@ -19,8 +20,7 @@ from ..judges.protocol import Judging
 from ..score import stats
 from ..spec import JudgeSpec, Manifest
 from ..spec.flat import flat_judge
-from .lockfile import CheckResult, LockedJudge, LockFile, check_numbers, timestamp
-from .pin import most_common, template_sha
+from .lockfile import CheckResult, LockedJudge, LockFile, check_numbers, most_common, template_sha, timestamp
 
 # The fields of a judge a lock records that decide where a key goes and what code runs, the
 # ones judge_id holds for them (``judges.identity.ROUTING_FIELDS``): a lock naming other values
@@ -30,12 +30,14 @@ from .pin import most_common, template_sha
 BOUND_FIELDS = ROUTING_FIELDS
 
 
-async def _ask(locked: LockedJudge, spec: JudgeSpec, seed: int) -> tuple[list, str | None]:
-    """The canary requests asked of the judge ``spec`` (the manifest's, never the lock's);
-    the records, and why the calls stopped early (a 401: every later call would fail alike)."""
+async def _ask(locked: LockedJudge, spec: JudgeSpec, seed: int, repeats: int = 1) -> tuple[list, str | None]:
+    """The canary requests asked of the judge ``spec`` (the manifest's, never the lock's),
+    each presentation ``repeats`` times (``pin``: the judge's own noise), in rounds: round r's
+    records are ``records[r * n : (r + 1) * n]`` for n presentations. The records, and why the
+    calls stopped early (a 401: every later call would fail alike)."""
     judge = judges.build(spec, seed)
     how = Judging.of(spec)  # the request the audit sent: built-in or the user's template
-    requests = [how.request(c.item, key) for c in locked.canary for key in how.keys]
+    requests = [how.request(c.item, key) for c in locked.canary for key in how.keys] * repeats
     state = JudgeState(spec.name, locked.judge_id, len(requests), 0)
     calls = CallLimits.of(spec)
     run = runner(judge, limits.accounts([spec])[spec.name], state, calls)
@@ -59,6 +61,23 @@ async def _ask(locked: LockedJudge, spec: JudgeSpec, seed: int) -> tuple[list, s
     finally:
         await judge.aclose()
     return records, (stopped[0] if stopped else None)
+
+
+def ask(locked: LockedJudge, spec: JudgeSpec, seed: int, repeats: int = 1) -> tuple[list, str | None]:
+    return anyio.run(_ask, locked, spec, seed, repeats)
+
+
+def pinned_answers(locked: LockedJudge, spec: JudgeSpec) -> list[tuple[bool, object]]:
+    """Per presentation, in ``_ask``'s order: whether the lock pins an answer for it and that
+    answer (a pairwise judge's verdict by order, a pointwise judge's score by answer)."""
+    keys = Judging.of(spec).keys
+    if locked.spec.protocol == "pointwise":
+        return [(key in c.scores, c.scores.get(key)) for c in locked.canary for key in keys]
+    return [(c.verdicts.get(key) is not None, c.verdicts.get(key)) for c in locked.canary for key in keys]
+
+
+def answer_of(record: object, pointwise: bool) -> object:
+    return record.score if pointwise else record.verdict  # type: ignore[attr-defined]
 
 
 def _identity(locked: LockedJudge, spec: JudgeSpec, served: str | None, fingerprint: str | None) -> list[str]:
@@ -131,20 +150,36 @@ def check_judge(locked: LockedJudge, records: list, alpha: float, tolerance: flo
         asked, answered, failed, flips, b, c = _pointwise_changes(locked, records)
         then, ok = [None] * asked, [(None, r) for r in records if r is not None and r.status == "ok"][:answered]
     p = stats.mcnemar_exact(b, c)
-    flip_p = stats.binomial_tail(flips, len(ok), tolerance)
+    test, expected, flip_p = flip_test(locked, flips, len(ok), tolerance)
     served = most_common([r.served_model for _, r in ok])
     fingerprint = most_common([r.fingerprint for _, r in ok])
     changed = _identity(locked, spec, served, fingerprint)
-    drift = p < alpha or flip_p < alpha
+    drift = p < alpha / 2 or flip_p < alpha / 2  # two tests, each at alpha / 2: the check's level is alpha
     return CheckResult(locked.name, locked.judge_id, timestamp(), len(then), len(ok), failed, flips, b, c,
                        round(p, 6), round(flip_p, 6), served, fingerprint, changed, drift,
-                       not drift and not changed and failed == 0, stopped)
+                       not drift and not changed and failed == 0, stopped, test, expected)
+
+
+def flip_test(locked: LockedJudge, flips: int, answered: int, tolerance: float) -> tuple[str, float, float]:
+    """Which test the check's flips get, the rate they are held to, and its one-sided p.
+
+    With the self-flip rate ``pin`` measured (``flips0`` of ``n0`` re-asks differing from the
+    pinned answer): one-sided Fisher exact test of ``flips`` of ``answered`` against it. Under
+    no drift a check's answer and a pin's re-ask are draws of the same judge compared with the
+    same pinned draw, so both counts have the same rate, and the test conditions on their sum:
+    the baseline's own sampling error is allowed for. A lock without one (an earlier version,
+    or pinned without ``--manifest``): exact binomial against the tolerated rate."""
+    base = locked.self_flip
+    if base is not None and base.asked:
+        return "fisher", base.rate, stats.fisher_greater(flips, answered, base.flips, base.asked)
+    return "tolerance", tolerance, stats.binomial_tail(flips, answered, tolerance)
 
 
 def _unasked(locked: LockedJudge, changed: list[str]) -> CheckResult:
     """A judge refused before any call (its identity changed): nothing asked."""
+    test = "fisher" if locked.self_flip is not None and locked.self_flip.asked else "tolerance"
     return CheckResult(locked.name, locked.judge_id, timestamp(), 0, 0, 0, 0, 0, 0, 1.0, 1.0, None, None,
-                       changed, False, False)
+                       changed, False, False, flip_test=test)
 
 
 def check(lock: LockFile, manifest: Manifest, only: str | None = None, alpha: float | None = None,
@@ -183,24 +218,3 @@ def check(lock: LockFile, manifest: Manifest, only: str | None = None, alpha: fl
         return results
 
     return anyio.run(go)
-
-
-def summary(results: list[CheckResult], alpha: float) -> str:
-    lines = [f"{'judge':<20} {'asked':>5} {'failed':>6} {'flips':>5} {'flip p':>8} "
-             f"{'b/c':>7} {'McNemar p':>10}  verdict"]
-    for r in results:
-        what = "ok"
-        if r.drift:
-            which = [f"{name} p={v:.3g}" for name, v in (("flips", r.flip_p), ("McNemar", r.mcnemar_p)) if v < alpha]
-            what = f"DRIFT ({', '.join(which)} < {alpha:g})"
-        if r.identity_changed:
-            what = ("DRIFT; " if r.drift else "") + "IDENTITY CHANGED: " + "; ".join(r.identity_changed)
-        if not r.asked and r.identity_changed:
-            what += " (not asked: no call made)"
-        if r.failed:
-            what += f"; {r.failed} canary call(s) failed"
-        if r.stopped:
-            what += f"; stopped: {r.stopped}"
-        lines.append(f"{r.judge[:20]:<20} {r.asked:>5} {r.failed:>6} {r.verdict_flips:>5} {r.flip_p:>8.3g} "
-                     f"{f'{r.right_then_only}/{r.right_now_only}':>7} {r.mcnemar_p:>10.3g}  {what}")
-    return "\n".join(lines)

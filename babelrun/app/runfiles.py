@@ -1,15 +1,20 @@
-"""What an audit writes into its run directory before judging, and the names of every file
-the layers write at its top (the stale-file cleanup's list)."""
+"""What an audit writes into its run directory (before judging; the spend, rebuilt from the log,
+after), and the names of every file the layers write at its top (the stale-file cleanup's list)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import msgspec
+
 from .. import judges, report
 from ..core.version import __version__
-from ..errors import ManifestError
+from ..errors import ManifestError, UserError
 from ..plan import Plan
 from ..score import run as score_run
 from ..spec import Manifest
 from ..store.rundir import PlanSummary, RunDir, RunInfo
+from ..store.stats import RunStats
 
 
 def run_info(manifest: Manifest) -> RunInfo:
@@ -52,3 +57,22 @@ def written_names() -> frozenset[str]:
 def remove_stale_tmp(run_dir: RunDir) -> None:
     """The temporary files of dead writers of babelrun's files, removed (``RunDir.remove_stale_tmp``)."""
     run_dir.remove_stale_tmp(written_names())
+
+
+def spend_from_log(run_dir: Path, total: RunStats) -> RunStats:
+    """The run's totals with each judge's spend rebuilt from the log (``ledger.from_log``),
+    not summed over the processes' entries: a process killed before it wrote its entry spent
+    what its records say. Each process's own entry keeps what that process counted."""
+    from ..engine.ledger import from_log, price_of
+
+    try:
+        info = RunDir(run_dir).info()
+        priced = {info.judge_ids[j.name]: (p, judges.batch_of(j)) for j in info.manifest.judges
+                  if j.name in info.judge_ids and (p := price_of(j)) is not None}
+    except UserError:  # run.yaml or a price file unreadable now: the processes' sum stands
+        return total
+    if not priced:
+        return total
+    spend = from_log(run_dir, priced)
+    return msgspec.structs.replace(total, judges=[
+        msgspec.structs.replace(j, spend=spend[j.judge_id]) if j.judge_id in spend else j for j in total.judges])

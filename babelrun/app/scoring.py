@@ -54,8 +54,8 @@ def run_warnings(run_dir: Path, info: RunInfo | None = None, planned_items: int 
         for jid, n in zip(*_value_counts(counted), strict=True):
             if jid in counts:
                 counts[jid] = n
-        missing = sum(2 * items - min(n, 2 * items) for n in counts.values())
-        if missing:
+        missing = sum(2 * items - min(n, 2 * items) for n in counts.values()) - _not_needed(run_dir, info, every_key)
+        if missing > 0:
             out.append(f"{missing} of {2 * items * len(every_key)} planned key(s) have no verdict: the cards "
                        "leave them out; `babelrun audit MANIFEST` judges them")
     return out
@@ -76,3 +76,22 @@ def _value_counts(column: Any) -> tuple[list[str], list[int]]:
 
     counts = pc.value_counts(column)
     return counts.field("values").to_pylist(), counts.field("counts").to_pylist()
+
+
+def _not_needed(run_dir: Path, info: RunInfo, judge_ids: list[str]) -> int:
+    """Keys with no record because their cell stopped (``stopping:``): not needed, so no
+    missing verdict. Decided from the log as the cards decide it (``stopping.from_log``)."""
+    how = info.manifest.stopping
+    if how is None:
+        return 0
+    from ..engine.stopping import from_log
+
+    judges = {j.name: info.judge_ids[j.name] for j in info.manifest.judges
+              if j.protocol == "pairwise" and info.judge_ids.get(j.name) in judge_ids}
+    planned: dict[str, int] = {}
+    for a in RunDir(run_dir).plan().perturbation_audit:
+        for name in (a.lang, f"{a.lang}/{a.perturbation}"):
+            planned[name] = planned.get(name, 0) + a.emitted
+    return sum(2 * max(0, planned.get(c.cell, c.items) - c.items)
+               for replayed in from_log(run_dir, how, info.manifest.seed, judges).values()
+               for c in replayed.cells.values())

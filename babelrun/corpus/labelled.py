@@ -116,28 +116,10 @@ def read_label_file(path: Path, label_map: dict | None = None) -> tuple[dict[str
     file has the texts). LLMBar-format JSON (a file or a folder of ``<set>/dataset.json``, rows
     with ``label`` or ``labels``) or CSV with the columns ``item,label`` or
     ``item,annotator,label``. ValueError naming the file (and line) on a bad label."""
+    if not path.is_dir():
+        _regular(path)
     if path.suffix.lower() == ".csv":
-        out: dict[str, dict[str, str]] = {}
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            fields = set(reader.fieldnames or ())
-            if not {"item", "label"} <= fields:
-                raise ValueError(f"{path}: a labels CSV needs the columns item,label (or item,annotator,label)")
-            for row in reader:
-                try:
-                    label = label_of(row["label"].strip(), label_map)
-                except ValueError as e:
-                    raise ValueError(f"{path}:{reader.line_num}: {e}") from None
-                annotator = (row.get("annotator") or "").strip() if "annotator" in fields else ""
-                votes = out.setdefault(row["item"].strip(), {})
-                if annotator in votes and votes[annotator] != label and "annotator" in fields:
-                    raise ValueError(f"{path}:{reader.line_num}: annotator {annotator!r} labels "
-                                     f"item {row['item'].strip()} twice, differently")
-                if annotator in votes and votes[annotator] != label:
-                    raise ValueError(f"{path}: item {row['item'].strip()} is labelled both "
-                                     f"{votes[annotator]} and {label}")
-                votes[annotator] = label
-        return out, {}
+        return _read_csv(path, label_map), {}
     labels, texts = {}, {}
     for pair_id, _, row in rows_of(path):
         try:
@@ -146,6 +128,71 @@ def read_label_file(path: Path, label_map: dict | None = None) -> tuple[dict[str
             raise ValueError(f"{path}: pair {pair_id}: {e}") from None
         texts[pair_id] = (row.output_1, row.output_2)
     return labels, texts
+
+
+MAX_CELL_CHARS = 1000  # an item id, an annotator or a label: a short name, never a text
+
+
+def _regular(path: Path) -> None:
+    """A label file is a regular file: a FIFO or a device is refused before it is opened for
+    reading (``stat`` does not block), so validate never waits on one."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path}: not a regular file (a FIFO, a device or a socket): refused")
+
+
+def _read_csv(path: Path, label_map: dict | None) -> dict[str, dict[str, str]]:
+    """``item,label`` or ``item,annotator,label`` rows; a short or long row, a cell past
+    ``MAX_CELL_CHARS`` (or the csv module's own limit) and a column named twice are refused
+    with one line naming the file and line."""
+    out: dict[str, dict[str, str]] = {}
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        try:
+            header = [h.strip() for h in next(reader, [])]
+            twice = sorted({h for h in header if header.count(h) > 1})
+            if twice:
+                raise ValueError(f"{path}: the column {twice[0]!r} is named twice in the header")
+            if not {"item", "label"} <= set(header):
+                raise ValueError(f"{path}: a labels CSV needs the columns item,label (or item,annotator,label)")
+            fields = set(header)
+            for cells in reader:
+                if not cells:
+                    continue
+                if len(cells) != len(header):
+                    raise ValueError(f"{path}:{reader.line_num}: {len(cells)} cells where the header has "
+                                     f"{len(header)}")
+                if any(len(c) > MAX_CELL_CHARS for c in cells):
+                    raise ValueError(f"{path}:{reader.line_num}: a cell longer than {MAX_CELL_CHARS:,} characters")
+                row = dict(zip(header, cells, strict=True))
+                _add_vote(out, row, fields, label_map, path, reader.line_num)
+        except csv.Error as e:
+            raise ValueError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
+    return out
+
+
+def _add_vote(out: dict[str, dict[str, str]], row: dict[str, str], fields: set[str], label_map: dict | None,
+              path: Path, line: int) -> None:
+    try:
+        label = label_of(row["label"].strip(), label_map)
+    except ValueError as e:
+        raise ValueError(f"{path}:{line}: {e}") from None
+    annotator = (row.get("annotator") or "").strip() if "annotator" in fields else ""
+    votes = out.setdefault(row["item"].strip(), {})
+    if annotator in votes and votes[annotator] != label and "annotator" in fields:
+        raise ValueError(f"{path}:{line}: annotator {annotator!r} labels "
+                         f"item {row['item'].strip()} twice, differently")
+    if annotator in votes and votes[annotator] != label:
+        raise ValueError(f"{path}: item {row['item'].strip()} is labelled both "
+                         f"{votes[annotator]} and {label}")
+    votes[annotator] = label
+
+
 
 
 def bundled_path() -> Path:
@@ -213,9 +260,10 @@ def check(spec, where: str) -> None:
         if not Path(spec.labels).exists():
             raise ManifestError(f"{where}.labels", f"not found: {spec.labels}")
         try:
-            read_label_file(Path(spec.labels), spec.label_map)
+            external = read_label_file(Path(spec.labels), spec.label_map)[0]
         except (ValueError, msgspec.DecodeError) as e:
             raise ManifestError(f"{where}.labels", str(e)) from None
+        _check_matches(spec, external, f"{where}.labels")
     for _, path in sets:
         try:
             rows = _decode(path)
@@ -235,6 +283,26 @@ def check(spec, where: str) -> None:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: {e}") from None
             if row.id is not None and not row.id.strip() or len(row.id or "") > 200:
                 raise ManifestError(f"{where}.path", f"{path}: pair {i}: id must be 1 to 200 characters")
+
+
+def _check_matches(spec, external: dict[str, dict[str, str]], where: str) -> None:
+    """A label file that names no pair is refused (its labels would be silently unused); one
+    that names only some is a warning with the counts."""
+    import sys
+
+    try:
+        ids = {pair_id for pair_id, _, _ in rows(spec)}
+    except msgspec.DecodeError:
+        return  # the pairs' own check names the file
+    matched = len(external.keys() & ids)
+    if not matched:
+        theirs = f" (its first: {next(iter(external))!r}; the pairs' first: {next(iter(ids))!r})" if external and ids \
+            else ""
+        raise ManifestError(where, f"{spec.labels}: none of its {len(external):,} item ids is a pair's id{theirs}: "
+                                   "its labels would be unused")
+    if matched < len(external) or matched < len(ids):
+        print(f"babelrun: warning: {where}: {matched:,} of the file's {len(external):,} item ids name a pair; "
+              f"{len(ids) - matched:,} of the {len(ids):,} pairs keep their own labels", file=sys.stderr)
 
 
 def rows(spec) -> Iterator[tuple[str, str, _Row]]:

@@ -68,14 +68,20 @@ class Ledger:
         self.lang_calls: dict[str, dict[str, int]] = {}
 
     def add(self, record: Record) -> float:
-        kind = kind_of(record, self.batch)
-        usd = 0.0 if kind == "cached" else cost(self.price, record.tokens_in, record.tokens_cached,
-                                                 record.tokens_out, self.batch, record.tokens_cache_write)
+        return self.add_counts(record.lang, bool(record.cached), record.attempts, record.tokens_in,
+                               record.tokens_cached, record.tokens_out, record.tokens_cache_write)
+
+    def add_counts(self, lang: str, cached: bool, attempts: int, tokens_in: int | None, tokens_cached: int | None,
+                   tokens_out: int | None, tokens_written: int | None) -> float:
+        """One ok record's cost, from its fields (``add``; ``from_log``)."""
+        kind = "cached" if cached else "batch" if self.batch else "retried" if attempts > 1 else "fresh"
+        usd = 0.0 if kind == "cached" else cost(self.price, tokens_in, tokens_cached, tokens_out, self.batch,
+                                                 tokens_written)
         self.total += usd
-        row = self.by_lang.setdefault(record.lang, {})
+        row = self.by_lang.setdefault(lang, {})
         row[kind] = row.get(kind, 0.0) + usd
         self.calls[kind] = self.calls.get(kind, 0) + 1
-        counts = self.lang_calls.setdefault(record.lang, {})
+        counts = self.lang_calls.setdefault(lang, {})
         counts[kind] = counts.get(kind, 0) + 1
         return usd
 
@@ -116,3 +122,30 @@ class Ledger:
                 "by_language": {lang: {k: round(v, 6) for k, v in sorted(row.items())}
                                 for lang, row in sorted(self.by_lang.items())},
                 "calls_by_language": {lang: dict(sorted(row.items())) for lang, row in sorted(self.lang_calls.items())}}
+
+
+_LOG_COLUMNS = (("judge_id", "string"), ("status", "string"), ("cached", "bool_"), ("attempts", "int64"),
+                ("lang", "string"), ("tokens_in", "int64"), ("tokens_out", "int64"), ("tokens_cached", "int64"),
+                ("tokens_cache_write", "int64"))
+
+
+def from_log(run_dir: Any, priced: dict[str, tuple[Price, bool]]) -> dict[str, dict[str, Any]]:
+    """Each priced judge's ledger rebuilt from every ``ok`` record in the log (its tokens,
+    cached tokens and call kind, at the judge's price), as ``Ledger.summary`` gives it.
+    ``priced``: judge id → (price, whether it calls through provider batches). The log is
+    the source of truth: what a process killed before writing stats.json spent is in its
+    records, so the spend after any number of crashes is the uninterrupted run's (calls in
+    flight at a kill left no record: they are not in it, and were paid again on the resume)."""
+    import pyarrow as pa
+
+    from ..store.log import read_table
+
+    table = read_table(run_dir, pa.schema([(n, getattr(pa, t)()) for n, t in _LOG_COLUMNS]))
+    ledgers = {jid: Ledger(price, batch) for jid, (price, batch) in priced.items()}
+    columns = [table[n].to_pylist() for n, _ in _LOG_COLUMNS]
+    for jid, status, cached, attempts, lang, t_in, t_out, t_cached, t_written in zip(*columns, strict=True):
+        ledger = ledgers.get(jid)
+        if ledger is None or status != "ok":
+            continue
+        ledger.add_counts(lang, bool(cached), attempts or 1, t_in, t_cached, t_out, t_written)
+    return {jid: ledger.summary() for jid, ledger in ledgers.items()}

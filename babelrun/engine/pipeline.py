@@ -96,6 +96,7 @@ class JudgeRunner:
     # The stopping, cache and spend options, off by default, each a None check on the call path:
     stopper: Stopper | None = None  # early stopping per cell (engine/stopping.py)
     cache: ResponseCache | None = None  # the response cache (store/cache.py)
+    _cache_pending: dict[tuple[str, str, str], tuple[JudgeRunner, JudgeRequest, JudgeReply]] | None = None
     budget_usd: float | None = None  # ``audit --budget``: stop issuing calls at this spend
     _reserved: float = 0.0  # the expected cost of the calls in flight (``_reserve``), and how many
     _reserving: int = 0
@@ -163,9 +164,14 @@ class JudgeRunner:
             self.state.cached += 1
         return hit
 
-    def _to_cache(self, request: JudgeRequest, reply: JudgeReply) -> None:
-        assert self.cache is not None
-        build.to_cache(self.cache, self.judge, request, reply)
+    def _to_cache(self, request: JudgeRequest, reply: JudgeReply, record: Record) -> Record:
+        """Cache the reply once its record is in the log (``_write``): a process killed in
+        between leaves neither, so a resume pays that call again and logs it, and the ledger
+        rebuilt from the log prices it as an uninterrupted run did (no free hit for a call
+        whose record was lost)."""
+        if self._cache_pending is not None:
+            self._cache_pending[record.key] = (self, request, reply)
+        return record
 
     def _expected(self, request: JudgeRequest) -> float:
         """What this call is expected to cost: the mean cost of this judge's calls so far;
@@ -228,9 +234,8 @@ class JudgeRunner:
                     if self.account.tpm is not None else 0)
         try:
             reply, latency = await self._attempt(request, estimate)
-            if self.cache is not None:
-                self._to_cache(request, reply)
-            return build.ok_record(self.judge, request, reply, 1, latency)
+            made = build.ok_record(self.judge, request, reply, 1, latency)
+            return made if self.cache is None else self._to_cache(request, reply, made)
         except RetryableError as first:
             failure: RetryableError | RejectedError = first
         except RejectedError as e:
@@ -247,9 +252,8 @@ class JudgeRunner:
                         attempts += 1
                         self.state.retries += 1
                         reply, latency = await self._attempt(request, estimate)
-                        if self.cache is not None:
-                            self._to_cache(request, reply)
-                        return build.ok_record(self.judge, request, reply, attempts, latency)
+                        made = build.ok_record(self.judge, request, reply, attempts, latency)
+                        return made if self.cache is None else self._to_cache(request, reply, made)
             except (RetryableError, RejectedError) as e:
                 failure = e
             except PatternTimeout as e:
@@ -361,7 +365,11 @@ class _Feed:
         return None
 
 
-async def _write(records: ObjectReceiveStream[Record], writer: LogWriter) -> None:
+_Pending = dict[tuple[str, str, str], tuple[JudgeRunner, JudgeRequest, JudgeReply]]
+
+
+async def _write(records: ObjectReceiveStream[Record], writer: LogWriter,
+                 cache_pending: _Pending | None = None) -> None:
     async with records:
         async for record in records:
             batch = [record]
@@ -370,7 +378,12 @@ async def _write(records: ObjectReceiveStream[Record], writer: LogWriter) -> Non
                     batch.append(records.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            if writer.write_batch(batch):
+            synced = writer.write_batch(batch)
+            if cache_pending:  # the replies of records now in the log: cached after, never before
+                for r in batch:
+                    if (got := cache_pending.pop(r.key, None)) is not None and got[0].cache is not None:
+                        build.to_cache(got[0].cache, got[0].judge, got[1], got[2])
+            if synced:
                 await anyio.to_thread.run_sync(writer.sync)
             if writer.sealed:  # a segment was closed: its keys index, off the event loop
                 await anyio.to_thread.run_sync(writer.index_sealed)
@@ -460,6 +473,16 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
     return [r.stopper for r in eligible if r.stopper is not None]
 
 
+def _share_cache_pending(runs: list[JudgeRunner]) -> _Pending:
+    """One table of the replies waiting to enter the cache (each once its record is written),
+    shared by every judge's runner that has a cache and the log writer."""
+    pending: _Pending = {}
+    for r in runs:
+        if r.cache is not None:
+            r._cache_pending = pending
+    return pending
+
+
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
               options: RunOptions = RunOptions()) -> EngineResult:
     """Judge every planned (judge, item, order) whose key is not in ``done`` (in the plan's
@@ -469,6 +492,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     runs = [runner(j, budgets[j.spec.name], _state(j, plan, done, options), limits.CallLimits.of(j.spec, plan.shard))
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
+    cache_pending = _share_cache_pending(runs)
     if stoppers:
         plan = plan.ordered()
     result = EngineResult([r.state for r in runs])
@@ -497,7 +521,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
         helpers.start_soon(progress.run, result.judges)
         async with anyio.create_task_group() as pipeline:
             # The writer ends when the last record stream closes: after every judge has ended.
-            pipeline.start_soon(_write, recv, writer)
+            pipeline.start_soon(_write, recv, writer, cache_pending)
             with judges_scope:
                 async with send, anyio.create_task_group() as tg:
                     for r in runs:

@@ -95,17 +95,24 @@ def cache_key(judge: Judge, request: JudgeRequest) -> str:
 
 
 def from_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest) -> Record | None:
-    """The key's record from the cache (``cached: true``, no latency), or None on a miss."""
+    """The key's record from the cache (``cached: true``, no latency), or None on a miss. The
+    stored reply is read by the judge's own rule (``ok_record``), as a provider's reply is:
+    an entry holds no verdict to believe."""
     hit = cache.get(judge.judge_id, cache_key(judge, request))
     if hit is None:
         return None
-    reply = JudgeReply(hit.raw, hit.served_model, hit.fingerprint, hit.tokens_in, hit.tokens_out,
-                       hit.probs, hit.slot, hit.score)
+    reply = JudgeReply(hit.raw, hit.served_model, hit.fingerprint, hit.tokens_in, hit.tokens_out, hit.probs,
+                       tokens_cached=hit.tokens_cached, truncated=hit.truncated,
+                       tokens_cache_write=hit.tokens_cache_write)
     out = ok_record(judge, request, reply, 1, 0.0)
     return msgspec.structs.replace(out, latency_ms=None, cached=True)
 
 
 def to_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest, reply: JudgeReply) -> None:
+    """Cache the reply, unless a code judge named its verdict itself (a slot or a score): the
+    cache keeps replies, which the judge's rule reads on every hit, never verdicts."""
+    if reply.slot is not None or reply.score is not None:
+        return
     cache.put(judge.judge_id, cache_key(judge, request), CachedReply(
-        reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out,
-        reply.probs, reply.slot, reply.score))
+        reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out, reply.probs,
+        reply.tokens_cached, reply.tokens_cache_write, reply.truncated is True))

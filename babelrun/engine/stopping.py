@@ -227,6 +227,9 @@ class _Cell:
     sequence: Sequence
     next: int = 0  # the next rank to feed
     stopped_at: int | None = None
+    stop_rank: int | None = None  # the rank of the item at which it stopped: the counted prefix ends there
+    stop_lo: float = 0.0  # R's interval when it stopped (what the card shows: no later item moves it)
+    stop_hi: float = 1.0
     finished: dict[int, dict[str, float | None] | None] = field(default_factory=dict)  # rank → stats (None: failed)
 
 
@@ -298,11 +301,12 @@ class Stopper:
         while cell.next in cell.finished:
             stats = cell.finished.pop(cell.next)
             cell.next += 1
-            if stats is None:
+            if stats is None or cell.stopped_at is not None:  # past the stop: in flight then, never counted
                 continue
             cell.sequence.add(stats)
-            if cell.stopped_at is None and self._decided(cell.sequence):
-                cell.stopped_at = cell.sequence.n
+            if self._decided(cell.sequence):
+                cell.stopped_at, cell.stop_rank = cell.sequence.n, cell.next - 1
+                cell.stop_lo, cell.stop_hi = cell.sequence.lo, cell.sequence.hi
 
     def _decided(self, seq: Sequence) -> bool:
         spec = self.spec
@@ -322,9 +326,16 @@ class Stopper:
 
     def report(self) -> JudgeReport:
         return JudgeReport(self.name, self.judge_id, [
-            CellReport(c.name, len(c.order), c.sequence.n, c.stopped_at, round(c.sequence.lo, 6),
-                       round(c.sequence.hi, 6), self.not_needed.get(c.name, 0))
+            CellReport(c.name, len(c.order), c.sequence.n, c.stopped_at,
+                       round(c.stop_lo if c.stopped_at is not None else c.sequence.lo, 6),
+                       round(c.stop_hi if c.stopped_at is not None else c.sequence.hi, 6),
+                       self.not_needed.get(c.name, 0))
             for c in sorted(self.cells.values(), key=lambda c: c.name)])
+
+    def past_stop(self) -> dict[str, list[str]]:
+        """Of each stopped cell, the item ids after its stop: judged (in flight when it
+        stopped) but never counted."""
+        return {c.name: c.order[c.stop_rank + 1:] for c in self.cells.values() if c.stop_rank is not None}
 
 
 def log_rows(run_dir: Path, judge_ids: set[str]) -> dict[str, list[tuple[str, str, str, str | None, int, int]]]:
@@ -343,6 +354,62 @@ def log_rows(run_dir: Path, judge_ids: set[str]) -> dict[str, list[tuple[str, st
     cols = [table[n].to_pylist() for n in schema.names]
     for jid, *row in zip(*cols, strict=True):
         out.setdefault(jid, []).append(tuple(row))
+    return out
+
+
+class Replayed(msgspec.Struct, frozen=True):
+    """One judge's stopping, decided again from the log (``from_log``)."""
+
+    cells: dict[str, CellReport]  # the stopped cells only
+    uncounted: set[str]  # item ids past a stop: their records are kept, never counted
+
+
+_LOG_SCHEMA = (("judge_id", "string"), ("item_id", "string"), ("order", "string"), ("status", "string"),
+               ("verdict", "string"), ("ref_len", "int64"), ("pert_len", "int64"), ("kind", "string"),
+               ("lang", "string"), ("perturbation", "string"))
+
+
+def from_log(run_dir: Path, spec: StoppingSpec, seed: int, judge_ids: dict[str, str]) -> dict[str, Replayed]:
+    """Each judge's stopping decided from its records alone, as the engine decides it (cells
+    of plain degradation items in the seeded order, fed a complete prefix at a time; an item
+    whose presentation never succeeded is passed over; one not yet judged holds the prefix).
+    What a stopped cell's card counts is its prefix up to the stop: the records of items
+    after it, judged because they were in flight when it stopped, stay in the log and are
+    left out, so a killed and resumed run counts what an uninterrupted one does.
+    ``judge_ids``: judge name → id, of the judges stopping applies to."""
+    import pyarrow as pa
+
+    from ..plan import order_key
+    from ..store.log import read_table
+
+    table = read_table(run_dir, pa.schema([(n, getattr(pa, t)()) for n, t in _LOG_SCHEMA]))
+    columns = [table[n].to_pylist() for n, _ in _LOG_SCHEMA]
+    keys: dict[str, dict[tuple[str, str], tuple[bool, str | None, int, int]]] = {}
+    cells: dict[str, dict[str, str]] = {}  # judge id → item id → cell
+    wanted = set(judge_ids.values())
+    for jid, iid, order, status, verdict, ref_len, pert_len, kind, lang, pert in zip(*columns, strict=True):
+        if jid not in wanted or kind != "text":
+            continue
+        cell = f"{lang}/{pert}" if spec.per_perturbation else lang
+        cells.setdefault(jid, {})[iid] = cell
+        mine = keys.setdefault(jid, {})
+        if not mine.get((iid, order), (False,))[0]:  # a key's first ok record is its record
+            mine[(iid, order)] = (status == "ok", verdict, ref_len or 0, pert_len or 0)
+    out: dict[str, Replayed] = {}
+    for name, jid in judge_ids.items():
+        of_cell: dict[str, list[str]] = {}
+        for iid, cell in cells.get(jid, {}).items():
+            of_cell.setdefault(cell, []).append(iid)
+        ordered = {c: sorted(ids, key=lambda iid: order_key(seed, iid)) for c, ids in of_cell.items()}
+        stopper = Stopper(spec, ordered, name, jid)
+        for cell_ids in ordered.values():
+            for iid in cell_ids:
+                for order in ("ref_first", "pert_first"):
+                    got = keys[jid].get((iid, order))
+                    if got is not None:
+                        stopper.feed(iid, order, got[0], got[1], got[2], got[3])
+        report = {c.cell: c for c in stopper.report().cells if c.stopped_at is not None}
+        out[jid] = Replayed(report, {iid for ids in stopper.past_stop().values() for iid in ids})
     return out
 
 

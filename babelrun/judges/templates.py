@@ -558,6 +558,9 @@ def _from_alpaca_eval(judge: JudgeSpec, path: Path, config: dict[str, Any], spec
                                            "leaves its folder: a config names a file under evaluators_configs/")
     top = os.path.realpath(path.parent.parent)
     candidates = [path.parent.parent / template, path.parent / template, path.parent / Path(template).name]
+    if not 1 <= len(Path(template).parts) <= 2:  # <evaluators_configs>/<annotator>/<file> at most
+        raise TemplateError("prompt.file", f"alpaca_eval config {path.name}: its prompt_template {template!r} "
+                                           "is not a file of an annotator's folder beside it: refused")
     found = next((p for p in candidates if p.is_file()
                   and os.path.realpath(p).startswith(top + os.sep)), None)
     if found is None:

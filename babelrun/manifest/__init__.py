@@ -18,7 +18,7 @@ from .. import judges
 from ..agentic import AGENTIC_PERTURBATIONS
 from ..core import bounds, languages, yaml_keys
 from ..corpus import available_languages, check_source, data, has_reference_answers, read_pairs
-from ..errors import ManifestError
+from ..errors import ManifestError, UserError
 from ..judges import templates
 from ..judges.options import batch_of
 from ..judges.protocol import MULTI_TURN, Judging, TemplateError
@@ -229,6 +229,7 @@ def check(manifest: Manifest, environ) -> None:
             price_from_file(judge, f"judges[{i}].price_file")
     _check_identities(manifest)
     _check_output_dir(Path(manifest.output_dir))
+    _check_cache(manifest)
 
     _check_composites(manifest)
     _check_reference_guided(manifest, protocols)
@@ -327,6 +328,19 @@ def _check_output_dir(path: Path) -> None:
         # `lock` and clean its *.tmp. Only a babelrun run directory (or an empty folder) is used.
         raise ManifestError("output_dir", f"{path} holds files and is not a babelrun run directory "
                             f"(no {MARKER}, no run.yaml + log/); name a new or empty folder")
+
+
+def _check_cache(manifest: Manifest) -> None:
+    """A cache folder is a babelrun cache (marked) or empty (store/cache.py): refused here,
+    before anything is written, never emptied of another tool's files."""
+    if manifest.cache is None:
+        return
+    from ..store.cache import check_root
+
+    try:
+        check_root(manifest.cache.dir, create=False)
+    except UserError as e:
+        raise ManifestError("cache.dir", str(e).removeprefix("cache.dir ")) from None
 
 
 def _check_identities(manifest: Manifest) -> None:

@@ -13,7 +13,7 @@ import msgspec
 from .. import judges
 from ..errors import ManifestError
 from ..spec import JudgeSpec, Manifest
-from ..spec.flat import decode_judges
+from ..spec.flat import COMMON_FIELDS, SECTION_OF, SECTIONS, decode_judges, flat_path
 from ..spec.options import OptionsError, typed_options
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
@@ -49,19 +49,22 @@ def fields_at(path: str, root: type[msgspec.Struct] = Manifest) -> list[str]:
                     step.extend(members(args[1]))
             elif isinstance(tp, type) and issubclass(tp, msgspec.Struct) and part in tp.__struct_fields__:
                 step.extend(members(typing.get_type_hints(tp)[part]))
+            elif tp is JudgeSpec and part in SECTION_OF:  # a field of a section written flat (timeout_s)
+                step.extend(members(typing.get_type_hints(SECTIONS[SECTION_OF[part]])[part]))
             elif tp is JudgeSpec:  # a backend's own option: every backend's struct that has it
                 kinds = {judges.options_type(name) for name in judges.BACKENDS}
                 step.extend(m for kind in kinds if part in kind.__struct_fields__
                             for m in members(typing.get_type_hints(kind)[part]))
         current = step
     return sorted({f for tp in current if isinstance(tp, type) and issubclass(tp, msgspec.Struct)
-                   for f in tp.__struct_fields__})
+                   for f in (COMMON_FIELDS if tp is JudgeSpec else tp.__struct_fields__)})  # a judge's: flat
 
 
 def _field_path(error: msgspec.ValidationError) -> tuple[str, str]:
-    """Split msgspec's message into (field path, problem) in the manifest's own terms."""
+    """Split msgspec's message into (field path, problem) in the manifest's own terms (a
+    judge's section written flat: ``judges[1].timeout_s``, not ``judges[1].limits.timeout_s``)."""
     m = _AT.match(str(error))
-    msg, path = m.group("msg"), (m.group("path") or "").lstrip(".")
+    msg, path = m.group("msg"), flat_path((m.group("path") or "").lstrip("."))
     found = _UNKNOWN.match(msg)
     if found:
         field = found.group("field")

@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 
 from .. import judges
+from ..core import bounds
 from ..errors import ManifestError
 from ..judges.options import batch_of
 from ..judges.protocol import Judging, TemplateError
@@ -122,15 +123,19 @@ def price_from_file(judge: JudgeSpec, where: str = "price_file") -> Price:
 
     assert judge.price_file is not None
     path = Path(judge.price_file).expanduser()
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_PRICE_FILE_BYTES + 1)
+    from ..store.files import read_bounded
+
+    try:  # a regular file only: a FIFO is refused, never waited on
+        raw = read_bounded(path, MAX_PRICE_FILE_BYTES)
     except OSError as e:
         raise ManifestError(where, f"cannot read {str(path)!r}: {e.strerror or e}") from None
-    if len(raw) > MAX_PRICE_FILE_BYTES:
-        raise ManifestError(where, f"{str(path)!r} is larger than {MAX_PRICE_FILE_BYTES >> 20} MiB")
+    except ValueError as e:
+        raise ManifestError(where, f"cannot read {str(path)!r}: {e}") from None
     try:
+        bounds.check_yaml(raw)
         table = yaml.safe_load(raw)
+    except bounds.BoundError as e:
+        raise ManifestError(where, f"{str(path)!r}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""

@@ -80,17 +80,34 @@ class Cues:
         return sorted(self.texts)
 
 
+MAX_CUE_BYTES = 1 << 20  # a cue file: texts per language and probe, 1 MiB
+
+
 def _read(path: Path) -> dict:
-    raw = path.read_text(encoding="utf-8")
+    """A user's cue file, as data from outside: a regular file of at most ``MAX_CUE_BYTES``,
+    its YAML held to the manifest's bounds (aliases, expansion, nesting) before it is built."""
+    from ..core import bounds
+    from ..store.files import read_bounded
+
+    try:
+        raw = read_bounded(path, MAX_CUE_BYTES).decode("utf-8")
+    except (OSError, ValueError) as e:  # ValueError: not regular, too large, not UTF-8
+        raise CueFileError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
         try:
+            bounds.check_yaml(raw)
             doc = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
+        except bounds.BoundError as e:
+            raise CueFileError(f"{path}: {e}") from None
+        except (yaml.YAMLError, RecursionError) as e:
             raise CueFileError(f"{path}: not YAML ({e.__class__.__name__})") from None
     else:
-        doc = json.loads(raw)
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise CueFileError(f"{path}: not JSON ({e.__class__.__name__})") from None
     if not isinstance(doc, dict):
         raise CueFileError(f"{path}: expected a mapping of language -> probe -> texts")
     return doc

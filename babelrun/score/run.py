@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 import pyarrow as pa
@@ -24,6 +24,11 @@ from .columnar import SCORING_COLUMNS, cells, score
 CARDS_JSON = "cards.json"
 WRITTEN = (CARDS_JSON,)  # the files this layer writes at a run directory's top
 
+if TYPE_CHECKING:
+    from ..core.items import PerturbationAudit
+    from ..engine.stopping import Replayed
+    from ..store.rundir import RunInfo
+
 
 def cards_of_run(run_dir: Path) -> Cards:
     """Recompute judgements.parquet and cards.json from the log."""
@@ -37,6 +42,8 @@ def cards_of_run(run_dir: Path) -> Cards:
     apart = not composites
     data = compact.load(run_dir, composite.COLUMNS if composites else SCORING_COLUMNS,
                         where=probes.not_probe if apart else None)
+    stops = _stops(run_dir, info)
+    data = _counted_prefix(data, stops)
     derived = composite.derive(data, composites, info.judge_ids)
     tables = [composite.table(data, d) for d in derived]
     subset = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "escalations"]
@@ -65,7 +72,7 @@ def cards_of_run(run_dir: Path) -> Cards:
     cards = msgspec.structs.replace(cards, removed_by_filters=summary.removed_by_filters,
                                     composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
                                     agentic=_label_stale(cards.agentic, info.judge_ids))
-    cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, run_dir))
+    cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, stops, summary.perturbation_audit))
     cards = replylang.attach(cards, run_dir)
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
@@ -74,27 +81,64 @@ def cards_of_run(run_dir: Path) -> Cards:
     return cards
 
 
-def _stopped(judges: list[JudgeCards], run_dir: Path) -> list[JudgeCards]:
-    """Cards of stopped cells (``stopping.json``): R's interval is the confidence sequence's,
-    the verdict follows it, and the card says where it stopped."""
-    from ..engine.stopping import CellReport, read_report
+def _stops(run_dir: Path, info: RunInfo) -> dict[str, Replayed]:
+    """Each stopped cell, decided again from the log (``engine.stopping.from_log``) when the
+    run's manifest has ``stopping:``: never read from stopping.json, which a killed process
+    never wrote and whose intervals a timing could move."""
+    from ..engine.stopping import from_log
+
+    how = info.manifest.stopping
+    if how is None:
+        return {}
+    pairwise = {j.name: info.judge_ids[j.name] for j in info.manifest.judges
+                if j.protocol == "pairwise" and j.name in info.judge_ids}
+    return from_log(run_dir, how, info.manifest.seed, pairwise)
+
+
+def _counted_prefix(data: pa.Table, stops: dict[str, Replayed]) -> pa.Table:
+    """``data`` less the records of items past a stopped cell's stop (in flight when it
+    stopped): kept in the log, never counted."""
+    from ..core.keys import item_bits
+
+    masks = []
+    for jid, replayed in stops.items():
+        if replayed.uncounted:
+            keys = pa.array(sorted({item_bits(iid) for iid in replayed.uncounted}), pa.uint64())
+            masks.append(pc.and_(pc.equal(data["judge_id"].cast(pa.string()), jid),
+                                 pc.is_in(data["item_key"], keys)))
+    if not masks or data.num_rows == 0:
+        return data
+    drop = masks[0]
+    for m in masks[1:]:
+        drop = pc.or_(drop, m)
+    return data.filter(pc.invert(drop))
+
+
+def _stopped(judges: list[JudgeCards], stops: dict[str, Replayed],
+             audit: list[PerturbationAudit]) -> list[JudgeCards]:
+    """Cards of stopped cells: R's interval is the confidence sequence's when the cell
+    stopped, the verdict follows it, and the card says where it stopped (of the cell's
+    planned items, from the plan's perturbation audit)."""
+    from ..engine.stopping import CellReport
     from . import verdict as verdicts
     from .cards import Card, LanguageCard, PerturbationCard
     from .stats import Interval
 
-    report = read_report(run_dir)
-    if report is None:
-        return judges
-    cells = {(j.judge_id, c.cell): c for j in report.judges for c in j.cells if c.stopped_at is not None}
+    cells = {(jid, name): c for jid, replayed in stops.items() for name, c in replayed.cells.items()}
     if not cells:
         return judges
+    planned: dict[str, int] = {}
+    for a in audit:
+        for name in (a.lang, f"{a.lang}/{a.perturbation}"):
+            planned[name] = planned.get(name, 0) + a.emitted
 
     def stop(card: Card, cell: CellReport) -> Card:
         r = card.reliability
         interval = Interval(r.value, cell.lo, cell.hi, r.n)
         weak = card.verdict == "segmentation weak"
+        of = planned.get(cell.cell) or cell.items
         return msgspec.structs.replace(card, reliability=interval, stopped=f"stopped at n = {cell.stopped_at} of "
-                                       f"{cell.items}", verdict=verdicts.verdict(interval, card.items, weak))
+                                       f"{of}", verdict=verdicts.verdict(interval, card.items, weak))
 
     out = []
     for jc in judges:

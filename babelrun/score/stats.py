@@ -191,6 +191,18 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
     return min(1.0, extreme / math.comb(total, k))
 
 
+def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> float:
+    """One-sided Fisher exact p-value that the rate k1/n1 exceeds k2/n2: P(X >= k1) for X
+    hypergeometric (n1 drawn of n1 + n2, k1 + k2 of them events), in exact integer arithmetic.
+    ``babelrun check``: a check's verdict flips against those of the re-asks ``pin`` made."""
+    total, k = n1 + n2, k1 + k2
+    if n1 == 0 or k1 <= 0:
+        return 1.0
+    hi = min(k, n1)
+    tail = sum(math.comb(n1, x) * math.comb(n2, k - x) for x in range(k1, hi + 1))
+    return min(1.0, tail / math.comb(total, k))
+
+
 def newcombe(k1: int, n1: int, k2: int, n2: int, confidence: float) -> Interval:
     """p1 − p2 with Newcombe's hybrid score interval (method 10) from Wilson intervals."""
     if n1 == 0 or n2 == 0:

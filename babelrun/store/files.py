@@ -125,3 +125,28 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
             f.write(data)
     except OSError as e:  # a full disk: leave no temporary file, and name the file meant
         raise OSError(e.errno, e.strerror, str(path)) from None
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """A data file's bytes: a regular file of at most ``limit`` bytes. A FIFO or a device is
+    refused without blocking (opened ``O_NONBLOCK``, checked before any read), a larger file
+    before it is read: ``ValueError`` with one line for the user; ``OSError`` as ``open`` gives it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{os.fspath(path)} is not a regular file (a FIFO, a device or a folder): refused")
+        if info.st_size > limit:
+            raise ValueError(f"{os.fspath(path)} is {info.st_size:,} bytes, more than the {limit:,} allowed")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise ValueError(f"{os.fspath(path)} holds more than the {limit:,} bytes allowed")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -170,11 +170,14 @@ class RunDir:
         (``store.stats.read``); None when absent or not a valid stats file."""
         return run_stats.read(self.stats_path(shard))
 
-    def add_stats(self, stats: RunStats, shard: Shard | None = None) -> None:
+    def add_stats(self, stats: RunStats, shard: Shard | None = None,
+                  totals: Callable[[RunStats], RunStats] | None = None) -> None:
         """Add this process's stats to the file's (a rerun never wipes an earlier run's calls);
-        a file that is absent or invalid starts afresh."""
+        a file that is absent or invalid starts afresh. ``totals``: how the layers above
+        rebuild the run's totals once added (the spend, from the log)."""
         path = self.stats_path(shard)
-        write_atomic(path, run_stats.encode(run_stats.accumulate(run_stats.read(path), stats)))
+        total = run_stats.accumulate(run_stats.read(path), stats)
+        write_atomic(path, run_stats.encode(totals(total) if totals is not None else total))
 
     # -- the stale-file cleanup ------------------------------------------------------------
 

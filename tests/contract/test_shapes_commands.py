@@ -273,6 +273,7 @@ ARGS: dict[str, Callable[[Run, Path, Path], list[str] | int]] = {
     "bench-judge": lambda r, t, c: ["bench-judge", str(r.manifest), "--sample", "2", "--seconds", "0.01",
                                     "--min-calls", "2", "--max-concurrency", "2", "--json"],
     "cache": lambda r, t, c: ["cache", "stats", str(t)],  # the response cache is the judge's, not the run's
+    "data": lambda r, t, c: ["data", "list"],  # the public data sets, not the run's (offline: what is known and here)
 }
 
 CELLS = [(s, c.name) for s in SHAPES for c in COMMANDS]

@@ -114,7 +114,7 @@ def test_two_concurrent_runs_on_one_cache_lose_nothing_and_corrupt_nothing(tmp_p
         # every entry decodes; none torn, no temporary file left; one entry per distinct request
         entries = cache.entries(tmp_path / "cache")
         for path, _size, _mtime, _jid in entries:
-            msgspec.json.decode(path.read_bytes(), type=cache.CachedReply)
+            msgspec.json.decode(path.read_bytes(), type=cache.Entry)
         assert not list((tmp_path / "cache").rglob(".tmp-*"))
         assert len(entries) == len(union)
         # nothing lost: the union, asked again in a new run directory, makes no call

@@ -181,12 +181,13 @@ def _merged(doc: dict) -> tuple[str, dict]:
     """A whole manifest (``name`` and ``judges``) as it is; a fragment in a minimal manifest:
     a manifest's top-level fields beside the minimal ones they leave unset (a partial judge
     entry completed, the judges a composite names added), a judge's fields in its judge."""
-    from babelrun.spec import JudgeSpec, Manifest
+    from babelrun.spec import Manifest
+    from babelrun.spec.flat import COMMON_FIELDS
 
     keys = {str(k).lower() if isinstance(k, bool) else str(k) for k in doc}  # a key YAML read as a boolean
     if {"name", "judges"} <= keys:
         return "whole", doc
-    if keys <= {f.encode_name for f in msgspec.structs.fields(JudgeSpec)}:
+    if keys <= COMMON_FIELDS:  # a judge's common fields, flat as a manifest writes them
         return "judge", {"name": "docs", "judges": [{"name": "docs-judge", **JUDGE, **doc}]}
     if not keys <= {f.encode_name for f in msgspec.structs.fields(Manifest)} | {"true", "false"}:
         raise AssertionError(f"keys {sorted(keys)} are neither a manifest's nor a judge's: "

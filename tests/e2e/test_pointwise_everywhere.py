@@ -151,3 +151,16 @@ def test_a_judge_cut_at_max_tokens_is_told_apart(tmp_path, capsys):
     assert "cut at max_tokens (max_tokens 8): raise max_tokens" in line
     records = babelrun.load_run(run, ["truncated"]).to_pylist()
     assert records and all(r["truncated"] for r in records)
+
+
+def test_pin_with_a_manifest_re_asks_pointwise_scores_and_check_holds_them_to_it(only, tmp_path, capsys):
+    lock = tmp_path / "lock.json"
+    manifest = only.parent / "manifest.yaml"
+    assert main(["pin", str(only), "--out", str(lock), "--manifest", str(manifest), "--repeats", "3"]) == 0
+    locked = lockfile.read(lock).judges[0]
+    assert all(set(c.repeat_scores) == set(c.scores) and all(len(v) == 3 for v in c.repeat_scores.values())
+               for c in locked.canary)
+    f = locked.self_flip  # a scorer that gives an answer the same score each time: no self-flips
+    assert f is not None and f.asked == 3 * sum(len(c.scores) for c in locked.canary) and f.flips == 0
+    assert main(["check", str(lock), "--manifest", str(manifest)]) == 0
+    assert lockfile.read(lock).checks[-1].flip_test == "fisher"

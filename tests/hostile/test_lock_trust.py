@@ -14,11 +14,15 @@ import subprocess
 import sys
 import threading
 
+import msgspec
 import pytest
 
 from babelrun import judges
 from babelrun.app import lockfile
 from babelrun.app.cli import main
+from babelrun.spec import JudgeSpec
+from babelrun.spec.flat import split_judge
+from babelrun.spec.options import typed_options
 from babelrun.testing import FakeJudgeServer
 from helpers import ROOT, SHARED_DATA, quiet_audit, simulated, write_manifest
 
@@ -67,12 +71,20 @@ def pinned(_pinned_once, tmp_path, monkeypatch):
     return folder / "judge.lock.json", folder / "manifest.yaml", port
 
 
+def _as_read(flat: dict) -> JudgeSpec:
+    """The judge spec a lock file's flat entry reads as (its options as a lock of any version
+    has them: the old backend's options at their defaults left beside the new backend's)."""
+    common, own = split_judge(flat)
+    spec = msgspec.convert(common, JudgeSpec)
+    return msgspec.structs.replace(spec, options=typed_options(spec.backend, own, judges.options_type, legacy=True))
+
+
 def _tamper(lock, recompute: bool, **spec_fields) -> None:
     raw = json.loads(lock.read_bytes())
     spec = raw["judges"][0]["spec"]
     spec.update(spec_fields)
     if recompute:  # the judge_id the edited spec hashes to: the lock looks self-consistent
-        raw["judges"][0]["judge_id"] = judges.judge_id(judges.judge_spec(**spec))
+        raw["judges"][0]["judge_id"] = judges.judge_id(_as_read(spec))
     lock.write_text(json.dumps(raw))
 
 

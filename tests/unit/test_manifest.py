@@ -43,6 +43,12 @@ BASE = "name: t\noutput_dir: out\njudges:\n  - {name: j, backend: simulated}\n"
     (BASE.replace("backend: simulated", "backend: simulated, simulated: {position_bias: 0.7, verbosity_bias: 0.5}"),
      "judges[0].simulated", "must not exceed 1"),
     (BASE.replace("backend: simulated", "backend: simulated, concurrency: 0"), "judges[0].concurrency", ">= 1"),
+    # the call limits are one section (JudgeSpec.limits) written flat: errors name the flat field
+    (BASE.replace("judges:\n  - {name: j, backend: simulated}",
+                  "judges:\n  - {name: j, backend: simulated}\n  - {name: k, backend: simulated, timeout_s: fast}"),
+     "judges[1].timeout_s", "expected `float`"),
+    (BASE.replace("backend: simulated", "backend: simulated, max_consecutive_failures: 0"),
+     "judges[0].max_consecutive_failures", ">= 1"),
 ])
 def test_each_error_names_its_field(tmp_path, text, path, words):
     err = _error_for(tmp_path, text)
@@ -98,6 +104,9 @@ def test_defaults_and_path_resolution(tmp_path):
      "judges[0].simulated.acuracy", "accuracy"),
     (BASE.replace("backend: simulated", "backend: simulated, verdict: {patern: x}"), "judges[0].verdict.patern",
      "pattern"),
+    (BASE.replace("backend: simulated", "backend: simulated, timout_s: 3"), "judges[0].timout_s", "timeout_s"),
+    (BASE.replace("backend: simulated", "backend: simulated, rate_limit: {rpmm: 3}"), "judges[0].rate_limit.rpmm",
+     "rpm"),
 ])
 def test_did_you_mean_draws_only_from_the_fields_valid_there(tmp_path, text, path, suggestion):
     error = _error_for(tmp_path, text)
@@ -121,6 +130,27 @@ def test_fields_at_follows_lists_unions_and_optionals():
     assert {"pairs_per_set", "path", "format"} <= set(manifest.fields_at("corpus.sources[3]"))  # every source kind
     assert "position_bias" in manifest.fields_at("judges[2].simulated")
     assert manifest.fields_at("judges[0].verdict.labels") == []
+    assert {"timeout_s", "rate_limit", "model"} <= set(manifest.fields_at("judges[0]"))  # flat, as written
+    assert "limits" not in manifest.fields_at("judges[0]")
+    assert manifest.fields_at("judges[0].rate_limit") == ["rpm", "tpm"]
+
+
+def test_call_limits_are_read_and_written_flat(tmp_path):
+    """The call limits decode into one section and are written back flat (run.yaml, lock
+    files): the section's own name is no manifest field."""
+    from babelrun.spec.flat import decode_manifest, flat_manifest
+
+    limits = {"concurrency": 3, "adaptive_concurrency": True, "rate_limit": {"rpm": 60.0, "tpm": None},
+              "timeout_s": 7.5, "retries": 2, "max_consecutive_failures": 4}
+    m = manifest.load(write_manifest(tmp_path, [{**GOOD_JUDGE, **limits}]), environ={})
+    judge = m.judges[0]
+    assert (judge.concurrency, judge.timeout_s, judge.rate_limit.rpm) == (3, 7.5, 60.0)
+    assert judge.limits.retries == 2 and judge.max_consecutive_failures == 4 and judge.adaptive_concurrency
+    flat = flat_manifest(m)["judges"][0]
+    assert "limits" not in flat and {k: flat[k] for k in limits} == limits
+    assert decode_manifest(flat_manifest(m)) == m
+    error = _error_for(tmp_path, BASE.replace("backend: simulated", "backend: simulated, limits: {retries: 2}"))
+    assert error.path == "judges[0].limits" and error.problem.startswith("unknown field")
 
 
 def test_references_per_language_is_refused_on_a_corpus_of_labelled_pairs_only(tmp_path):

@@ -12,6 +12,8 @@ from babelrun.judges import judge_spec
 from babelrun.store import cache
 from babelrun.store.cache import CachedReply, ResponseCache, request_key
 
+J1, J2 = "0123456789ab", "ba9876543210"  # judge ids as judges.identity makes them: hex
+
 
 def _fill(c: ResponseCache, jid: str, n: int, size: int = 1000) -> list[str]:
     keys = [request_key(jid, [{"role": "user", "content": f"q{i}"}], "ref_first", (0.0, 8)) for i in range(n)]
@@ -22,39 +24,39 @@ def _fill(c: ResponseCache, jid: str, n: int, size: int = 1000) -> list[str]:
 
 def test_key_depends_on_judge_messages_order_and_sampling():
     msgs = [{"role": "user", "content": "x"}]
-    base = request_key("j1", msgs, "ref_first", (0.0, 8))
-    assert base == request_key("j1", [{"role": "user", "content": "x"}], "ref_first", (0.0, 8))
-    others = {request_key("j2", msgs, "ref_first", (0.0, 8)), request_key("j1", msgs, "pert_first", (0.0, 8)),
-              request_key("j1", [{"role": "user", "content": "y"}], "ref_first", (0.0, 8)),
-              request_key("j1", msgs, "ref_first", (0.5, 8)), request_key("j1", msgs, "ref_first", (0.0, 9))}
+    base = request_key(J1, msgs, "ref_first", (0.0, 8))
+    assert base == request_key(J1, [{"role": "user", "content": "x"}], "ref_first", (0.0, 8))
+    others = {request_key(J2, msgs, "ref_first", (0.0, 8)), request_key(J1, msgs, "pert_first", (0.0, 8)),
+              request_key(J1, [{"role": "user", "content": "y"}], "ref_first", (0.0, 8)),
+              request_key(J1, msgs, "ref_first", (0.5, 8)), request_key(J1, msgs, "ref_first", (0.0, 9))}
     assert base not in others and len(others) == 5
 
 
 def test_hit_miss_and_a_torn_entry_is_a_miss(tmp_path):
     c = ResponseCache(tmp_path)
-    (k,) = _fill(c, "j1", 1)
-    assert c.get("j1", k).raw.startswith("A") and c.get("j2", k) is None  # never across judge ids
-    path = c._path("j1", k)
+    (k,) = _fill(c, J1, 1)
+    assert c.get(J1, k).raw.startswith("A") and c.get(J2, k) is None  # never across judge ids
+    path = c._path(J1, k)
     path.write_bytes(path.read_bytes()[:7])  # as a crash mid-write would, were it not renamed
-    assert c.get("j1", k) is None
+    assert c.get(J1, k) is None
     assert (c.hits, c.misses, c.writes) == (1, 2, 1)
 
 
 def test_stats_and_prune_least_recently_used_first(tmp_path):
     c = ResponseCache(tmp_path)
-    old = _fill(c, "j1", 10)
-    new = _fill(c, "j2", 10)
+    old = _fill(c, J1, 10)
+    new = _fill(c, J2, 10)
     for i, k in enumerate(old + new):  # mtimes in order: old first
-        os.utime(c._path("j1" if k in old else "j2", k), (1_000_000 + i, 1_000_000 + i))
-    c.get("j1", old[0])  # a hit refreshes it: pruned last
+        os.utime(c._path(J1 if k in old else J2, k), (1_000_000 + i, 1_000_000 + i))
+    c.get(J1, old[0])  # a hit refreshes it: pruned last
     s = cache.stats(tmp_path)
-    assert s["entries"] == 20 and set(s["judges"]) == {"j1", "j2"}
+    assert s["entries"] == 20 and set(s["judges"]) == {J1, J2}
     one = s["bytes"] / 20
     removed = cache.prune(tmp_path, max_mb=10.5 * one / (1 << 20))
     assert removed == 10
     left = {p.name[:-5] for p, *_ in cache.entries(tmp_path)}
     assert left == {old[0], *new[1:]}
-    assert cache.prune(tmp_path, judge_id="j2") == 9
+    assert cache.prune(tmp_path, judge_id=J2) == 9
     assert cache.prune(tmp_path, older_than_days=1) == 0  # old[0] was just used
     assert cache.stats(tmp_path)["entries"] == 1
 
@@ -90,18 +92,19 @@ def test_cache_stats_and_prune_commands(tmp_path, capsys):
     from babelrun.app.cli import main
 
     c = ResponseCache(tmp_path / "c")
-    _fill(c, "j1", 4)
-    _fill(c, "j2", 3)
+    _fill(c, J1, 4)
+    _fill(c, J2, 3)
     assert main(["cache", "stats", str(tmp_path / "c"), "--json"]) == 0
     shown = msgspec.json.decode(capsys.readouterr().out)
-    assert shown["entries"] == 7 and {k: v["entries"] for k, v in shown["judges"].items()} == {"j1": 4, "j2": 3}
+    assert shown["entries"] == 7 and {k: v["entries"] for k, v in shown["judges"].items()} == {J1: 4, J2: 3}
     # a manifest names the cache; prune by default to its max_mb
+    one = cache.stats(tmp_path / "c")["bytes"] / 7  # the blocks one entry takes
     (tmp_path / "m.yaml").write_text("name: t\njudges: [{name: s, backend: simulated}]\n"
-                                     "cache: {dir: c, max_mb: 0.0025}\n")  # ~2.6 KB: two 1 KB entries fit
+                                     f"cache: {{dir: c, max_mb: {2.5 * one / (1 << 20)}}}\n")  # two entries fit
     assert main(["cache", "prune", str(tmp_path / "m.yaml"), "--json"]) == 0
     pruned = msgspec.json.decode(capsys.readouterr().out)
     assert pruned["removed"] == 5 and pruned["entries"] == 2
-    assert main(["cache", "prune", str(tmp_path / "c"), "--judge-id", "j1"]) == 0
+    assert main(["cache", "prune", str(tmp_path / "c"), "--judge-id", J1]) == 0
     assert "removed" in capsys.readouterr().out
     assert main(["cache", "prune", str(tmp_path / "c")]) == 2  # nothing to prune by
     (tmp_path / "n.yaml").write_text("name: t\njudges: [{name: s, backend: simulated}]\n")

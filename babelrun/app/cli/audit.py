@@ -33,10 +33,15 @@ def _audit_arguments(a: argparse.ArgumentParser) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    import math
+
     from ... import manifest
     from ...engine.progress import Progress
+    from ...errors import UsageError
     from .. import audit as run
 
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a finite amount above 0 (got {args.budget!r})")  # before anything
     m = _executor(manifest.load(args.manifest), args)
     shard = _shard(args, m)
     result = run.audit(m, progress=Progress(interval=args.progress_every), shard=shard, judges=args.judge,

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .command import Command
+
+if TYPE_CHECKING:
+    from ..lockfile import LockedJudge
 
 
 def _pin_arguments(pn: argparse.ArgumentParser) -> None:
@@ -17,19 +21,36 @@ def _pin_arguments(pn: argparse.ArgumentParser) -> None:
     pn.add_argument("--alpha", type=float, default=0.05, help="check's significance level (default 0.05)")
     pn.add_argument("--labels", type=Path, help="human labels, as for `babelrun agree`, to record agreement")
     pn.add_argument("--tolerance", type=float, default=0.05,
-                    help="the verdict-flip rate a re-ask may show without drift (default 0.05)")
+                    help="the verdict-flip rate check tolerates for a judge whose own was not measured (default 0.05)")
+    pn.add_argument("--manifest", type=Path, metavar="MANIFEST",
+                    help="the manifest whose judges pin asks each canary again, to measure their own flip rate "
+                    "(never built from the run directory); without it no self-flip rate is recorded")
+    pn.add_argument("--repeats", type=int, default=2, metavar="N",
+                    help="with --manifest: asks of each canary presentation (default 2, 2 to 10)")
+
+
+def _self_flip_line(j: LockedJudge, tolerance: float) -> str:
+    f = j.self_flip
+    if f is None:
+        return (f"  no self-flip rate recorded (no --manifest, or no re-ask answered): check will test flips "
+                f"against the tolerance {tolerance:g}")
+    return (f"  self-flip rate {f.rate:.3f} [{f.lo:.3f}, {f.hi:.3f}]: {f.flips} of {f.asked} re-asks "
+            f"({f.repeats} per presentation) differ from the pinned answer")
 
 
 def _pin(args: argparse.Namespace) -> int:
+    from ... import manifest
     from .. import lockfile, pin
 
-    lockfile.check_numbers(args.canary, args.alpha, args.tolerance)
-    lock = pin.pin(args.run_dir, args.canary, args.alpha, args.labels, args.tolerance)
+    lockfile.check_numbers(args.canary, args.alpha, args.tolerance, args.repeats)
+    m = None if args.manifest is None else manifest.load(args.manifest)
+    lock = pin.pin(args.run_dir, args.canary, args.alpha, args.labels, args.tolerance, m, args.repeats)
     out = args.out or args.run_dir / lockfile.LOCK_NAME
     lock = lockfile.write_new(lock, out)  # over an existing lock file: its checks kept
     for j in lock.judges:
         print(f"{j.name}: judge_id {j.judge_id}, served {j.served_model or '-'} ({j.fingerprint or 'no fingerprint'}), "
               f"{len(j.canary)} canary items")
+        print(_self_flip_line(j, lock.tolerance))
     kept = f"; {len(lock.checks)} earlier check(s) kept" if lock.checks else ""
     print(f"lock file: {out}{kept}  (re-ask with `babelrun check {out} --manifest MANIFEST`)")
     return 0
@@ -48,7 +69,7 @@ def _check_arguments(ck: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> int:
     from ... import manifest
     from ...errors import UsageError
-    from .. import lockfile, recheck
+    from .. import checktext, lockfile, recheck
 
     lockfile.check_numbers(None, args.alpha, args.tolerance)
     lock = lockfile.read(args.lockfile)
@@ -59,7 +80,7 @@ def _check(args: argparse.Namespace) -> int:
     alpha = lock.alpha if args.alpha is None else args.alpha
     results = recheck.check(lock, m, args.judge, alpha, tolerance=args.tolerance)
     lock = lockfile.append_checks(args.lockfile, results)  # re-read under a lock: a concurrent check kept
-    print(recheck.summary(results, alpha))
+    print(checktext.summary(results, alpha))
     bad = [r.judge for r in results if not r.ok]
     print(f"{args.lockfile}: check appended ({len(lock.checks)} results in all); "
           + ("drift or change in: " + ", ".join(bad) if bad else "no drift"))
@@ -139,17 +160,20 @@ PIN = Command(
     "Per judge of RUN_DIR: judge_id, model, endpoint, prompt template and "
     "its hash, the served model and fingerprint the records report, the date, accuracy "
     "on the run's labelled pairs (and agreement with human labels, with --labels), and a "
-    "fixed canary set of items with their recorded verdicts. `babelrun check` re-asks it. "
-    "Over an existing lock file, its checks are kept.",
+    "fixed canary set of items with their recorded verdicts. With --manifest (judges are built "
+    "from it, never from the run directory), each canary presentation is asked --repeats more "
+    "times and the judge's own flip rate recorded: the baseline `babelrun check` holds its flips "
+    "to. Over an existing lock file, its checks are kept.",
     _pin_arguments, _pin)
 CHECK = Command(
     "check", "re-ask a lock file's canary set: has the judge drifted?",
     "Ask each pinned judge, built from --manifest (never from the lock file), its canary items "
     "again (both orders) and compare "
-    "with the recorded verdicts: verdict flips, exact McNemar on correctness, the served "
+    "with the recorded verdicts: verdict flips against the pinned self-flip rate (one-sided Fisher "
+    "exact; a lock without one: against --tolerance), exact McNemar on correctness, the served "
     "model and fingerprint. A judge whose identity (judge_id, template, endpoint, key and "
     "header variables, backend, callable) differs from the lock's is reported changed before "
-    "any call and not asked. Exit 1 when a judge drifted (p < alpha), its identity changed "
+    "any call and not asked. Exit 1 when a judge drifted (p < alpha / 2 in either test), its identity changed "
     "or canary calls failed; 0 otherwise. Each check is appended to the lock file.",
     _check_arguments, _check, (0, 1, 2))
 BENCH_JUDGE = Command(
