@@ -15,17 +15,19 @@ import anyio
 from .. import judges
 from ..engine import CallLimits, JudgeState, limits, runner
 from ..errors import FatalJudgeError, UsageError
+from ..judges.identity import ROUTING_FIELDS
 from ..judges.protocol import Judging
 from ..score import stats
 from ..spec import JudgeSpec, Manifest
 from ..spec.flat import flat_judge
 from .lockfile import CheckResult, LockedJudge, LockFile, check_numbers, most_common, template_sha, timestamp
 
-# The fields of a judge a lock records that decide where a key goes and what code runs: a
-# lock naming other values than the manifest's is a changed identity, refused before any call.
-# (The template is compared by its text's hash, ``template_sha``: its path may differ by machine.)
-BOUND_FIELDS = ("backend", "model", "endpoint", "api_key_env", "headers", "headers_env", "organization",
-                "project", "azure", "callable")
+# The fields of a judge a lock records that decide where a key goes and what code runs, the
+# ones judge_id holds for them (``judges.identity.ROUTING_FIELDS``): a lock naming other values
+# than the manifest's is a changed identity, refused before any call, even where its judge_id
+# was left as the manifest's. (The template is compared by its text's hash, ``template_sha``:
+# its path may differ by machine; a code judge's code by judge_id, which hashes it.)
+BOUND_FIELDS = ROUTING_FIELDS
 
 
 async def _ask(locked: LockedJudge, spec: JudgeSpec, seed: int, repeats: int = 1) -> tuple[list, str | None]:

@@ -100,7 +100,10 @@ class OpenAIOptions(BatchApiOptions, frozen=True):
     azure: AzureSpec | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), **set_fields(self, ("azure",))}
+        # headers and organisation/project may route a request to another model or deployment;
+        # headers_env adds the variables' names, never their values
+        return {**super().identity(), **set_fields(self, ("azure", "headers", "headers_env", "organization",
+                                                          "project"))}
 
 
 def headers_of(spec: JudgeSpec, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

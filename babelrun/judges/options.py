@@ -18,14 +18,29 @@ from .registry import options_of
 
 
 def set_fields(options: JudgeOptions, names: tuple[str, ...]) -> dict[str, Any]:
-    """The fields among ``names`` set (not None, not False), for ``identity``: options added
-    after judge ids were first published join the identity only when set, so no id changes."""
+    """The fields among ``names`` set (not None, not False, not empty), for ``identity``:
+    options added after judge ids were first published join the identity only when set, so
+    no id changes."""
     out: dict[str, Any] = {}
     for name in names:
         value = getattr(options, name)
-        if value not in (None, False):
+        if value not in (None, False) and not (isinstance(value, str | dict | list | tuple) and not value):
             out[name] = msgspec.to_builtins(value)
     return out
+
+
+class CodeOptions(JudgeOptions, frozen=True):
+    """A judge that is code (``backend: python``, a ``kind: python`` rule): its code is part of
+    the judge_id (``identity.code_identity``), as a hash of its module's source file or, when
+    the user declares one, as ``version`` (code spread over several modules: say when it changed)."""
+
+    version: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+    def code(self, module: str | None) -> dict[str, str]:
+        """What the code of the function defined in ``module`` adds to the identity."""
+        from .identity import code_identity
+
+        return code_identity(module, self.version)
 
 
 class LocalOptions(JudgeOptions, frozen=True):

@@ -38,20 +38,24 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from ..spec import JudgeOptions, JudgeSpec
+from ..spec import JudgeSpec
 from .base import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
-from .options import set_fields
+from .options import CodeOptions, set_fields
 from .registry import options_of
 
 
-class PythonOptions(JudgeOptions, frozen=True):
-    """A python judge's option: ``callable``, "package.module:function", called with each
-    JudgeRequest (the manifest names code, never holds it; part of the judge_id)."""
+class PythonOptions(CodeOptions, frozen=True):
+    """A python judge's options: ``callable``, "package.module:function", called with each
+    JudgeRequest (the manifest names code, never holds it), and ``version`` (``CodeOptions``).
+    The judge_id holds the callable's name and its code: a hash of the named module's source
+    file (found, not imported), or the declared version."""
 
     callable: str | None = None
 
     def identity(self) -> dict[str, Any]:
-        return set_fields(self, ("callable",))
+        if self.callable is None:
+            return {}
+        return {**set_fields(self, ("callable",)), "code": self.code(self.callable.partition(":")[0])}
 
 
 def load(target: str) -> Callable[..., Any]:

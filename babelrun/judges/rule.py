@@ -18,20 +18,26 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..spec import JudgeOptions, JudgeSpec, RuleSpec
+from ..spec import JudgeSpec, RuleSpec
 from . import safe_regex
 from .base import JudgeReply, JudgeRequest, RejectedError
-from .options import set_fields
+from .options import CodeOptions, set_fields
 from .registry import options_of
 
 
-class RuleOptions(JudgeOptions, frozen=True):
-    """A rule judge's option: its ``rule`` (``RuleSpec``), part of the judge_id."""
+class RuleOptions(CodeOptions, frozen=True):
+    """A rule judge's options: its ``rule`` (``RuleSpec``), part of the judge_id, and for a
+    ``kind: python`` rule the registered function's code (``CodeOptions``: a hash of the source
+    file of the module defining it, or the declared ``version``)."""
 
     rule: RuleSpec | None = None
 
     def identity(self) -> dict[str, Any]:
-        return set_fields(self, ("rule",))
+        out = set_fields(self, ("rule",))
+        if self.rule is not None and self.rule.kind == "python":
+            function = FUNCTIONS.get(self.rule.function or "")
+            out["code"] = self.code(getattr(function, "__module__", None))
+        return out
 
 Scorer = Callable[[str, str], float]
 SERVED = "rule"  # the served model its records carry: how scoring knows no model was called
@@ -132,4 +138,6 @@ def check(spec: JudgeSpec, environ: Mapping[str, str]) -> tuple[str, str] | None
     if rule is None:
         return "rule", "the rule backend needs a rule (kind: length, regex, exact_match, json or python)"
     wrong = problem(rule)
+    if wrong is None and rule.kind != "python" and options_of(spec, RuleOptions).version is not None:
+        return "version", f"a {rule.kind} rule is no code: only a python rule's function has a version"
     return None if wrong is None else (f"rule.{wrong[0]}", wrong[1])

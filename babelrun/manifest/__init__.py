@@ -347,8 +347,8 @@ def _check_cache(manifest: Manifest) -> None:
 
 
 def _check_identities(manifest: Manifest) -> None:
-    """Two judges with one judge_id (the same backend, model, endpoint, prompt and sampling,
-    e.g. one model through two key variables) would write to the same keys: the second
+    """Two judges with one judge_id (the same backend, model, endpoint, prompt, sampling, key
+    variable and headers, e.g. one model under two names) would write to the same keys: the second
     would find the first's records done, and both names would share one card."""
     first: dict[str, int] = {}
     for i, judge in enumerate(manifest.judges):
