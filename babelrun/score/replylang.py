@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -39,9 +39,6 @@ import pyarrow.compute as pc
 import regex
 
 from .stats import Interval, rounded, wilson
-
-if TYPE_CHECKING:
-    from .cards import Cards
 
 IDENTIFIER = "py3langid"
 MIN_WORDS = 4
@@ -147,7 +144,7 @@ def _arrays(table: pa.Table) -> dict[str, np.ndarray]:
             "correct": pc.equal(verdict, "reference").to_numpy(zero_copy_only=False)}
 
 
-def _read(run_dir: Path) -> dict[str, np.ndarray] | None:
+def read_replies(run_dir: Path) -> dict[str, np.ndarray] | None:
     """The per-record columns, a row group at a time: the reply texts of one row group are in
     memory at once, never the log's (a judge's replies may be kilobytes each)."""
     from ..store import compact
@@ -170,7 +167,7 @@ def _with(card: Any, cols: dict[str, np.ndarray], mask: np.ndarray) -> Any:
     return card if found is None else msgspec.structs.replace(card, reply_language=found)
 
 
-def _judges(judges: Sequence[Any], cols: dict[str, np.ndarray]) -> list[Any]:
+def with_reply_language(judges: Sequence[Any], cols: dict[str, np.ndarray]) -> list[Any]:
     out = []
     for jc in judges:
         mine = cols["judge_id"] == jc.judge_id
@@ -188,11 +185,3 @@ def _judges(judges: Sequence[Any], cols: dict[str, np.ndarray]) -> list[Any]:
     return out
 
 
-def attach(cards: Cards, run_dir: Path) -> Cards:
-    """``cards`` with ``reply_language`` on each text card (degradations and labelled pairs)
-    whose judge's replies hold prose, from the run's records."""
-    cols = _read(run_dir)
-    if cols is None or not (cols["cls"] >= 0).any():
-        return cards
-    pairs = [msgspec.structs.replace(f, judges=_judges(f.judges, cols)) for f in cards.pairs]
-    return msgspec.structs.replace(cards, judges=_judges(cards.judges, cols), pairs=pairs)

@@ -73,12 +73,22 @@ def cards_of_run(run_dir: Path) -> Cards:
                                     composites=composite_cards, judges=_label_stale(cards.judges, info.judge_ids),
                                     agentic=_label_stale(cards.agentic, info.judge_ids))
     cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, stops, summary.perturbation_audit))
-    cards = replylang.attach(cards, run_dir)
+    cards = _reply_languages(cards, run_dir)
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
     write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
     gc.collect()
     pa.default_memory_pool().release_unused()  # scoring's pages, before the report's reads
     return cards
+
+
+def _reply_languages(cards: Cards, run_dir: Path) -> Cards:
+    """``cards`` with ``reply_language`` on each text card (degradations and labelled pairs)
+    whose judge's replies hold prose, from the run's records (``replylang``)."""
+    cols = replylang.read_replies(run_dir)
+    if cols is None or not (cols["cls"] >= 0).any():
+        return cards
+    pairs = [msgspec.structs.replace(f, judges=replylang.with_reply_language(f.judges, cols)) for f in cards.pairs]
+    return msgspec.structs.replace(cards, judges=replylang.with_reply_language(cards.judges, cols), pairs=pairs)
 
 
 def _stops(run_dir: Path, info: RunInfo) -> dict[str, Replayed]:
