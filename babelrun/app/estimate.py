@@ -91,8 +91,8 @@ def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
                         hit_bytes[i] += size
     out = []
     for i, j in enumerate(manifest.judges):
-        calls = plan.calls_per_judge - hits[i]
-        tokens_in = math.ceil((prompt_bytes[group(j)] - hit_bytes[i]) / 3)
+        calls = plan.calls_per_judge * j.samples - hits[i]  # every sample a call (hits: of sample 0)
+        tokens_in = math.ceil((prompt_bytes[group(j)] * j.samples - hit_bytes[i]) / 3)
         tokens_out = calls * max_tokens(j)
         price = price_of(j)
         usd = None if price is None else round(cost(price, tokens_in, 0, tokens_out, batch_of(j)), 2)

@@ -36,6 +36,7 @@ def judge_id(spec: JudgeSpec) -> str:
         "simulated": None,  # a simulated judge's knobs (its options' identity); kept so no id changes
         **protocol_identity(spec),
         **options_of(spec).identity(),  # the backend's own options that can change a verdict
+        **({} if spec.seed is None else {"seed": spec.seed}),  # absent when unset: no id changes
     }
     blob = msgspec.json.encode(identity, order="sorted")
     return hashlib.blake2b(blob, digest_size=6).hexdigest()

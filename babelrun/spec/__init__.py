@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ..core.keys import MAX_SAMPLES
 from .options import JudgeOptions as JudgeOptions  # the base of a backend's options, public here
 
 Probability = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -381,6 +382,13 @@ class JudgeSpec(_Spec, frozen=True):
     # written in it (en es fr yo hi bn ar sw zh ja tr ru; English elsewhere).
     prompt_language: Literal["en", "item"] = "en"
     temperature: Annotated[float, msgspec.Meta(ge=0, le=100)] = 0.0
+    # Each presentation asked this many times (a sample index in the key, 0 … k−1): the
+    # judge's self-consistency and the ``sampled`` composite come from them. Not part of the
+    # judge_id: raising it adds keys, never changes the ones judged.
+    samples: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAMPLES)] = 1
+    # Sent with each request (where the API takes one) as a hash of this, the item, the order
+    # and the sample index (``core.keys.sample_seed``): distinct samples, the same on a resume.
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | None = None
     # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
     # first (a ``verdict:`` pattern, the pointwise template).
     max_tokens: PositiveInt | None = None
