@@ -74,7 +74,8 @@ def timeout_record(judge: Judge, request: JudgeRequest, error: PatternTimeout, a
     pairwise = judge.protocol.kind != "pointwise"
     told = _told(reply) if reply is not None else {}
     return record(
-        judge, request.item, request.order, request.sample, request.seed, status="ok", verdict="invalid", slot="invalid" if pairwise else None,
+        judge, request.item, request.order, request.sample, request.seed, status="ok", verdict="invalid",
+        slot="invalid" if pairwise else None,
         raw=None if reply is None else reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
         error_kind="pattern_timeout", error=str(error), **told,
     )

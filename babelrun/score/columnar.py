@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import PAIRS_PREFIX, PerturbationAudit, Removed, Segmentation
+from ..core.keys import sample_column
 from . import agentic, metrics, pointwise, stats, verdict
 from .cards import Card, Cards, FamilyCards, JudgeCards, LanguageCard, PerturbationCard
-from ..core.keys import sample_column
 from .columns import by_cell_and_item, codes, item_bits, lookup
 from .stats import Interval, rounded
 
@@ -244,7 +244,7 @@ def _item_table(data: pa.Table, cell: np.ndarray) -> tuple[np.ndarray, np.ndarra
     order = lookup(data["order"], metrics.ORDER_CODES)
     # A judge asked several samples: records sorted by cell, item, sample and order, so that an
     # item's records stay adjacent (the bootstrap resamples an item with all its samples).
-    by = np.lexsort((order, samples, bits, cell)) if sampled else by_cell_and_item(cell, bits)
+    by = np.lexsort((order, samples, bits, cell)) if samples is not None and sampled else by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
     item_edge = np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1])))
     starts = np.flatnonzero(item_edge)

@@ -51,7 +51,7 @@ class DoneSet:
         by_judge: dict[str, list[int]] = {}
         for key in keys:
             judge_id, item_id, order = key[:3]
-            name = slot(judge_id, key[3] if len(key) > 3 else 0)  # type: ignore[misc]
+            name = slot(judge_id, key[3] if len(key) > 3 else 0)
             by_judge.setdefault(name, []).append((item_bits(item_id) << 1) | order_bit(order))
         return cls({j: np.array(v, dtype=np.uint64) for j, v in by_judge.items()})
 
