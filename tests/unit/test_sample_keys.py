@@ -53,7 +53,8 @@ def test_compaction_keeps_one_row_per_sample_with_a_sample_column():
 def test_shards_split_every_sample_exactly_once():
     shards = [Shard(i, 3) for i in range(3)]
     for sample in range(3):
-        owners = [[s.contains(JID, iid, o, sample) for s in shards] for iid in ITEMS for o in ("ref_first", "pert_first")]
+        owners = [[s.contains(JID, iid, o, sample) for s in shards]
+                  for iid in ITEMS for o in ("ref_first", "pert_first")]
         assert all(sum(row) == 1 for row in owners)
         keys = np.array([(item_bits(i) << 1) | b for i in ITEMS for b in (0, 1)], dtype=np.uint64)
         masks = [s.mask(slot(JID, sample), keys) for s in shards]
