@@ -29,7 +29,9 @@ def metric_cells(card: Card, remarks: dict[str, Callable[[Card], str]]) -> list[
     metric (``value [lo, hi]``; a rate as its value alone, 0 where undefined), followed by the
     renderer's remark for the metric's ``flag`` (``remarks[flag](card)``; none if absent)."""
     cells = [str(card.items)]
-    for m in TABLE_METRICS:
+    for m in REGISTRY:
+        if m.sampled:  # not a column: on the cards of judges asked several samples only
+            continue
         iv = getattr(card, m.name)
         text = fmt(iv.value or 0) if m.rate else number(iv, m.signed)
         remark = remarks.get(m.flag) if m.flag is not None else None

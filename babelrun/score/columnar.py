@@ -42,9 +42,12 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
                            np.random.default_rng(int.from_bytes(digest)))
     items = int(pattern_counts.sum())
     n = metrics.interval_n(sums, items)
-    # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals.
+    # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals;
+    # a judge's several samples of a presentation are not independent: its card keeps the
+    # item bootstrap's interval for them too.
+    several = any(n[m.name] for m in metrics.REGISTRY if m.sampled)
     for m in metrics.REGISTRY:
-        if m.wilson is not None:
+        if m.wilson is not None and not several:
             lo, hi = stats.wilson(sums[metrics.STATS.index(m.wilson)], n[m.name], confidence)
             ci[m.name] = (float(lo), float(hi))
 

@@ -475,7 +475,15 @@ class CalibratedSpec(_Composite, tag="calibrated", tag_field="kind", kw_only=Tru
     min_items: PositiveInt = 50
 
 
-CompositeSpec = DualOrderSpec | EnsembleSpec | CascadeSpec | CalibratedSpec
+class SampledSpec(_Composite, tag="sampled", tag_field="kind", kw_only=True, frozen=True):
+    """``of``'s k samples of each presentation (its ``samples: k``) as one verdict: the
+    majority (a strict plurality of reference, perturbed and tie; equal counts: tie); for a
+    soft judge the largest mean probability (composites combine pairwise judges)."""
+
+    of: str
+
+
+CompositeSpec = DualOrderSpec | EnsembleSpec | CascadeSpec | CalibratedSpec | SampledSpec
 
 
 def inner_judges(spec: CompositeSpec) -> list[str]:
