@@ -37,7 +37,7 @@ def _planned(path):
 
 def test_three_samples_are_three_requests_each_and_agree_as_the_flips_say(tmp_path):
     with FakeJudgeServer(sample_flip=FLIP) as server:
-        path = _manifest(tmp_path, server)
+        path = _manifest(tmp_path, server, composites=[{"kind": "sampled", "name": "majority-of-3", "of": "sampled"}])
         done = subprocess.run(_audit(path), cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         prompts = Counter(server.prompts)
@@ -48,7 +48,9 @@ def test_three_samples_are_three_requests_each_and_agree_as_the_flips_say(tmp_pa
     assert Counter(r.sample for r in records) == {s: len(planned) // 3 for s in range(3)}
     assert {r.key for r in records} == planned
     assert {r.temperature for r in records} == {0.7} and len({r.seed for r in records}) > len(records) * 0.99
-    card = json.loads((tmp_path / "run" / "cards.json").read_text())["judges"][0]["overall"]
+    judges = {j["judge"]: j for j in json.loads((tmp_path / "run" / "cards.json").read_text())["judges"]}
+    card = judges["sampled"]["overall"]
+    assert "self_consistency" not in judges["majority-of-3"]["overall"]  # one decision per presentation
     expected = (1 - FLIP) ** 2 + FLIP ** 2  # 0.82: two samples agree when neither or both flipped
     sc = card["self_consistency"]
     assert abs(sc["value"] - expected) <= 0.05, sc
@@ -57,6 +59,17 @@ def test_three_samples_are_three_requests_each_and_agree_as_the_flips_say(tmp_pa
         assert abs(card[f"self_consistency_{order}"]["value"] - expected) <= 0.07
     # every sample counts: the card's presentations are all the asks
     assert card["presentations"] == len(planned)
+    # the majority of 3, audited beside its base's first asks: one decision per presentation
+    cards = json.loads((tmp_path / "run" / "cards.json").read_text())
+    (majority,) = cards["composites"]
+    assert majority["kind"] == "sampled" and majority["calls_per_decision"] == 3
+    assert majority["presentations"] == len(planned) // 3
+    # a flip at 0.1 per ask survives the majority only where two of three flip (0.028): the base's
+    # verdict is order-free, so κ_ord goes from about 0.82 (one ask) to about 0.95 (the majority)
+    overall = majority["change"][0]
+    assert overall["presentations"] == len(planned) // 3
+    kappa = next(c for c in overall["changes"] if c["metric"] == "order_consistency")
+    assert abs(kappa["a"]["value"] - 0.82) < 0.06 and abs(kappa["b"]["value"] - 0.945) < 0.04
 
 
 def test_a_judge_asked_once_has_no_self_consistency(tmp_path):
