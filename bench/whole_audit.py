@@ -57,8 +57,8 @@ def bodies(path: Path) -> list[bytes]:
     m = load(path)
     plan = Plan.from_manifest(m)
     judge = judges.build(m.judges[0], m.seed)
-    return [judge.body(judge.protocol.request(item, key))  # type: ignore[attr-defined]
-            for item, key in plan.pending(judge.judge_id, judge.protocol.keys)]
+    return [judge.body(judge.protocol.request(item, key, sample))  # type: ignore[attr-defined]
+            for item, key, sample in plan.pending(judge.judge_id, judge.protocol.keys)]
 
 
 def environment(folder: Path, tree: str | None) -> dict[str, str]:

@@ -230,9 +230,9 @@ def merge_run(run_dir: Path) -> MergeResult:
         log.repair(run_dir)
         done = DoneSet.from_log(run_dir)
         plan = Plan.from_manifest(info.manifest)
-        every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
-        planned = plan.calls_per_judge * len(every_key)
-        counted = sum(plan.done_count(jid, done) for jid in every_key)
+        every_key = [(info.judge_ids[j.name], j.samples) for j in info.manifest.judges if j.calls == "all"]
+        planned = sum(plan.calls_per_judge * k for _, k in every_key)
+        counted = sum(plan.done_count(jid, done, k) for jid, k in every_key)
         keys = log.read_table(run_dir, DONE_KEYS)
         ok = int(pc.sum(pc.equal(keys["status"], "ok")).as_py() or 0)
         cards = score_run(run_dir, write_report=False)

@@ -33,8 +33,8 @@ from .benchverdict import JudgeBench, Level, levels, limited, verdict
 
 def sample_requests(plan: Plan, spec: JudgeSpec, n: int) -> list[JudgeRequest]:
     protocol = Judging.of(spec)
-    return [protocol.request(item, key)
-            for item, key in itertools.islice(plan.pending(judge_id(spec), protocol.keys), n)]
+    return [protocol.request(item, key, sample)
+            for item, key, sample in itertools.islice(plan.pending(judge_id(spec), protocol.keys), n)]
 
 
 class _Budget(msgspec.Struct):

@@ -143,8 +143,8 @@ def estimate(manifest: Manifest, plan: Plan) -> list[Estimate]:
     out = []
     measured = measured_replies(manifest.run_dir)
     for i, j in enumerate(manifest.judges):
-        calls = plan.calls_per_judge - hits[i]
-        sent = prompt_bytes[group(j)] - hit_bytes[i]
+        calls = plan.calls_per_judge * j.samples - hits[i]  # every sample a call (hits: of sample 0)
+        sent = prompt_bytes[group(j)] * j.samples - hit_bytes[i]
         tokens_in, in_bound = math.ceil(sent / 4), math.ceil(sent / 3)
         per_reply, source = expected_reply(j, measured.get(judge_id(j)))
         tokens_out, bound = math.ceil(calls * per_reply), calls * max_tokens(j)

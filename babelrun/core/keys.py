@@ -5,6 +5,13 @@ item_id, answer)`` (kept in the same field). For sets of millions of keys it is 
 61 bits (60 bits of the item id, 1 bit of the order: 1 for ``pert_first`` and for a
 pointwise ``degraded``): the done-set, the compacted ``item_key`` column and the shard hash
 all use this one packing, for both protocols.
+
+A judge asked ``samples: k`` times per presentation keys each answer by a sample index too
+(0 … k−1). Sample 0 packs exactly as a key did before samples existed (so old logs, indexes
+and shards stay valid); sample s > 0 keeps the same 61 bits under its own *slot* of the judge,
+``slot(judge_id, s)`` = ``judge_id~s``: the done-set, the segment indexes, the compaction's
+duplicate check and the shard hash hold one sorted key array per slot. Judge ids are hex, so
+a slot name never collides with a judge id.
 """
 
 from __future__ import annotations
@@ -23,6 +30,29 @@ _HEX = np.full(256, 255, dtype=np.uint8)
 _HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
 _HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16)
 _ITEM_HEX = 15  # item ids are blake2b hex; their first 15 digits (60 bits) identify them
+
+
+MAX_SAMPLES = 100  # samples of one presentation a judge may be asked for (G-Eval's protocol: 20)
+_SLOT = "~"
+
+
+def slot(judge_id: str, sample: int = 0) -> str:
+    """The done-set's name for one sample index of a judge: the judge id itself for sample 0."""
+    return judge_id if sample == 0 else f"{judge_id}{_SLOT}{sample}"
+
+
+def judge_of_slot(name: str) -> tuple[str, int]:
+    """(judge_id, sample) of a slot name (``slot``'s inverse)."""
+    judge_id, _, sample = name.partition(_SLOT)
+    return judge_id, int(sample) if sample else 0
+
+
+def sample_seed(seed: int, item_id: str, order: str, sample: int) -> int:
+    """The seed sent with one sample of one presentation when a judge sets ``seed``: a hash of
+    the judge's seed, the item, the order and the sample index, so that a provider that honours
+    seeds gives distinct samples, and the same ones again on a resume (31 bits: every API takes it)."""
+    blob = f"{seed}\x1f{item_id}\x1f{order}\x1f{sample}".encode()
+    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") >> 33
 
 
 # The second value of each protocol's key (the key bit set): pairwise, then pointwise.
@@ -77,18 +107,33 @@ def item_bits_column(item_ids: pa.Array) -> np.ndarray:
 
 
 def keys_by_judge(table: pa.Table) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """For each judge in ``table`` (columns judge_id, item_id, order): its rows and their
-    61-bit keys (60 bits of item id, 1 bit of order)."""
+    """For each judge slot in ``table`` (columns judge_id, item_id, order, and sample where
+    the table has it): its rows and their 61-bit keys (60 bits of item id, 1 bit of order).
+    The slot is the judge id for sample 0 (``slot``)."""
     if table.num_rows == 0:
         return []
     judge = pc.dictionary_encode(table["judge_id"]).combine_chunks()
     codes = judge.indices.to_numpy(zero_copy_only=False)
     bits = key_bits(item_bits_column(table["item_id"].combine_chunks()),
                      second_column(table["order"]))
+    samples = sample_column(table)
     out = []
     for j, jid in enumerate(judge.dictionary.to_pylist()):
         rows = np.flatnonzero(codes == j)
-        out.append((jid, rows, bits[rows]))
+        if samples is None or not samples[rows].any():
+            out.append((jid, rows, bits[rows]))
+            continue
+        for s in np.unique(samples[rows]).tolist():
+            mine = rows[samples[rows] == s]
+            out.append((slot(jid, int(s)), mine, bits[mine]))
+    return out
+
+
+def sample_column(table: pa.Table) -> np.ndarray | None:
+    """The table's sample indices (a missing or null sample is 0), or None without the column."""
+    if "sample" not in table.column_names:
+        return None
+    out: np.ndarray = np.asarray(pc.fill_null(table["sample"], 0).to_numpy(zero_copy_only=False), dtype=np.int64)
     return out
 
 
@@ -163,12 +208,12 @@ class Shard(msgspec.Struct, frozen=True):
     def tag(self) -> str:
         return f"s{self.index}of{self.count}"
 
-    def contains(self, judge_id: str, item_id: str, order: str) -> bool:
+    def contains(self, judge_id: str, item_id: str, order: str, sample: int = 0) -> bool:
         key = (item_bits(item_id) << 1) | order_bit(order)
-        return _mix(key ^ _judge_word(judge_id)) % self.count == self.index
+        return _mix(key ^ _judge_word(slot(judge_id, sample))) % self.count == self.index
 
     def mask(self, judge_id: str, keys: np.ndarray) -> np.ndarray:
-        """Which of these 61-bit keys (``key_bits``) of one judge are in this shard."""
+        """Which of these 61-bit keys (``key_bits``) of one judge slot (``slot``) are in this shard."""
         words = keys.astype(np.uint64) ^ np.uint64(_judge_word(judge_id))
         inside: np.ndarray = _mix_array(words) % np.uint64(self.count) == np.uint64(self.index)
         return inside

@@ -1,6 +1,6 @@
 """A judgement as the log keeps it: one ``Record`` per finished call of a key.
 
-A pairwise key is ``(judge_id, item_id, order)``; ``order`` says which answer sat in slot A
+A pairwise key is ``(judge_id, item_id, order, sample)``; ``order`` says which answer sat in slot A
 (``ref_first``: the reference). ``slot`` is what the judge named, ``verdict`` what that
 means for the gold label (``verdict_of``).
 
@@ -66,9 +66,20 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
     # input tokens the provider wrote to its prompt cache (Anthropic ``cache_creation_input_tokens``),
     # part of ``tokens_in`` and priced at ``cache_write_per_mtok``
     tokens_cache_write: int | None = None
+    # Which of a judge's ``samples: k`` asks of this presentation (0 … k−1): part of the key.
+    # Omitted at 0, so a judge asked once writes the records it always wrote.
+    sample: int = 0
+    # The sampling the call was sent with: the judge's temperature (omitted at 0) and the
+    # request's seed (only when the judge sets ``seed``: ``core.keys.sample_seed``).
+    temperature: float | None = None
+    seed: int | None = None
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> tuple[str, str, str] | tuple[str, str, str, int]:
+        """(judge_id, item_id, order), with the sample index after it for a sample after the
+        first: sample 0 keys as a record always did (``DoneSet`` takes either shape)."""
+        if self.sample:
+            return (self.judge_id, self.item_id, self.order, self.sample)
         return (self.judge_id, self.item_id, self.order)
 
 

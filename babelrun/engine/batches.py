@@ -73,8 +73,11 @@ class Pending(msgspec.Struct):
     intent: str = ""
 
 
-def custom_id(item_id: str, order: str) -> str:
-    return f"{item_id}-{'p' if order_bit(order) else 'r'}"
+def custom_id(item_id: str, order: str, sample: int = 0) -> str:
+    """A key's id in a provider batch: the item and the order's letter, then ``-s<n>`` for a
+    sample after the first (sample 0 keeps the id a judge asked once always had)."""
+    base = f"{item_id}-{'p' if order_bit(order) else 'r'}"
+    return base if sample == 0 else f"{base}-s{sample}"
 
 
 def state_path(run_dir: Path, judge_id: str) -> Path:
@@ -103,8 +106,8 @@ async def _retrying(judge: HttpJudge, state: JudgeState, op: Callable[[], Awaita
 def _requests(judge: HttpJudge, plan: Plan, done: DoneSet) -> dict[str, JudgeRequest]:
     """The judge's undone keys, by custom id, in plan order."""
     protocol = judge.protocol
-    return {custom_id(item.item_id, key): protocol.request(item, key)
-            for item, key in plan.pending(judge.judge_id, protocol.keys, done)}
+    return {custom_id(item.item_id, key, sample): protocol.request(item, key, sample)
+            for item, key, sample in plan.pending(judge.judge_id, protocol.keys, done, samples=judge.spec.samples)}
 
 
 def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], requests: dict[str, JudgeRequest],
@@ -128,13 +131,13 @@ def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], req
                 continue
             except (RetryableError, RejectedError) as e:
                 error = str(e)
-        out.append(build.record(judge, request.item, request.order, status="error",
+        out.append(build.error_record(judge, request,
                                   error_kind="batch_error", error=f"batch {pending.batch_id}: {error}"))
     return out
 
 
 def _feed(stopper: Stopper | None, record: Record) -> None:
-    if stopper is not None:
+    if stopper is not None and record.sample == 0:  # stopping decides on first asks
         stopper.feed(record.item_id, record.order, record.status == "ok", record.verdict,
                      record.ref_len, record.pert_len)
 

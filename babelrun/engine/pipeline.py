@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..core import bounds
 from ..core.items import Item
+from ..core.keys import slot
 from ..judges import (
     FatalJudgeError,
     Judge,
@@ -258,7 +259,7 @@ class JudgeRunner:
                 failure = e
             except PatternTimeout as e:
                 return build.timeout_record(self.judge, request, e, attempts, 0.0)
-        return build.record(self.judge, request.item, request.order, status="error", attempts=attempts,
+        return build.error_record(self.judge, request, attempts=attempts,
                        error_kind=failure.kind, error=str(failure))
 
     def count(self, record: Record) -> None:
@@ -295,14 +296,13 @@ class JudgeRunner:
                     self.state.stopped = f"judge {self.state.name!r} stopped: {e}"
                     self.state.failed += 1
                     self.state.errors[e.kind] += 1
-                    await _put(records, build.record(self.judge, request.item, request.order,
-                                                status="error", error_kind=e.kind, error=str(e)))
+                    await _put(records, build.error_record(self.judge, request, error_kind=e.kind, error=str(e)))
                     raise _Stop from None
                 await _put(records, record)
                 self.count(record)
                 if reserved is not None:
                     self._release(reserved)  # after count: its cost is in the ledger
-                if self.stopper is not None:
+                if self.stopper is not None and record.sample == 0:  # stopping decides on first asks
                     self.stopper.feed(record.item_id, record.order, record.status == "ok", record.verdict,
                                       record.ref_len, record.pert_len)
                 if record.cached:  # answered without a wait: let the writer and the others run
@@ -310,7 +310,8 @@ class JudgeRunner:
 
     async def run(self, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
                   feeds: list[Cancellable], wanted: DoneSet | None = None) -> None:
-        feed = _Feed(self, plan.pending(self.judge.judge_id, self.judge.protocol.keys, done, wanted))
+        feed = _Feed(self, plan.pending(self.judge.judge_id, self.judge.protocol.keys, done, wanted,
+                                        self.judge.spec.samples))
         feeds.append(feed)
         self._feed = feed
         try:
@@ -338,7 +339,7 @@ class _Feed:
     ``cancel`` (a drain, the budget spent) ends it: every worker's next ``next`` is None.
     """
 
-    def __init__(self, runner: JudgeRunner, pending: Iterator[tuple[Item, str]]):
+    def __init__(self, runner: JudgeRunner, pending: Iterator[tuple[Item, str, int]]):
         self._pending = pending
         self._request = runner.judge.protocol.request
         self._stopper = runner.stopper
@@ -352,7 +353,7 @@ class _Feed:
         stopper = self._stopper
         while not self.cancelled:
             try:
-                item, key = next(self._pending)
+                item, key, sample = next(self._pending)
             except StopIteration:
                 self.cancelled = True
                 break
@@ -364,11 +365,11 @@ class _Feed:
                     self.cancelled = True
                     break
                 self._left -= 1
-            return self._request(item, key)
+            return self._request(item, key, sample)
         return None
 
 
-_Pending = dict[tuple[str, str, str], tuple[JudgeRunner, JudgeRequest, JudgeReply]]
+_Pending = dict[tuple[str, str, str] | tuple[str, str, str, int], tuple[JudgeRunner, JudgeRequest, JudgeReply]]
 
 
 async def _write(records: ObjectReceiveStream[Record], writer: LogWriter,
@@ -443,13 +444,18 @@ async def _stopped(stop: threading.Event, on_stop: Callable[[], None]) -> None:
 def _state(judge: Judge, plan: Plan, done: DoneSet, options: RunOptions) -> JudgeState:
     """A judge's counters at the start: its planned keys (the wanted ones, in the shard) and
     how many of them are done."""
-    jid, wanted = judge.judge_id, options.wanted
+    jid, wanted, samples = judge.judge_id, options.wanted, judge.spec.samples
     if wanted is None:
-        return JudgeState(judge.spec.name, jid, plan.calls_for(jid), plan.done_count(jid, done), limit=options.limit)
-    keys = wanted.keys(jid)
-    if plan.shard is not None:
-        keys = keys[plan.shard.mask(jid, keys)]
-    return JudgeState(judge.spec.name, jid, len(keys), done.count_keys(jid, keys), limit=options.limit)
+        return JudgeState(judge.spec.name, jid, plan.calls_for(jid, samples), plan.done_count(jid, done, samples),
+                          limit=options.limit)
+    planned = done_before = 0
+    for name in (slot(jid, s) for s in range(samples)):  # a wanted key is wanted for every sample
+        keys = wanted.keys(jid)
+        if plan.shard is not None:
+            keys = keys[plan.shard.mask(name, keys)]
+        planned += len(keys)
+        done_before += done.count_keys(name, keys)
+    return JudgeState(judge.spec.name, jid, planned, done_before, limit=options.limit)
 
 
 def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: RunOptions) -> list[Stopper]:

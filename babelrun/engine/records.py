@@ -22,13 +22,19 @@ from ..judges.safe_regex import PatternTimeout
 from ..store.cache import CachedReply, ResponseCache, request_key
 
 
-def record(judge: Judge, item: Item, order: str, **fields: Any) -> Record:
+def record(judge: Judge, item: Item, order: str, sample: int = 0, seed: int | None = None, **fields: Any) -> Record:
     return Record(
         judge_id=judge.judge_id, item_id=item.item_id, order=order, judge=judge.spec.name,
         kind=item.kind, lang=item.lang, ref_id=item.ref_id, perturbation=item.perturbation,
         severity=item.severity,
-        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), cue=item.cue or None, **fields,
+        ref_len=item.ref_len, pert_len=item.pert_len, ts=round(time.time(), 3), cue=item.cue or None,
+        sample=sample, seed=seed, temperature=judge.spec.temperature or None, **fields,
     )
+
+
+def error_record(judge: Judge, request: JudgeRequest, **fields: Any) -> Record:
+    """A request's ``error`` record (its key, sample included)."""
+    return record(judge, request.item, request.order, request.sample, request.seed, status="error", **fields)
 
 
 def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: int, latency: float) -> Record:
@@ -58,6 +64,7 @@ def ok_record(judge: Judge, request: JudgeRequest, reply: JudgeReply, attempts: 
         tokens_out=count(reply.tokens_out), served_model=_text(reply.served_model),
         fingerprint=_text(reply.fingerprint), tokens_cached=count(reply.tokens_cached),
         truncated=reply.truncated is True, tokens_cache_write=count(reply.tokens_cache_write),
+        sample=request.sample, seed=request.seed, temperature=judge.spec.temperature or None,
     )
 
 
@@ -67,7 +74,8 @@ def timeout_record(judge: Judge, request: JudgeRequest, error: PatternTimeout, a
     pairwise = judge.protocol.kind != "pointwise"
     told = _told(reply) if reply is not None else {}
     return record(
-        judge, request.item, request.order, status="ok", verdict="invalid", slot="invalid" if pairwise else None,
+        judge, request.item, request.order, request.sample, request.seed, status="ok", verdict="invalid",
+        slot="invalid" if pairwise else None,
         raw=None if reply is None else reply.raw, latency_ms=round(latency * 1000, 2), attempts=attempts,
         error_kind="pattern_timeout", error=str(error), **told,
     )
@@ -90,8 +98,14 @@ def _text(value: object) -> str | None:
 # The response cache (``cache:``, store/cache.py), for calls and provider batches alike.
 
 def cache_key(judge: Judge, request: JudgeRequest) -> str:
+    """The request's cache key: the judge, the messages, the order and the sampling, and for
+    a sample after the first its index and seed, so that a cached reply never stands for
+    another sample of the presentation (sample 0 keys as a judge asked once always did)."""
     spec = judge.spec
-    return request_key(judge.judge_id, request.messages, request.order, (spec.temperature, max_tokens(spec)))
+    sampling: tuple[Any, ...] = (spec.temperature, max_tokens(spec))
+    if request.sample or request.seed is not None:
+        sampling += (request.sample, request.seed)
+    return request_key(judge.judge_id, request.messages, request.order, sampling)
 
 
 def from_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest) -> Record | None:

@@ -339,7 +339,8 @@ class Stopper:
 
 
 def log_rows(run_dir: Path, judge_ids: set[str]) -> dict[str, list[tuple[str, str, str, str | None, int, int]]]:
-    """The log's records of these judges, as ``Stopper.feed_rows`` takes them."""
+    """The log's records of these judges, as ``Stopper.feed_rows`` takes them: each
+    presentation's sample 0 (a judge asked ``samples: k`` stops on its first asks, as it would at k = 1)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -347,11 +348,12 @@ def log_rows(run_dir: Path, judge_ids: set[str]) -> dict[str, list[tuple[str, st
 
     schema = pa.schema([("judge_id", pa.string()), ("item_id", pa.string()), ("order", pa.string()),
                         ("status", pa.string()), ("verdict", pa.string()), ("ref_len", pa.int64()),
-                        ("pert_len", pa.int64())])
+                        ("pert_len", pa.int64()), ("sample", pa.int64())])
     table = read_table(run_dir, schema)
-    table = table.filter(pc.is_in(table["judge_id"], pa.array(sorted(judge_ids), pa.string())))
+    table = table.filter(pc.and_(pc.is_in(table["judge_id"], pa.array(sorted(judge_ids), pa.string())),
+                                 pc.equal(pc.fill_null(table["sample"], 0), 0)))
     out: dict[str, list[tuple[str, str, str, str | None, int, int]]] = {}
-    cols = [table[n].to_pylist() for n in schema.names]
+    cols = [table[n].to_pylist() for n in schema.names[:-1]]
     for jid, *row in zip(*cols, strict=True):
         out.setdefault(jid, []).append(tuple(row))
     return out

@@ -23,6 +23,8 @@ class JudgeRequest(msgspec.Struct, frozen=True):
     item: Item
     order: Order | Answer  # the key: a slot order (pairwise) or the one answer shown (pointwise)
     messages: list[dict[str, str]]  # rendered by the judge's protocol (``Judging.request``)
+    sample: int = 0  # which ask of this presentation (0 … samples − 1): part of the key
+    seed: int | None = None  # sent to the provider where its API takes one (the judge's ``seed`` set)
 
     @property
     def answer(self) -> str:

@@ -48,6 +48,7 @@ def judge_id(spec: JudgeSpec) -> str:
         "simulated": None,  # a simulated judge's knobs (its options' identity); kept so no id changes
         **protocol_identity(spec),
         **options_of(spec).identity(),  # the backend's own options that can change a verdict
+        **({} if spec.seed is None else {"seed": spec.seed}),  # absent when unset: no id changes
     }
     if spec.api_key_env:  # which account answers (a key may route to another deployment)
         identity["api_key_env"] = spec.api_key_env

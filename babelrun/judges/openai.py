@@ -154,6 +154,8 @@ class OpenAIJudge(HttpJudge):
             self._frame = (b'{"model":' + msgspec.json.encode(self.spec.model) + b',"messages":',
                            b"," + msgspec.json.encode(self._settings())[1:])
         head, tail = self._frame
+        if request.seed is not None:  # the one per-request setting: the sample's seed
+            return head + msgspec.json.encode(request.messages) + b',"seed":' + str(request.seed).encode() + tail
         return head + msgspec.json.encode(request.messages) + tail
 
     def _settings(self) -> dict[str, Any]:

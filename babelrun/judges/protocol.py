@@ -36,6 +36,7 @@ from typing import Any, Protocol, TypeVar, cast
 import msgspec
 
 from ..core.items import Item
+from ..core.keys import sample_seed
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
 from . import safe_regex
@@ -307,6 +308,7 @@ class Judging:
         self.soft = spec.soft
         self._aliases = aliases_of(self.template)
         self._jinja = self.template.syntax == "jinja2"
+        self.seed = spec.seed  # a request's seed is derived from it (``core.keys.sample_seed``)
         # Precomputed per template, so that a render does only the per-item work: which
         # placeholders each text fills (aliases resolved), and the texts by language with
         # a placeholder-free system text formatted once.
@@ -316,10 +318,12 @@ class Judging:
     def of(cls, spec: JudgeSpec) -> Judging:
         return cls(spec)
 
-    def request(self, item: Item, key: str) -> JudgeRequest:
+    def request(self, item: Item, key: str, sample: int = 0) -> JudgeRequest:
         # ``key`` is one of ``self.keys`` (a slot order, or a pointwise answer); callers pass
         # it as ``str`` because a log record's ``order`` is one. Not checked here, as before.
-        return JudgeRequest(item, cast("Order | Answer", key), self.render(item, key))
+        # ``sample``: which of the judge's ``samples`` asks of this presentation it is.
+        seed = None if self.seed is None else sample_seed(self.seed, item.item_id, key, sample)
+        return JudgeRequest(item, cast("Order | Answer", key), self.render(item, key), sample, seed)
 
     def render(self, item: Item, key: str) -> list[dict[str, str]]:
         """Chat messages for one key. Plain ``str.format_map`` over the template only: corpus

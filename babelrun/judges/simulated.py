@@ -1,6 +1,9 @@
 """A judge with explicit, known biases: for tests, benchmarks and the offline demo.
 
-Deterministic per (seed, judge, item, order). Per reply: with ``invalid_rate`` an off-format
+Deterministic per (seed, judge, item, order, sample): each of a judge's ``samples: k`` asks of a
+presentation draws afresh (sample 0 draws what a judge asked once always drew), so its samples
+agree as often as its knobs say (two samples of an accuracy-a judge with no other knob agree
+with probability a² + (1 − a)²). Per reply: with ``invalid_rate`` an off-format
 sentence, else with ``tie_rate`` ``tie``, else a decisive choice — slot A with probability
 ``|position_bias|`` (slot B when negative), else the longer answer with probability
 ``verbosity_bias``, else the reference with probability ``accuracy[lang]`` (the perturbed
@@ -134,6 +137,8 @@ class SimulatedJudge:
     def _rng(self, request: JudgeRequest) -> random.Random:
         source = self.knobs.noise if self.knobs.noise is not None else self.judge_id
         key = f"{self.seed}\x1f{source}\x1f{request.item.item_id}\x1f{request.order}"
+        if request.sample:
+            key += f"\x1f{request.sample}"
         return random.Random(hashlib.blake2b(key.encode(), digest_size=8).digest())
 
     def decide(self, request: JudgeRequest) -> str:

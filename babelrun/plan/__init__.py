@@ -42,7 +42,7 @@ from ..core.items import (
     pair_item,
     replay,
 )
-from ..core.keys import Shard, plan_keys
+from ..core.keys import Shard, plan_keys, slot
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..manifest import agentic_perturbations, text_perturbations
@@ -289,27 +289,30 @@ class Plan:
         narrowed.shard = shard
         return narrowed
 
-    def wants(self, judge_id: str, item_id: str, order: str) -> bool:
+    def wants(self, judge_id: str, item_id: str, order: str, sample: int = 0) -> bool:
         """Whether the key is this plan's to judge (always, unless the plan is a shard)."""
-        return self.shard is None or self.shard.contains(judge_id, item_id, order)
+        return self.shard is None or self.shard.contains(judge_id, item_id, order, sample)
 
     def pending(self, judge_id: str, keys: tuple[str, ...], done: DoneSet | None = None,
-                wanted: DoneSet | None = None) -> Iterator[tuple[Item, str]]:
-        """The (item, key) pairs still to judge for one judge, in plan order: in this plan's
-        shard, not in ``done``, and in ``wanted`` when given (a cascade's escalations). The
-        one definition the engine, the batch APIs and bench-judge share; ``keys`` is the
-        judge's protocol's (both orders, or both answers)."""
+                wanted: DoneSet | None = None, samples: int = 1) -> Iterator[tuple[Item, str, int]]:
+        """The (item, key, sample) triples still to judge for one judge, in plan order: in this
+        plan's shard, not in ``done``, and in ``wanted`` when given (a cascade's escalations).
+        The one definition the engine, the batch APIs and bench-judge share; ``keys`` is the
+        judge's protocol's (both orders, or both answers), ``samples`` its asks of each
+        (a presentation's samples come together, sample 0 first). A wanted key is wanted for
+        every sample (escalations are named by their sample 0)."""
         check = done is not None and len(done) > 0
         sharded = self.shard is not None
         for item in (self._shuffled_items() if self.shuffled else self.items()):
             for key in keys:
-                if sharded and not self.wants(judge_id, item.item_id, key):
-                    continue
-                if check and done.contains(judge_id, item.item_id, key):  # type: ignore[union-attr]
-                    continue
                 if wanted is not None and not wanted.contains(judge_id, item.item_id, key):
                     continue
-                yield item, key
+                for sample in range(samples):
+                    if sharded and not self.wants(judge_id, item.item_id, key, sample):
+                        continue
+                    if check and done.contains(judge_id, item.item_id, key, sample):  # type: ignore[union-attr]
+                        continue
+                    yield item, key, sample
 
     def ordered(self, stratified: bool = True) -> Plan:
         """This plan with its items in the interleaved seeded order (``interleaved``): the
@@ -366,16 +369,18 @@ class Plan:
             cells.setdefault(name, []).append(item.item_id)
         return {c: sorted(ids, key=lambda iid: order_key(self.seed, iid)) for c, ids in cells.items()}
 
-    def _keys(self, judge_id: str):
+    def _keys(self, judge_slot: str):
         keys = plan_keys(self.item_ids)
-        return keys if self.shard is None else keys[self.shard.mask(judge_id, keys)]
+        return keys if self.shard is None else keys[self.shard.mask(judge_slot, keys)]
 
-    def calls_for(self, judge_id: str) -> int:
-        """This judge's planned keys (in this shard, when the plan is one)."""
-        return self.calls_per_judge if self.shard is None else len(self._keys(judge_id))
-
-    def done_count(self, judge_id: str, done: DoneSet) -> int:
-        """How many of this judge's planned keys already have an ``ok`` record."""
+    def calls_for(self, judge_id: str, samples: int = 1) -> int:
+        """This judge's planned keys, every sample (in this shard, when the plan is one)."""
         if self.shard is None:
-            return done.count(judge_id, self.item_ids)
-        return done.count_keys(judge_id, self._keys(judge_id))
+            return self.calls_per_judge * samples
+        return sum(len(self._keys(slot(judge_id, s))) for s in range(samples))
+
+    def done_count(self, judge_id: str, done: DoneSet, samples: int = 1) -> int:
+        """How many of this judge's planned keys (every sample) already have an ``ok`` record."""
+        if self.shard is None:
+            return done.count(judge_id, self.item_ids, samples)
+        return sum(done.count_keys(name, self._keys(name)) for name in (slot(judge_id, s) for s in range(samples)))

@@ -32,8 +32,10 @@ def stopped_text(card) -> str:
 # The card metrics a mitigation's change is shown for, with their labels (score/metrics.REGISTRY).
 COMPARED = tuple((m.name, m.header) for m in REGISTRY if m.compared)
 # The reports' metric table: items, then every registered metric, in the registry's order.
-METRIC_HEADER = ["items", *(m.header for m in REGISTRY)]
-METRIC_RATE_COLUMNS = frozenset(1 + i for i, m in enumerate(REGISTRY, 1) if m.rate)  # with the label column
+# (A ``sampled`` metric, on the cards of judges asked several samples only, is not a column.)
+TABLE_METRICS = tuple(m for m in REGISTRY if not m.sampled)
+METRIC_HEADER = ["items", *(m.header for m in TABLE_METRICS)]
+METRIC_RATE_COLUMNS = frozenset(1 + i for i, m in enumerate(TABLE_METRICS, 1) if m.rate)  # with the label column
 
 
 def metric_cells(card: Card, remarks: dict[str, Callable[[Card], str]]) -> list[str]:
@@ -42,6 +44,8 @@ def metric_cells(card: Card, remarks: dict[str, Callable[[Card], str]]) -> list[
     renderer's remark for the metric's ``flag`` (``remarks[flag](card)``; none if absent)."""
     cells = [str(card.items)]
     for m in REGISTRY:
+        if m.sampled:  # not a column: on the cards of judges asked several samples only
+            continue
         iv = getattr(card, m.name)
         text = fmt(iv.value or 0) if m.rate else number(iv, m.signed)
         remark = remarks.get(m.flag) if m.flag is not None else None

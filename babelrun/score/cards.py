@@ -46,6 +46,11 @@ class Card(msgspec.Struct, frozen=True):
     # Judges whose replies hold prose: the share not in the item's language, and accuracy split
     # by it (score/replylang.py). Absent from cards.json where the replies hold no prose.
     reply_language: ReplyLanguage | msgspec.UnsetType = msgspec.UNSET
+    # A judge asked ``samples: k`` > 1 (score/metrics.py): the share of a presentation's sample
+    # pairs that agree, overall and per order. Absent from cards.json for a judge asked once.
+    self_consistency: Interval | msgspec.UnsetType = msgspec.UNSET
+    self_consistency_ref_first: Interval | msgspec.UnsetType = msgspec.UNSET
+    self_consistency_pert_first: Interval | msgspec.UnsetType = msgspec.UNSET
 
 
 class PerturbationCard(msgspec.Struct, frozen=True):

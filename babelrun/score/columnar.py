@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import PAIRS_PREFIX, PerturbationAudit, Removed, Segmentation
+from ..core.keys import sample_column
 from . import agentic, metrics, pointwise, stats, verdict
 from .cards import Card, Cards, FamilyCards, JudgeCards, LanguageCard, PerturbationCard
 from .columns import by_cell_and_item, codes, item_bits, lookup
@@ -26,7 +27,7 @@ from .stats import Interval, rounded
 
 # The columns scoring reads (compact.load(run_dir, SCORING_COLUMNS)).
 SCORING_COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "verdict",
-                   "ref_len", "pert_len", "kind", "p_a", "p_b", "score", "ref_id"]
+                   "ref_len", "pert_len", "kind", "p_a", "p_b", "score", "ref_id", "sample"]
 UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see analyses/invariance.py
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
@@ -41,9 +42,12 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
                            np.random.default_rng(int.from_bytes(digest)))
     items = int(pattern_counts.sum())
     n = metrics.interval_n(sums, items)
-    # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals.
+    # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals;
+    # a judge's several samples of a presentation are not independent: its card keeps the
+    # item bootstrap's interval for them too.
+    several = any(n[m.name] for m in metrics.REGISTRY if m.sampled)
     for m in metrics.REGISTRY:
-        if m.wilson is not None:
+        if m.wilson is not None and not several:
             lo, hi = stats.wilson(sums[metrics.STATS.index(m.wilson)], n[m.name], confidence)
             ci[m.name] = (float(lo), float(hi))
 
@@ -52,7 +56,8 @@ def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point:
         lo, hi = ci.get(name, (None, None)) if value is not None else (None, None)
         return Interval(value, rounded(lo), rounded(hi), int(n[name]))
 
-    intervals: dict[str, Any] = {name: interval(name) for name in n}
+    sampled = {m.name for m in metrics.REGISTRY if m.sampled}
+    intervals: dict[str, Any] = {name: interval(name) for name in n if name not in sampled or n[name] > 0}
     tie_items = int(sums[metrics.STATS.index("tie_items")])
     if tie_items:  # labelled sets with tie-labelled pairs only: other cards' bytes stay as they were
         intervals["tie_labelled"] = tie_items
@@ -237,15 +242,37 @@ def _item_table(data: pa.Table, cell: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """The records sorted by cell and item (``by``), where each item starts in that order,
     the item table (``metrics.item_table``) and each item's cell."""
     bits = item_bits(data)
-    by = by_cell_and_item(cell, bits)
+    samples = sample_column(data)
+    sampled = samples is not None and bool(samples.any())
+    order = lookup(data["order"], metrics.ORDER_CODES)
+    # A judge asked several samples: records sorted by cell, item, sample and order, so that an
+    # item's records stay adjacent (the bootstrap resamples an item with all its samples).
+    by = np.lexsort((order, samples, bits, cell)) if samples is not None and sampled else by_cell_and_item(cell, bits)
     cell, bits = cell[by], bits[by]
-    starts = np.flatnonzero(np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1]))))
+    item_edge = np.concatenate(([True], (cell[1:] != cell[:-1]) | (bits[1:] != bits[:-1])))
+    starts = np.flatnonzero(item_edge)
     tie_gold = (pc.equal(data["kind"].cast(pa.string()), "labelled_tie").to_numpy(zero_copy_only=False)
                 if "kind" in data.column_names else None)
-    code = metrics.presentation_code(lookup(data["order"], metrics.ORDER_CODES),
-                                     lookup(data["verdict"], metrics.VERDICTS),
-                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy(), tie_gold)
-    return by, starts, metrics.item_table(starts, code[by]), cell[starts]
+    code = metrics.presentation_code(order, lookup(data["verdict"], metrics.VERDICTS),
+                                     data["ref_len"].to_numpy(), data["pert_len"].to_numpy(), tie_gold)[by]
+    if not sampled:
+        return by, starts, metrics.item_table(starts, code), cell[starts]
+    assert samples is not None
+    return by, starts, _sampled_table(item_edge, samples[by], code), cell[starts]
+
+
+def _sampled_table(item_edge: np.ndarray, samples: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """The item table of a judge asked several samples (records sorted by item, sample, order):
+    each sample index's one or two presentations counted as an item is (so κ_ord pairs the two
+    orders' samples of one index), summed into the item's row, with its sample agreement."""
+    unit_edge = item_edge | np.concatenate(([True], samples[1:] != samples[:-1]))
+    units = np.flatnonzero(unit_edge)
+    per_unit = metrics.item_table(units, code)
+    item_starts = np.flatnonzero(item_edge)
+    table = np.add.reduceat(per_unit, np.searchsorted(units, item_starts), axis=0)
+    first = len(metrics.STATS) - 4
+    table[:, first:] = metrics.sample_table(np.cumsum(item_edge) - 1, len(item_starts), code)
+    return np.asfortranarray(table.astype(np.int32))
 
 
 def _card_maker(table: np.ndarray, spans: list[tuple[int, int, str]], margins: np.ndarray | None, *,

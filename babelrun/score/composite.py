@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.keys import sample_column
 from ..judges.rule import SERVED as RULE_SERVED
 from ..spec import (
     CalibratedSpec,
@@ -57,6 +58,7 @@ from ..spec import (
     CompositeSpec,
     DualOrderSpec,
     EnsembleSpec,
+    SampledSpec,
     inner_judges,
 )
 from . import metrics, paired, stats
@@ -75,7 +77,7 @@ _EPS = 1e-9
 _TIE_TOL = 1e-9
 # What each mitigation is meant to fix, in card metrics (the report marks them).
 TARGETS = {"dual_order": ["position_bias", "order_consistency"], "calibrated": ["position_bias"],
-           "ensemble": ["accuracy"], "cascade": ["accuracy"]}
+           "ensemble": ["accuracy"], "cascade": ["accuracy"], "sampled": ["accuracy", "order_consistency"]}
 
 
 class _Judged(msgspec.Struct):
@@ -122,8 +124,11 @@ def composite_id(spec: CompositeSpec, ids: dict[str, str]) -> str:
 
 
 def _judged(data: pa.Table, judge: np.ndarray, code: int, order: np.ndarray, verdict: np.ndarray,
-            probs: np.ndarray) -> _Judged:
-    rows = np.flatnonzero(judge == code)
+            probs: np.ndarray, sample: np.ndarray | None = None) -> _Judged:
+    """A judge's records by key; with ``sample``, only those of sample 0 (its first asks: what
+    every composite but ``sampled`` combines)."""
+    mine = judge == code
+    rows = np.flatnonzero(mine if sample is None else mine & (sample == 0))
     key = (data["item_key"].to_numpy()[rows] << np.uint64(1)) | order[rows].astype(np.uint64)
     by = np.argsort(key, kind="stable")
     rows, key = rows[by], key[by]
@@ -280,23 +285,25 @@ def calibrated(spec: CalibratedSpec, j: _Judged, lang: np.ndarray, langs: list[s
                    calibration_items=len(np.unique(item[held_out])))
 
 
-def _judges(data: pa.Table, ids: dict[str, str]) -> Callable[[str], _Judged]:
+def _judges(data: pa.Table, ids: dict[str, str]) -> Callable[..., _Judged]:
     """A lookup of each named judge's records in ``data`` (built on first use)."""
     present = sorted(set(pc.unique(data["judge_id"].cast(pa.string())).to_pylist()))
     judge = lookup(data["judge_id"], present)
     order = lookup(data["order"], metrics.ORDER_CODES)
     verdict = lookup(data["verdict"], metrics.VERDICTS)
     probs = np.column_stack([data[c].to_numpy(zero_copy_only=False).astype(float) for c in ("p_a", "p_b", "p_tie")])
+    sample = sample_column(data)
     empty = _Judged(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64),
                     np.zeros((0, 3)))
-    judged: dict[str, _Judged] = {}
+    judged: dict[tuple[str, bool], _Judged] = {}
 
-    def of(name: str) -> _Judged:
-        if name not in judged:
+    def of(name: str, every_sample: bool = False) -> _Judged:
+        if (name, every_sample) not in judged:
             jid = ids.get(name)
-            judged[name] = (_judged(data, judge, present.index(jid), order, verdict, probs)
-                            if jid in present else empty)
-        return judged[name]
+            judged[(name, every_sample)] = (
+                _judged(data, judge, present.index(jid), order, verdict, probs, None if every_sample else sample)
+                if jid in present else empty)
+        return judged[(name, every_sample)]
 
     return of
 
@@ -330,9 +337,37 @@ def derive(data: pa.Table, specs: list[CompositeSpec], ids: dict[str, str]) -> l
             return ensemble(s, [of(n) for n in s.of])
         if isinstance(s, CascadeSpec):
             return cascade(s, of(s.cheap), of(s.strong), _is_rule(data, of(s.cheap)))
+        if isinstance(s, SampledSpec):
+            return sampled(s, of(s.of, every_sample=True))
         return calibrated(s, of(s.of), lang, langs)
 
     return [msgspec.structs.replace(rule(s), judge_id=composite_id(s, ids)) for s in specs]
+
+
+def sampled(spec: SampledSpec, judged: _Judged) -> Derived:
+    """Each presentation's samples as one verdict. Soft (every sample of the presentation with
+    probabilities): the mean probabilities, read as ``_from_slots`` reads one. Hard: the verdict
+    named by strictly more samples than each other verdict (reference, perturbed, tie); equal
+    counts are a tie; all invalid stays invalid. Both rules are symmetric in reference and
+    perturbed, so neither leans toward the gold. The presentation's row is its first sample's."""
+    if not len(judged.key):
+        return Derived(spec, "", judged.rows, judged.verdict, judged.probs, 0.0)
+    starts = np.flatnonzero(np.concatenate(([True], judged.key[1:] != judged.key[:-1])))
+    votes = np.add.reduceat(np.eye(4, dtype=np.int64)[judged.verdict], starts, axis=0)  # REF, PERT, TIE, INVALID
+    decided = votes[:, :3]
+    top = decided.max(axis=1)
+    alone = (decided == top[:, None]).sum(axis=1) == 1
+    verdict = np.where(top == 0, INVALID, np.where(alone, decided.argmax(axis=1), TIE))
+    counts = np.diff(np.append(starts, len(judged.key)))
+    have = np.add.reduceat((~np.isnan(judged.probs).any(axis=1)).astype(np.int64), starts)
+    probs = np.add.reduceat(np.nan_to_num(judged.probs), starts, axis=0) / counts[:, None]
+    soft = have == counts
+    probs[~soft] = np.nan
+    if soft.any():
+        ref_first = (judged.key[starts] & np.uint64(1)) == 0
+        verdict = np.where(soft, _from_slots(probs, ref_first), verdict)
+    return Derived(spec, "", judged.rows[starts], verdict.astype(np.int64), probs,
+                   calls_per_decision=float(counts.mean()))
 
 
 def _is_rule(data: pa.Table, judged: _Judged) -> bool:
@@ -370,6 +405,8 @@ def card(derived: Derived, data: pa.Table, rows: pa.Table, ids: dict[str, str], 
     spec = derived.spec
     base_name = spec.base or inner_judges(spec)[0]
     base = data.filter(pc.equal(data["judge_id"].cast(pa.string()), ids[base_name]))
+    if "sample" in base.column_names:  # a sampled base: its first asks, what it gives asked once
+        base = base.filter(pc.equal(pc.fill_null(base["sample"], 0), 0))
     changes = paired.compare_tables(base, rows, replicates=replicates, confidence=confidence, seed=seed)
     n = rows.num_rows
     escalation = None

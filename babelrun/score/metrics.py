@@ -24,6 +24,12 @@ Definitions (documented in docs/metrics.md):
                       decisive verdicts on pairs whose lengths differ by ≥ 10 %: the judge's
                       preference for the longer answer with accuracy cancelled out; 0.5 is
                       neutral. Needs pairs of both kinds (undefined otherwise).
+- self-consistency  = for a judge asked k > 1 samples of each presentation: over the pairs of
+                      one presentation's samples, the share that agree (the same verdict; an
+                      invalid reply agrees with none), per order and overall. Each presentation
+                      has k(k−1)/2 pairs, so presentations weigh equally where each has k samples.
+                      The other metrics then count every sample; κ_ord and κ_same pair the two
+                      orders' samples of one index.
 - R                 = (0.6·acc + 0.4·κ_ord)·(1 − 0.8·|Δ|)·(1 − 0.7·max(0, 2v − 1)),
                       the last factor taken as 1 where v is undefined.
 
@@ -52,6 +58,10 @@ STATS = (
     # Decisive-labelled presentations of items seen in both orders: Δ's denominator (a function
     # of n, pairs and gold_tie, so left out of ``patterns``' key like same_verdict).
     "paired_slots",
+    # A judge asked ``samples: k`` (k > 1): per order, the pairs of one presentation's samples
+    # and how many of them agree (the same verdict; an invalid reply agrees with none). Last,
+    # and 0 for a judge asked once, so its rows, patterns and bootstrap draws are as before.
+    "sample_pairs_rf", "sample_agree_rf", "sample_pairs_pf", "sample_agree_pf",
 )
 _I = {name: i for i, name in enumerate(STATS)}
 DERIVED = ("same_verdict", "paired_slots")
@@ -84,6 +94,9 @@ class Metric(NamedTuple):
     flag: str | None = None  # a remark the reports append: "verdict", "below_chance", "consistently_wrong"
     kinds: tuple[str, ...] = ("degradation", "pairs")  # the card families the metric is on
     less: tuple[str, ...] = ()  # STATS columns taken off the count (tie-labelled presentations)
+    # On a card only where its count is > 0: a judge asked ``samples: k`` > 1. The reports'
+    # metric table and the tidy export leave it out of cards that lack it.
+    sampled: bool = False
 
 
 REGISTRY: tuple[Metric, ...] = (
@@ -95,6 +108,9 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("verdict_consistency", "κ_same", ("pairs",), higher_is_better=None),
     Metric("tie_rate", "ties", ("n",), wilson="tie", rate=True, higher_is_better=None),
     Metric("invalid_rate", "invalid", ("n",), wilson="invalid", rate=True, higher_is_better=False),
+    Metric("self_consistency", "self-cons.", ("sample_pairs_rf", "sample_pairs_pf"), sampled=True),
+    Metric("self_consistency_ref_first", "self-cons. (ref first)", ("sample_pairs_rf",), sampled=True),
+    Metric("self_consistency_pert_first", "self-cons. (pert first)", ("sample_pairs_pf",), sampled=True),
 )
 BY_NAME = {m.name: m for m in REGISTRY}
 # The metrics a comparison (score.paired: diff, a mitigation's change) computes, in its order.
@@ -176,7 +192,26 @@ def item_table(starts: np.ndarray, code: np.ndarray) -> np.ndarray:
     table[:, _I["consistent"]] = both & (first_v == second_v) & ((first_v <= 1) | (gold_tie[starts] & (first_v == 2)))
     table[:, _I["tie_items"]] = gold_tie[starts]
     table[:, _I["same_verdict"]] = both & (first_v == second_v) & (first_v <= 2)
+    for name in ("sample_pairs_rf", "sample_agree_rf", "sample_pairs_pf", "sample_agree_pf"):
+        table[:, _I[name]] = 0  # filled by ``sample_table`` for a judge asked several samples
     return table
+
+
+def sample_table(item_of: np.ndarray, n_items: int, code: np.ndarray) -> np.ndarray:
+    """The four ``sample_*`` columns per item: for each presentation (item and order) with m
+    samples, its m(m−1)/2 sample pairs and those whose verdicts agree (reference, perturbed or
+    tie alike; invalid agrees with none). ``item_of``: each record's item row; ``code``: its
+    ``presentation_code``."""
+    verdict, order = (code & 3).astype(np.int64), ((code >> 2) & 1).astype(np.int64)
+    presentation = item_of.astype(np.int64) * 2 + order
+    m = np.bincount(presentation, minlength=2 * n_items)
+    by_verdict = np.bincount(presentation * 4 + verdict, minlength=8 * n_items).reshape(2 * n_items, 4)
+    pairs = m * (m - 1) // 2
+    agree = (by_verdict[:, :3] * (by_verdict[:, :3] - 1) // 2).sum(axis=1)
+    out = np.zeros((n_items, 4), dtype=np.int64)
+    out[:, 0], out[:, 1] = pairs[0::2], agree[0::2]
+    out[:, 2], out[:, 3] = pairs[1::2], agree[1::2]
+    return out
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -202,6 +237,10 @@ def from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
         "reliability": r,
         "tie_rate": _ratio(g["tie"], g["n"]),
         "invalid_rate": _ratio(g["invalid"], g["n"]),
+        "self_consistency": _ratio(g["sample_agree_rf"] + g["sample_agree_pf"],
+                                   g["sample_pairs_rf"] + g["sample_pairs_pf"]),
+        "self_consistency_ref_first": _ratio(g["sample_agree_rf"], g["sample_pairs_rf"]),
+        "self_consistency_pert_first": _ratio(g["sample_agree_pf"], g["sample_pairs_pf"]),
     }
 
 

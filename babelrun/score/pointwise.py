@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 
 from ..core import languages
 from ..core.items import FAMILY_PREFIX
+from ..core.keys import sample_column
 from ..core.records import ANSWERS
 from ..perturb import lengthening
 from . import stats, verdict
@@ -139,6 +140,9 @@ def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
     ref_calls, deg_calls = np.zeros(n), np.zeros(n)
     ref[inverse[~second]], deg[inverse[second]] = score[~second], score[second]
     ref_calls[inverse[~second]], deg_calls[inverse[second]] = 1, 1
+    samples = sample_column(data)
+    if samples is not None and samples.any():  # asked k times: each answer's mean valid score
+        ref, deg = _mean_score(inverse, ~second, score, n), _mean_score(inverse, second, score, n)
     first = np.zeros(n, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a row of each item
     lang, langs = codes(data["lang"])
@@ -152,6 +156,16 @@ def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
                 if "kind" in data.column_names else None)
     return _Items(ref, deg, ref_calls, deg_calls, cluster[first], lang[first], pert[first],
                   ref_len > pert_len, differs, tie_gold), langs, perts
+
+
+def _mean_score(item: np.ndarray, mine: np.ndarray, score: np.ndarray, n: int) -> np.ndarray:
+    """Per item, the mean of these records' valid scores (a judge's samples of one answer:
+    G-Eval's weighting, every sample equal); NaN where none is valid."""
+    valid = mine & ~np.isnan(score)
+    total = np.bincount(item[valid], weights=score[valid], minlength=n)
+    count = np.bincount(item[valid], minlength=n)
+    out: np.ndarray = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return out
 
 
 def _sums(it: _Items, mask: np.ndarray, perts: list[str]) -> np.ndarray:

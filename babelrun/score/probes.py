@@ -384,7 +384,7 @@ class _CueStats:
         empty = Interval(None, None, None, 0)
         acc = m["accuracy"]
         assert isinstance(acc, Interval)
-        others = {m.name: empty for m in metrics.REGISTRY if m.name != "accuracy"}
+        others = {m.name: empty for m in metrics.REGISTRY if m.name != "accuracy" and not m.sampled}
         return ProbeCard(items=len(np.unique(self.r.cluster[rows])), presentations=len(rows), accuracy=acc,
                          **others, cue_effect=m.get("cue_effect"), cue_success=m.get("cue_success"),  # type: ignore[arg-type]
                          mcnemar=m.get("mcnemar"), score_lift=m.get("score_lift"))  # type: ignore[arg-type]

@@ -38,7 +38,8 @@ def _metrics(card: Any, family: str) -> list[tuple[str, Interval]]:
     out = [("items", Interval(card.items, None, None, card.items)),
            ("presentations", Interval(shown, None, None, shown))]
     registered = {m.name for m in REGISTRY} if family not in ("agentic", "pointwise") else set()
-    out += [(m.name, getattr(card, m.name)) for m in REGISTRY if m.name in registered]
+    out += [(m.name, getattr(card, m.name)) for m in REGISTRY
+            if m.name in registered and not isinstance(getattr(card, m.name, msgspec.UNSET), msgspec.UnsetType)]
     for field in msgspec.structs.fields(card):
         if field.name in registered:
             continue

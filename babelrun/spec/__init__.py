@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ..core.keys import MAX_SAMPLES
 from ._base import *  # noqa: F403 (the shared base and bounds, re-exported)
 from ._base import (
     DEFAULT_SEVERITIES,
@@ -311,6 +312,13 @@ class JudgeSpec(_Spec, frozen=True):
     # written in it (en es fr yo hi bn ar sw zh ja tr ru; English elsewhere).
     prompt_language: Literal["en", "item"] = "en"
     temperature: Annotated[float, msgspec.Meta(ge=0, le=100)] = 0.0
+    # Each presentation asked this many times (a sample index in the key, 0 … k−1): the
+    # judge's self-consistency and the ``sampled`` composite come from them. Not part of the
+    # judge_id: raising it adds keys, never changes the ones judged.
+    samples: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAMPLES)] = 1
+    # Sent with each request (where the API takes one) as a hash of this, the item, the order
+    # and the sample index (``core.keys.sample_seed``): distinct samples, the same on a resume.
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | None = None
     # Unset: 8 for the built-in pairwise templates (one word), 1024 where the judge reasons
     # first (a ``verdict:`` pattern, the pointwise template).
     max_tokens: PositiveInt | None = None
@@ -417,7 +425,15 @@ class CalibratedSpec(_Composite, tag="calibrated", tag_field="kind", kw_only=Tru
     min_items: PositiveInt = 50
 
 
-CompositeSpec = DualOrderSpec | EnsembleSpec | CascadeSpec | CalibratedSpec
+class SampledSpec(_Composite, tag="sampled", tag_field="kind", kw_only=True, frozen=True):
+    """``of``'s k samples of each presentation (its ``samples: k``) as one verdict: the
+    majority (a strict plurality of reference, perturbed and tie; equal counts: tie); for a
+    soft judge the largest mean probability (composites combine pairwise judges)."""
+
+    of: str
+
+
+CompositeSpec = DualOrderSpec | EnsembleSpec | CascadeSpec | CalibratedSpec | SampledSpec
 
 
 def inner_judges(spec: CompositeSpec) -> list[str]:

@@ -35,8 +35,9 @@ MAX_BAD_LINES = 1000
 SCHEMA = log.RECORD_SCHEMA
 # The Parquet file adds ``item_key``: the 60 bits of ``item_id`` that identify the item
 # (``core.keys.item_bits``), computed once here so scoring groups by an integer, not a string.
+# Its ``sample`` column is never null: 0 for a judge asked once (and for logs older than samples).
 PARQUET_SCHEMA = SCHEMA.append(pa.field("item_key", pa.uint64()))
-_FORMAT = b"8"  # bump when the Parquet layout changes: older files are rebuilt
+_FORMAT = b"9"  # bump when the Parquet layout changes: older files are rebuilt
 # Columns with a handful of distinct values: read back as dictionaries (small, fast to group).
 DICTIONARY_COLUMNS = ("judge_id", "judge", "order", "status", "kind", "lang", "ref_id", "perturbation",
                       "verdict", "slot", "served_model", "fingerprint", "error_kind")
@@ -70,7 +71,11 @@ class FirstOk:
             keep[rows[fresh]] = True
             self._seen[jid] = sorted_unique(np.concatenate([seen, bits[fresh]]))
         mask = pa.array(keep)
-        return ok.filter(mask).append_column("item_key", pa.array(item_key).filter(mask))
+        kept = ok.filter(mask)
+        if "sample" in kept.column_names:  # a record without one (sample 0, or an older log) reads 0
+            at = kept.schema.get_field_index("sample")
+            kept = kept.set_column(at, "sample", pc.fill_null(kept["sample"], 0))
+        return kept.append_column("item_key", pa.array(item_key).filter(mask))
 
 
 def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.keys import item_bits, order_bit, plan_keys, sorted_unique
+from ..core.keys import item_bits, order_bit, plan_keys, slot, sorted_unique
 from .log import KEYS, index_segment, read_index, segments
 
 __all__ = ["KEYS", "DoneSet"]
@@ -24,7 +24,8 @@ class DoneSet:
     of item id, 1 bit of order) — 8 bytes a key, a million keys in 8 MB, where a Python set
     of key tuples takes about 200 bytes a key. Built from the log with Arrow and NumPy, no
     Python loop per record. Two items of one judge share 60 bits with probability about
-    n² / 2⁶¹: for a million items, one in two million."""
+    n² / 2⁶¹: for a million items, one in two million. A judge asked ``samples: k`` keeps
+    samples 1 … k−1 under their own slots (``core.keys.slot``); sample 0 is the judge id."""
 
     def __init__(self, keys: dict[str, np.ndarray] | None = None):
         self._keys = {j: sorted_unique(k) for j, k in (keys or {}).items()}
@@ -45,43 +46,46 @@ class DoneSet:
         return cls({jid: np.concatenate(p) for jid, p in parts.items()})
 
     @classmethod
-    def of(cls, keys: Iterable[tuple[str, str, str]]) -> DoneSet:
-        """From (judge_id, item_id, order) tuples."""
+    def of(cls, keys: Iterable[tuple[str, str, str] | tuple[str, str, str, int]]) -> DoneSet:
+        """From (judge_id, item_id, order) or (judge_id, item_id, order, sample) tuples."""
         by_judge: dict[str, list[int]] = {}
-        for judge_id, item_id, order in keys:
-            by_judge.setdefault(judge_id, []).append((item_bits(item_id) << 1) | order_bit(order))
+        for key in keys:
+            judge_id, item_id, order = key[:3]
+            name = slot(judge_id, key[3] if len(key) > 3 else 0)
+            by_judge.setdefault(name, []).append((item_bits(item_id) << 1) | order_bit(order))
         return cls({j: np.array(v, dtype=np.uint64) for j, v in by_judge.items()})
 
     def __len__(self) -> int:
         return sum(len(k) for k in self._keys.values())
 
-    def __contains__(self, key: tuple[str, str, str]) -> bool:
+    def __contains__(self, key: tuple[str, str, str] | tuple[str, str, str, int]) -> bool:
         return self.contains(*key)
 
-    def contains(self, judge_id: str, item_id: str, order: str) -> bool:
-        keys = self._keys.get(judge_id)
+    def contains(self, judge_id: str, item_id: str, order: str, sample: int = 0) -> bool:
+        keys = self._keys.get(slot(judge_id, sample))
         if keys is None:
             return False
         bits = (item_bits(item_id) << 1) | order_bit(order)
         i = int(np.searchsorted(keys, np.uint64(bits)))
         return i < len(keys) and int(keys[i]) == bits
 
-    def count(self, judge_id: str, item_ids: list[str]) -> int:
-        """How many of (item, order) for these items, both orders, are done for this judge."""
-        keys = self._keys.get(judge_id)
-        if keys is None or not item_ids:
+    def count(self, judge_id: str, item_ids: list[str], samples: int = 1) -> int:
+        """How many of (item, order, sample) for these items, both orders and the first
+        ``samples`` sample indices, are done for this judge."""
+        if not item_ids:
             return 0
-        return self.count_keys(judge_id, plan_keys(item_ids))
+        planned = plan_keys(item_ids)
+        return sum(self.count_keys(slot(judge_id, s), planned) for s in range(samples))
 
     def count_keys(self, judge_id: str, wanted: np.ndarray) -> int:
-        """How many of these 61-bit keys are done for this judge."""
+        """How many of these 61-bit keys are done for this judge slot (``core.keys.slot``)."""
         keys = self._keys.get(judge_id)
         if keys is None or not len(wanted):
             return 0
         return int(np.isin(wanted, keys).sum())
 
     def keys(self, judge_id: str) -> np.ndarray:
-        """This judge's keys, sorted."""
+        """This judge slot's keys, sorted (``core.keys.slot``: the judge id is its sample 0)."""
         return self._keys.get(judge_id, np.zeros(0, dtype=np.uint64))
 
     @property

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from ..core import bounds
-from ..core.keys import Shard, keys_by_judge
+from ..core.keys import MAX_SAMPLES, Shard, keys_by_judge
 from ..core.records import ANSWERS, ORDERS, Record
 from .files import check_not_link, open_nofollow, safe_dir
 from .lock import RunLock
@@ -126,8 +126,8 @@ class BadLine(msgspec.Struct, frozen=True):
 _ORDERS = (*ORDERS, *ANSWERS)  # pairwise orders, pointwise answers
 _REQUIRED = ("judge_id", "item_id", "order", "status", "judge", "kind", "lang", "perturbation",
              "severity", "ref_len", "pert_len")
-_INTS = ("ref_len", "pert_len", "attempts", "tokens_in", "tokens_out")
-_FLOATS = ("severity", "latency_ms", "ts", "p_a", "p_b", "p_tie", "score")
+_INTS = ("ref_len", "pert_len", "attempts", "tokens_in", "tokens_out", "seed")
+_FLOATS = ("severity", "latency_ms", "ts", "p_a", "p_b", "p_tie", "score", "temperature")
 _VALUES = {"order": _ORDERS, "status": ("ok", "error"), "verdict": ("reference", "perturbed", "tie", "invalid"),
            "slot": ("A", "B", "tie", "invalid")}
 
@@ -138,6 +138,8 @@ def _problem(record: Record) -> str | None:
     (pointwise, keyed by the answer judged)."""
     if record.order not in _ORDERS:
         return f"order {record.order[:20]!r}"
+    if not 0 <= record.sample < MAX_SAMPLES:
+        return "sample out of range"
     for name in _INTS:  # Arrow reads int64: a larger number (a hand edit, 10^20) is a bad line, not a crash
         value = getattr(record, name)
         if value is not None and not bounds.in_int64(value):
@@ -215,7 +217,8 @@ _TYPES = {
     "latency_ms": pa.float64(), "attempts": pa.int64(), "tokens_in": pa.int64(),
     "tokens_out": pa.int64(), "ts": pa.float64(), "p_a": pa.float64(), "p_b": pa.float64(),
     "p_tie": pa.float64(), "score": pa.float64(), "cached": pa.bool_(), "tokens_cached": pa.int64(),
-    "truncated": pa.bool_(), "tokens_cache_write": pa.int64(),
+    "truncated": pa.bool_(), "tokens_cache_write": pa.int64(), "sample": pa.int64(), "seed": pa.int64(),
+    "temperature": pa.float64(),
 }
 # Every field of a record, typed: the fast path parses all of them whatever the caller asked
 # for, so that a wrong-typed field anywhere refuses the line on both paths alike (the done-set
@@ -232,6 +235,10 @@ def _all_valid(batch: pa.RecordBatch | pa.Table) -> bool:
         column = batch.column(name)
         if not pc.all(pc.or_kleene(pc.is_null(column), pc.is_in(column, pa.array(allowed)))).as_py():
             return False
+    sample = batch.column("sample")
+    if sample.null_count < len(sample) and not pc.all(pc.fill_null(
+            pc.and_(pc.greater_equal(sample, 0), pc.less(sample, MAX_SAMPLES)), True)).as_py():
+        return False
     ok = pc.equal(batch.column("status"), "ok")
     verdict = batch.column("verdict")
     slotless = pc.or_(pc.is_null(verdict), pc.is_null(batch.column("slot")))
@@ -337,7 +344,7 @@ def read_table(run_dir: Path, schema: pa.Schema, *, threads: bool = False,
 
 # The log columns a done-set is built from (and that count a run's ok records).
 KEYS = pa.schema([("judge_id", pa.string()), ("item_id", pa.string()),
-                  ("order", pa.string()), ("status", pa.string())])
+                  ("order", pa.string()), ("status", pa.string()), ("sample", pa.int64())])
 INDEX_DIR = "keys"
 INDEX_MIN_BYTES = 1 << 20  # smaller segments are parsed in milliseconds: not worth a file
 _INDEX_VERSION = 1
@@ -446,7 +453,7 @@ def ends_whole(seg: Path) -> bool:
 
 def final_records(records: Iterable[Record]) -> list[Record]:
     """One record per key: its first ``ok`` record; keys that never succeeded are left out."""
-    seen: dict[tuple[str, str, str], Record] = {}
+    seen: dict[tuple[str, str, str] | tuple[str, str, str, int], Record] = {}
     for r in records:
         if r.status == "ok" and r.key not in seen:
             seen[r.key] = r

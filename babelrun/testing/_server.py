@@ -59,6 +59,11 @@ class FakeJudgeServer:
     * ``port`` (0): the port to listen on; 0 takes a free one.
     * ``flip_rate`` (0): the share of prompts (chosen by hash, so the same ones every time)
       answered with the other slot: a provider's silent model update, for ``babelrun check``.
+    * ``sample_flip`` (0): the chance, per request, that the verdict is the other slot: a
+      sampled judge's own noise. Drawn by hash of the prompt and the request's ``seed`` (the
+      body's, sent by a judge that sets ``seed``) or, without one, the prompt's count so far: the
+      k asks of one presentation flip independently, and with seeds the same ones in every run.
+      ``prompts`` counts the requests of each prompt (the last user message).
     * ``fingerprint`` ("fp_fake"): the ``system_fingerprint`` the replies carry.
     * ``gather`` (0): hold the first verdicts until this many requests are in flight at once
       (then serve as usual): proof, by count and not by clock, that that many clients (say
@@ -97,8 +102,9 @@ class FakeJudgeServer:
                  fingerprint: str = "fp_fake", reply=None, hostile: str | None = None,
                  hostile_status: int | None = None, redirect_to: str | None = None, gather: int = 0,
                  gather_timeout_s: float = 30.0, cached_share: float = 0.0,
-                 cache_write_share: float = 0.0):
+                 cache_write_share: float = 0.0, sample_flip: float = 0.0):
         self.reply = reply
+        self.sample_flip = sample_flip
         self.cached_share = cached_share
         self.cache_write_share = cache_write_share
         self.gather = gather
@@ -132,6 +138,7 @@ class FakeJudgeServer:
         self.in_flight = 0  # held by ``gather``, now; and the most at once
         self.most_in_flight = 0
         self.authorizations: set[str] = set()
+        self.prompts: Counter = Counter()  # requests per prompt (the last user message)
         self.last_body: dict | None = None  # the last request's JSON body, and its headers
         self.last_headers: dict[str, str] = {}
         self.last_path = ""
@@ -173,6 +180,8 @@ class FakeJudgeServer:
             raise ValueError("rpm_window_s must be > 0")
         if self.gather < 0 or self.gather_timeout_s <= 0:
             raise ValueError("gather must be >= 0 and gather_timeout_s > 0")
+        if not 0.0 <= self.sample_flip <= 1.0:
+            raise ValueError(f"sample_flip must be in [0, 1], not {self.sample_flip}")
         if not 0.0 <= self.flip_rate <= 1.0:
             raise ValueError(f"flip_rate must be in [0, 1], not {self.flip_rate}")
         if not 0.0 <= self.cached_share <= 1.0:
@@ -262,6 +271,9 @@ class FakeJudgeServer:
             with self._lock:
                 self.last_body, self.last_headers = msgspec.json.decode(payload), dict(request.headers)
                 self.last_path = request.path_qs
+                self.prompts[prompt] += 1
+                seed = self.last_body.get("seed") if isinstance(self.last_body, dict) else None
+                draw = f"seed:{seed}" if isinstance(seed, int) else f"nth:{self.prompts[prompt]}"
         except ValueError as e:
             return self._error(proto, 400, str(e))
         if self.hostile is not None:
@@ -280,7 +292,7 @@ class FakeJudgeServer:
             return await self._inject(proto, request, plan, prompt)
         if self.gather:
             await self._gather()
-        return await self._verdict(proto, request, prompt, plan.latency_s, soft)
+        return await self._verdict(proto, request, prompt, plan.latency_s, soft, draw)
 
     async def _gather(self) -> None:
         """Wait until ``gather`` requests are here at once (or ``gather_timeout_s`` passed)."""
@@ -371,18 +383,20 @@ class FakeJudgeServer:
         return self._reply(200, body)
 
     async def _verdict(self, proto: WireFormat, request: web.Request, prompt: str, delay_s: float,
-                       soft: bool = False) -> web.StreamResponse:
+                       soft: bool = False, draw: str = "") -> web.StreamResponse:
         if not await self._pause(delay_s):
             return self._drop(request)  # shutting down: no reply, no waiting
         if request.transport is None:  # the client gave up during the delay
             return web.Response(status=499)  # aiohttp sends nothing to a closed connection
         with self._lock:
             self.served_ok += 1
-        return self._reply(200, msgspec.json.encode(self._completion(proto, prompt, soft)))
+        return self._reply(200, msgspec.json.encode(self._completion(proto, prompt, soft, draw)))
 
-    def _completion(self, proto: WireFormat, prompt: str, soft: bool = False) -> dict:
+    def _completion(self, proto: WireFormat, prompt: str, soft: bool = False, draw: str = "") -> dict:
         verdict = choose(prompt) if self.reply is None else self.reply(prompt)
         if self.flip_rate and verdict in ("A", "B") and flipped(prompt, self.flip_rate):
+            verdict = "B" if verdict == "A" else "A"
+        if self.sample_flip and verdict in ("A", "B") and flipped(f"{draw}\x1f{prompt}", self.sample_flip):
             verdict = "B" if verdict == "A" else "A"
         tokens_out = 1 if self.reply is None else max(1, len(verdict) // 4)
         return proto.completion(verdict, self.model, prompt, soft, fingerprint=self.fingerprint,

@@ -323,3 +323,52 @@ def test_the_two_order_rules_decide_as_documented():
         got = composite.TWO_ORDER_RULES[rule](first, second)
         assert got.tolist() == [w[r] for w in cases.values()], rule
         assert (composite.TWO_ORDER_RULES[rule](mirror[first], mirror[second]) == mirror[got]).all(), rule
+
+
+def _sampled_table(relabel: bool, soft: bool, k: int = 4) -> pa.Table:
+    """One judge's k samples of 200 items in both orders; replies a function of the slot
+    texts and the sample index only (many exact ties among an even number of samples). The
+    relabelled world names the other text the reference: orders flip, verdicts mirror."""
+    rows: dict[str, list] = {n: [] for n in ("judge_id", "item_key", "order", "verdict", "p_a", "p_b", "p_tie",
+                                             "sample")}
+    for item in range(200):
+        for order in ORDERS:
+            slots = ("x", "y") if order == "ref_first" else ("y", "x")  # x: the reference of the first world
+            for s in range(k):
+                u = _u("sampled", item, *slots, s)
+                slot = ("A", "B", "tie", "invalid")[int(u * 4)] if not soft else None
+                p_a = round(_u("pa", item, *slots, s), 1)  # coarse: exact ties of mean probabilities
+                probs = (p_a, round(1 - p_a, 6), 0.0) if soft else (None, None, None)
+                shown = FLIP[order] if relabel else order
+                verdict = verdict_of(slot, shown) if slot else "invalid"
+                rows["judge_id"].append("j")
+                rows["item_key"].append(item)
+                rows["order"].append(shown)
+                rows["verdict"].append(verdict)
+                rows["p_a"].append(probs[0])
+                rows["p_b"].append(probs[1])
+                rows["p_tie"].append(probs[2])
+                rows["sample"].append(s)
+    return pa.table({**rows, "item_key": pa.array(rows["item_key"], pa.uint64()), "lang": ["en"] * len(rows["order"])})
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_the_sampled_composite_mirrors_and_breaks_no_tie_toward_the_gold(soft):
+    from babelrun.spec import SampledSpec
+
+    spec = SampledSpec(name="maj", of="j")
+    got = {}
+    for relabel in (False, True):
+        data = _sampled_table(relabel, soft)
+        (derived,) = composite.derive(data, [spec], {"j": "j"})
+        order = data["order"].to_numpy(zero_copy_only=False)[derived.rows]
+        item = data["item_key"].to_numpy()[derived.rows]
+        names = np.array(composite.metrics.VERDICTS, dtype=object)[derived.verdict]
+        got[relabel] = {(int(i), FLIP[o] if relabel else o): MIRROR[v] if relabel else v
+                        for i, o, v in zip(item, order, names, strict=True)}
+        assert derived.calls_per_decision == 4
+    assert len(got[False]) == 400 and got[False] == got[True]
+    ties = sum(v == "tie" for v in got[False].values())
+    assert ties > 20  # exact ties happen, and are ties
+    wins = [v for v in got[False].values() if v in ("reference", "perturbed")]
+    assert abs(wins.count("reference") - len(wins) / 2) < len(wins) * 0.15  # content-blind: near chance

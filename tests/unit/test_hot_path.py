@@ -44,10 +44,10 @@ def test_a_shard_replays_the_same_items():
     plan = Plan(_references()[:40], ALL, seed=0)
     shard = plan.sharded(Shard(1, 3))
     assert list(shard.items()) == list(plan.items())
-    every = {(it.item_id, k) for it, k in plan.pending("j", ("ref_first", "pert_first"))}
+    every = {(it.item_id, k) for it, k, _ in plan.pending("j", ("ref_first", "pert_first"))}
     parts = set()
     for i in range(3):
-        parts |= {(it.item_id, k) for it, k in plan.sharded(Shard(i, 3)).pending("j", ("ref_first", "pert_first"))}
+        parts |= {(it.item_id, k) for it, k, _ in plan.sharded(Shard(i, 3)).pending("j", ("ref_first", "pert_first"))}
     assert parts == every
 
 

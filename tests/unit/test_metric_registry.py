@@ -36,7 +36,10 @@ def test_interval_counts_follow_the_registry() -> None:
     col = dict(zip(metrics.STATS, sums.tolist(), strict=True))
     assert n == {"reliability": 99, "accuracy": col["n"], "position_bias": col["n"] - col["gold_tie"],
                  "verbosity": col["lw_n"] + col["lb_n"], "order_consistency": col["pairs"],
-                 "verdict_consistency": col["pairs"], "tie_rate": col["n"], "invalid_rate": col["n"]}
+                 "verdict_consistency": col["pairs"], "tie_rate": col["n"], "invalid_rate": col["n"],
+                 "self_consistency": col["sample_pairs_rf"] + col["sample_pairs_pf"],
+                 "self_consistency_ref_first": col["sample_pairs_rf"],
+                 "self_consistency_pert_first": col["sample_pairs_pf"]}
 
 
 def test_a_registry_line_reaches_both_reports_summary_and_tidy(monkeypatch) -> None:
@@ -46,8 +49,8 @@ def test_a_registry_line_reaches_both_reports_summary_and_tidy(monkeypatch) -> N
     card = _card(tie_rate=Interval(0.25, 0.125, 0.375, 8))
     cells = summary.metric_cells(card, {})
     assert cells[0] == "10" and cells[-1] == "0.25 [0.12, 0.38]"  # round half to even: 0.125 -> 0.12
-    assert len(markdown._row("all", card).split("|")) == len(metrics.REGISTRY) + 5
-    assert len(html._metric_row("all", card)) == len(metrics.REGISTRY) + 3
+    assert len(markdown._row("all", card).split("|")) == len(summary.TABLE_METRICS) + 5
+    assert len(html._metric_row("all", card)) == len(summary.TABLE_METRICS) + 3
     names = [name for name, _ in tidy._metrics(card, "text")]
     assert names[:2] == ["items", "presentations"] and names[-1] == "tie_rate"  # the new line, last
 

@@ -118,9 +118,11 @@ def _validate(args: argparse.Namespace) -> int:
     skipped = sum(row.skipped for row in p.audit)
     agentic = sum(row.emitted for row in p.audit if is_family(row.perturbation, "agentic"))
     lazy = sum(j.calls == "escalations" for j in m.judges)
-    calls = f"{p.calls_per_judge * (len(m.judges) - lazy)} judge calls"
+    asks = sum(j.samples for j in m.judges if j.calls != "escalations")  # every sample is a call
+    calls = f"{p.calls_per_judge * asks} judge calls"
     if lazy:
-        calls += f" + up to {p.calls_per_judge * lazy} escalations"
+        escalated = sum(j.samples for j in m.judges if j.calls == "escalations")
+        calls += f" + up to {p.calls_per_judge * escalated} escalations"
     composites = f", {len(m.composites)} composite(s)" if m.composites else ""
     merged = sum(row.merged for row in p.audit)
     print(f"{args.manifest}: ok — {len(m.judges)} judge(s){composites}, {len(p.languages)} "
