@@ -97,7 +97,8 @@ class JudgeRunner:
     # The stopping, cache and spend options, off by default, each a None check on the call path:
     stopper: Stopper | None = None  # early stopping per cell (engine/stopping.py)
     cache: ResponseCache | None = None  # the response cache (store/cache.py)
-    _cache_pending: dict[tuple[str, str, str], tuple[JudgeRunner, JudgeRequest, JudgeReply]] | None = None
+    _cache_pending: dict[tuple[str, str, str] | tuple[str, str, str, int],
+                         tuple[JudgeRunner, JudgeRequest, JudgeReply]] | None = None
     budget_usd: float | None = None  # ``audit --budget``: stop issuing calls at this spend
     _reserved: float = 0.0  # the expected cost of the calls in flight (``_reserve``), and how many
     _reserving: int = 0
