@@ -35,6 +35,7 @@ from ..spec import (
     LabelledPairsSource,
     Manifest,
     PerturbationSpec,
+    SampledSpec,
     TrajectoriesSource,
     inner_judges,
 )
@@ -384,6 +385,9 @@ def _check_composites(manifest: Manifest) -> None:
             raise ManifestError(where, "a composite's inner judges must be distinct")
         if comp.base is not None and comp.base not in specs:
             raise ManifestError(f"{where}.base", f"no judge named {comp.base!r} under judges")
+        if isinstance(comp, SampledSpec) and specs[comp.of].samples < 2:
+            raise ManifestError(f"{where}.of", f"judge {comp.of!r} is asked once (samples: 1): a sampled "
+                                               "composite needs samples: 2 or more")
         needs_soft = {
             CalibratedSpec: lambda c: [c.of],
             EnsembleSpec: lambda c: c.of if c.vote == "soft" else [],

@@ -167,3 +167,15 @@ def test_references_per_language_is_refused_on_a_corpus_of_labelled_pairs_only(t
     mixed = BASE + "corpus: {sources: [{kind: bundled}, {kind: labelled_pairs}], references_per_language: 3}\n"
     (tmp_path / "mixed.yaml").write_text(mixed)
     assert manifest.load(tmp_path / "mixed.yaml", environ={}).corpus.references_per_language == 3  # for the references
+
+
+@pytest.mark.parametrize("samples,ok", [(1, False), (3, True)])
+def test_a_sampled_composite_needs_a_judge_asked_more_than_once(tmp_path, samples, ok):
+    judge = {**simulated("base"), "samples": samples}
+    path = write_manifest(tmp_path, [judge], composites=[{"kind": "sampled", "name": "maj", "of": "base"}])
+    if ok:
+        manifest.check(manifest.load(path), {})
+        return
+    with pytest.raises(ManifestError) as e:
+        manifest.check(manifest.load(path), {})
+    assert e.value.path == "composites[0].of" and "samples: 2 or more" in str(e.value)
