@@ -40,7 +40,9 @@ def test_spend_equals_an_independent_sum_over_the_log(proto, tmp_path, monkeypat
     with FakeJudgeServer(cached_share=0.5, cache_write_share=written, faults=[500, 503, 500],
                          retry_after=0.01) as server:
         judge = {"name": "j", "backend": proto, "model": "m", "endpoint": server.endpoint(proto),
-                 "api_key_env": KEY_ENV, "concurrency": 4, "price": PRICE, "prompt_cache": proto == "anthropic"}
+                 "api_key_env": KEY_ENV, "concurrency": 4, "price": PRICE}
+        if proto == "anthropic":  # an option of Anthropic's backend alone
+            judge["prompt_cache"] = True
         path = write_manifest(tmp_path, [judge], corpus=CORPUS)
         result = quiet_audit(path)
         last_body = server.last_body
