@@ -555,7 +555,7 @@ def _from_alpaca_eval(judge: JudgeSpec, path: Path, config: dict[str, Any], spec
     # — and only there: the file names no path outside that folder (no absolute path, no ..).
     if Path(template).is_absolute() or ".." in Path(template).parts:
         raise TemplateError("prompt.file", f"alpaca_eval config {path.name}: its prompt_template {template!r} "
-                                           "leaves its folder (a config names a file under evaluators_configs/): refused")
+                                           "leaves its folder (a file under evaluators_configs/ only): refused")
     top = os.path.realpath(path.parent.parent)
     candidates = [path.parent.parent / template, path.parent / template, path.parent / Path(template).name]
     if not 1 <= len(Path(template).parts) <= 2:  # <evaluators_configs>/<annotator>/<file> at most
