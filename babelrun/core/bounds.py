@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+MAX_SAMPLES = 100  # samples of one presentation a judge may be asked for (G-Eval's protocol: 20)
+
 MAX_COUNT = 10**15  # tokens, lengths: far above any real call, far below int64 and float64's exact range
 INT64 = (-(2**63), 2**63 - 1)
 MAX_DEPTH = 64  # nesting levels of a manifest or a YAML prompt collection

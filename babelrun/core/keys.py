@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UserError
+from .bounds import MAX_SAMPLES as MAX_SAMPLES  # a judge's samples of one presentation, at most
 
 _HEX = np.full(256, 255, dtype=np.uint8)
 _HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
@@ -32,7 +33,7 @@ _HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16)
 _ITEM_HEX = 15  # item ids are blake2b hex; their first 15 digits (60 bits) identify them
 
 
-MAX_SAMPLES = 100  # samples of one presentation a judge may be asked for (G-Eval's protocol: 20)
+
 _SLOT = "~"
 
 

@@ -36,7 +36,6 @@ from typing import Any, Protocol, TypeVar, cast
 import msgspec
 
 from ..core.items import Item
-from ..core.keys import sample_seed
 from ..core.records import ANSWERS, ORDERS, Answer, Order
 from ..spec import JudgeSpec, VerdictSpec
 from . import safe_regex
@@ -322,7 +321,11 @@ class Judging:
         # ``key`` is one of ``self.keys`` (a slot order, or a pointwise answer); callers pass
         # it as ``str`` because a log record's ``order`` is one. Not checked here, as before.
         # ``sample``: which of the judge's ``samples`` asks of this presentation it is.
-        seed = None if self.seed is None else sample_seed(self.seed, item.item_id, key, sample)
+        seed = None
+        if self.seed is not None:  # core.keys loads numpy and pyarrow: only for a judge that sets a seed
+            from ..core.keys import sample_seed
+
+            seed = sample_seed(self.seed, item.item_id, key, sample)
         return JudgeRequest(item, cast("Order | Answer", key), self.render(item, key), sample, seed)
 
     def render(self, item: Item, key: str) -> list[dict[str, str]]:

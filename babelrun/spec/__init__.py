@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from ..core.keys import MAX_SAMPLES
+from ..core.bounds import MAX_SAMPLES
 from ._base import *  # noqa: F403 (the shared base and bounds, re-exported)
 from ._base import (
     DEFAULT_SEVERITIES,
