@@ -130,18 +130,7 @@ class FakeJudgeServer:
         self.hostile_status = hostile_status
         self.redirect_to = redirect_to
         self._check()
-
-        self.requests = 0
-        self.statuses: Counter = Counter()
-        self.injected: Counter = Counter()
-        self.served_ok = 0
-        self.in_flight = 0  # held by ``gather``, now; and the most at once
-        self.most_in_flight = 0
-        self.authorizations: set[str] = set()
-        self.prompts: Counter = Counter()  # requests per prompt (the last user message)
-        self.last_body: dict | None = None  # the last request's JSON body, and its headers
-        self.last_headers: dict[str, str] = {}
-        self.last_path = ""
+        self._reset_counters()
         # One lock guards the counters, the script, the random stream and the rpm window: the
         # handlers run on the server's thread while tests read from theirs.
         self._lock = threading.Lock()
@@ -154,6 +143,20 @@ class FakeJudgeServer:
         self._start_error: BaseException | None = None
         self._stop: asyncio.Event | None = None
         self._gathered: asyncio.Event | None = None
+
+    def _reset_counters(self) -> None:
+        """What the server has seen so far, for tests to read."""
+        self.requests = 0
+        self.statuses: Counter = Counter()
+        self.injected: Counter = Counter()
+        self.served_ok = 0
+        self.in_flight = 0  # held by ``gather``, now; and the most at once
+        self.most_in_flight = 0
+        self.authorizations: set[str] = set()
+        self.prompts: Counter = Counter()  # requests per prompt (the last user message)
+        self.last_body: dict | None = None  # the last request's JSON body, and its headers
+        self.last_headers: dict[str, str] = {}
+        self.last_path = ""
 
     @property
     def gathered(self) -> bool:

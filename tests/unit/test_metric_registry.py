@@ -34,7 +34,7 @@ def test_interval_counts_follow_the_registry() -> None:
     sums = np.arange(1, len(metrics.STATS) + 1)
     n = metrics.interval_n(sums, items=99)
     col = dict(zip(metrics.STATS, sums.tolist(), strict=True))
-    assert n == {"reliability": 99, "accuracy": col["n"], "position_bias": col["n"] - col["gold_tie"],
+    assert n == {"reliability": 99, "accuracy": col["n"], "position_bias": col["paired_slots"],
                  "verbosity": col["lw_n"] + col["lb_n"], "order_consistency": col["pairs"],
                  "verdict_consistency": col["pairs"], "tie_rate": col["n"], "invalid_rate": col["n"],
                  "self_consistency": col["sample_pairs_rf"] + col["sample_pairs_pf"],
