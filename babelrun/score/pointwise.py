@@ -29,7 +29,15 @@ An item has two records, ``reference`` and ``degraded`` (its two keys). Per item
                             offset is not in R: it is relative to the other languages of the
                             run, and a language's R must not depend on which others ran;
 - scale offset (language) = mean score of that language's references − the pooled mean of
-                            all the judge's reference scores: the scale drift between languages.
+                            all the judge's reference scores: the scale drift between languages;
+- self-consistency        = for a judge asked k > 1 samples of each answer: over the pairs of
+                            one presentation's (item and answer's) samples, the share with equal
+                            scores (an invalid score equals none); each presentation with k
+                            samples has k(k−1)/2 pairs, so each weighs equally;
+- sample SD               = for such a judge, the mean over presentations of the standard
+                            deviation (n − 1 in the denominator) of their valid sample scores,
+                            over presentations with two valid scores or more. The other metrics
+                            read each answer's mean valid score (G-Eval's weighting).
 
 Intervals: percentile bootstrap over references (a reference and every item made from it
 are resampled together; seeded from the manifest seed and the card), Wilson for the invalid
@@ -62,7 +70,10 @@ COLUMNS = ["judge_id", "judge", "item_key", "order", "lang", "perturbation", "sc
            "pert_len"]
 # Per-reference sums; every metric is a ratio of two of them.
 SUMS = ("items", "correct", "tie", "margin_n", "margin", "calls", "invalid", "lw_n", "lw_long", "lb_n",
-        "lb_long", "pad_n", "pad", "ref_n", "ref", "agree", "pairs", "lw_items", "lb_items")
+        "lb_long", "pad_n", "pad", "ref_n", "ref", "agree", "pairs", "lw_items", "lb_items",
+        # A judge asked ``samples: k`` > 1: its presentations' sample pairs, those with equal
+        # scores, and the sum and count of their sample SDs (0 for a judge asked once).
+        "sample_pairs", "sample_agree", "sd", "sd_n")
 _S = {name: i for i, name in enumerate(SUMS)}
 
 
@@ -83,6 +94,10 @@ class PointwiseCard(msgspec.Struct, frozen=True):
     # whether the judge scores the degraded answer higher (margin interval below 0).
     verdict: str | None = None
     below_chance: bool = False
+    # A judge asked ``samples: k`` > 1: the share of a presentation's sample pairs with equal
+    # scores and the mean within-presentation SD. Absent from cards.json for a judge asked once.
+    self_consistency: Interval | msgspec.UnsetType = msgspec.UNSET
+    sample_sd: Interval | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def accuracy(self) -> Interval:
@@ -128,6 +143,8 @@ class _Items(msgspec.Struct):
     longer_is_ref: np.ndarray
     differs: np.ndarray
     tie_gold: np.ndarray | None = None  # tie-labelled pairs (kind labelled_tie): equal scores are right
+    # A judge asked several samples: per item, its two presentations' ``_SPREAD`` sums (columns)
+    spread: np.ndarray | None = None
 
 
 def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
@@ -141,8 +158,10 @@ def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
     ref[inverse[~second]], deg[inverse[second]] = score[~second], score[second]
     ref_calls[inverse[~second]], deg_calls[inverse[second]] = 1, 1
     samples = sample_column(data)
+    spread = None
     if samples is not None and samples.any():  # asked k times: each answer's mean valid score
         ref, deg = _mean_score(inverse, ~second, score, n), _mean_score(inverse, second, score, n)
+        spread = _sample_spread(inverse, second, score, n)
     first = np.zeros(n, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a row of each item
     lang, langs = codes(data["lang"])
@@ -155,7 +174,7 @@ def _items(data: pa.Table) -> tuple[_Items, list[str], list[str]]:
     tie_gold = (pc.equal(data["kind"].cast(pa.string()), "labelled_tie").to_numpy(zero_copy_only=False)[first]
                 if "kind" in data.column_names else None)
     return _Items(ref, deg, ref_calls, deg_calls, cluster[first], lang[first], pert[first],
-                  ref_len > pert_len, differs, tie_gold), langs, perts
+                  ref_len > pert_len, differs, tie_gold, spread), langs, perts
 
 
 def _mean_score(item: np.ndarray, mine: np.ndarray, score: np.ndarray, n: int) -> np.ndarray:
@@ -165,6 +184,34 @@ def _mean_score(item: np.ndarray, mine: np.ndarray, score: np.ndarray, n: int) -
     total = np.bincount(item[valid], weights=score[valid], minlength=n)
     count = np.bincount(item[valid], minlength=n)
     out: np.ndarray = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return out
+
+
+_SPREAD = ("sample_pairs", "sample_agree", "sd", "sd_n")
+
+
+def _sample_spread(item: np.ndarray, second: np.ndarray, score: np.ndarray, n: int) -> np.ndarray:
+    """Per item (rows), its two presentations' samples summed (columns: ``_SPREAD``): the
+    m(m−1)/2 pairs of each presentation's m samples, those with equal valid scores, and the
+    sample SD (n − 1 denominator) of each presentation with two valid scores or more."""
+    presentation = item.astype(np.int64) * 2 + second.astype(np.int64)
+    m = np.bincount(presentation, minlength=2 * n)
+    valid = ~np.isnan(score)
+    agree: np.ndarray = np.zeros(2 * n)
+    if valid.any():
+        _, group, counts = np.unique(np.column_stack([presentation[valid], score[valid]]), axis=0,
+                                     return_inverse=True, return_counts=True)
+        owner = np.zeros(len(counts), dtype=np.int64)
+        owner[group.ravel()] = presentation[valid]
+        agree = np.bincount(owner, weights=counts * (counts - 1) / 2, minlength=2 * n)
+    v = np.bincount(presentation[valid], minlength=2 * n)
+    total = np.bincount(presentation[valid], weights=score[valid], minlength=2 * n)
+    squares = np.bincount(presentation[valid], weights=score[valid] ** 2, minlength=2 * n)
+    spread = v >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(spread, (squares - total ** 2 / np.maximum(v, 1)) / np.maximum(v - 1, 1), 0.0)
+    per_presentation = np.column_stack([m * (m - 1) / 2, agree, np.sqrt(np.maximum(var, 0.0)), spread])
+    out: np.ndarray = per_presentation.reshape(n, 2, len(_SPREAD)).sum(axis=1)
     return out
 
 
@@ -198,6 +245,8 @@ def _sums(it: _Items, mask: np.ndarray, perts: list[str]) -> np.ndarray:
         "lw_items": complete & it.differs[mask] & ~it.longer_is_ref[mask],
         "lb_items": complete & it.differs[mask] & it.longer_is_ref[mask],
     }
+    if it.spread is not None:
+        columns.update(zip(_SPREAD, it.spread[mask].T, strict=True))
     out = np.zeros((k, len(SUMS)))
     for name, values in columns.items():
         out[:, _S[name]] = np.bincount(cluster, weights=values.astype(float), minlength=k)
@@ -238,11 +287,15 @@ def _points(s: np.ndarray) -> dict[str, np.ndarray]:
             "verbosity_gain": col["pad"] / col["pad_n"], "stability": stability,
             "reliability": (0.6 * acc + 0.4 * credit) * penalty,
             "reference_mean": col["ref"] / col["ref_n"],
+            "self_consistency": col["sample_agree"] / col["sample_pairs"], "sample_sd": col["sd"] / col["sd_n"],
         }
 
 
 _N = {"discrimination": "items", "tie_rate": "items", "margin": "margin_n", "verbosity": "lw_n",
-      "verbosity_gain": "pad_n", "stability": "pairs", "reliability": "items", "reference_mean": "ref_n"}
+      "verbosity_gain": "pad_n", "stability": "pairs", "reliability": "items", "reference_mean": "ref_n",
+      "self_consistency": "sample_pairs", "sample_sd": "sd_n"}
+# On a card only where their count is > 0: a judge asked ``samples: k`` > 1.
+_SAMPLED = ("self_consistency", "sample_sd")
 
 
 def _replicates(sums: np.ndarray, replicates: int, key: str, seed: int) -> np.ndarray:
@@ -276,7 +329,7 @@ def _card(sums: np.ndarray, replicates: int, confidence: float, key: str, seed: 
     calls, invalid = int(total[_S["calls"]]), int(total[_S["invalid"]])
     lo, hi = stats.wilson(invalid, calls, confidence)
     invalid_rate = Interval(rounded(invalid / calls) if calls else None, rounded(float(lo)), rounded(float(hi)), calls)
-    values = {name: interval(name) for name in _N}
+    values = {name: interval(name) for name in _N if name not in _SAMPLED or total[_S[_N[name]]] > 0}
     items = int(total[_S["items"]])
     margin = values["margin"]
     worse = margin.value is not None and margin.hi is not None and margin.hi < 0

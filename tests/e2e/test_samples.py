@@ -1,16 +1,26 @@
 """``samples: k``: each presentation asked k times, against a loopback judge whose verdict is a
-function of the prompt and flips each request with probability 0.1 (``sample_flip``)."""
+function of the prompt and flips each request with probability 0.1 (``sample_flip``); and a
+simulated pointwise judge whose samples' score noise is known."""
 
 import json
+import math
+import statistics
 import subprocess
 import sys
 from collections import Counter
+from itertools import product
+from statistics import NormalDist
+
+import msgspec
 
 import babelrun
+from babelrun.app.cli import main
 from babelrun.plan import Plan
+from babelrun.score import decode
+from babelrun.score.stats import Interval
 from babelrun.store import log
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, kill_after_records, write_manifest
+from helpers import ROOT, kill_after_records, simulated, write_manifest
 
 CORPUS = {"sources": [{"kind": "bundled"}], "languages": ["en", "es", "fr", "sw"], "references_per_language": 10}
 PERTURBATIONS = [{"name": n, "severities": [0.6]} for n in ("truncate", "shuffle", "number_corrupt", "repeat_pad")]
@@ -103,3 +113,48 @@ def test_sigkill_and_resume_with_samples_equals_an_uninterrupted_run(tmp_path):
     reference = {r.key: (r.verdict, r.raw) for r in log.read(tmp_path / "clean" / "run")}
     assert {r.key: (r.verdict, r.raw) for r in log.read(run_dir)} == reference
     assert (run_dir / "cards.json").read_bytes() == (tmp_path / "clean" / "run" / "cards.json").read_bytes()
+
+
+def _rounded_score_law(mean: float, noise: float, scale: tuple[int, int]) -> dict[int, float]:
+    """P(score = v) for the simulated pointwise judge: round(mean + N(0, noise)), clipped."""
+    lo, hi = scale
+    cdf = NormalDist(mean, noise).cdf
+    return {v: (1.0 if v == hi else cdf(v + 0.5)) - (0.0 if v == lo else cdf(v - 0.5)) for v in range(lo, hi + 1)}
+
+
+def _expected_spread(law: dict[int, float], k: int) -> tuple[float, float]:
+    """Two samples' chance of equal scores, and the mean sample SD (n − 1) of k samples."""
+    equal = sum(p * p for p in law.values())
+    sd = sum(math.prod(law[v] for v in draw) * statistics.stdev(draw) for draw in product(law, repeat=k))
+    return equal, sd
+
+
+def test_a_pointwise_judge_asked_three_times_shows_its_score_noise(tmp_path):
+    """The simulated pointwise judge scores round(7 − 2·[degraded] + N(0, 0.8)) on 1–10: each
+    sample draws afresh, so equal-score share and sample SD follow from the rounded normal law."""
+    noise, k = 0.8, 3
+    knobs = {"score_noise": noise, "score_drop": 2.0}
+    judges = [{**simulated(name, **knobs, noise=name), "protocol": "pointwise", "prompt": "pointwise",
+               "samples": samples} for name, samples in (("scorer-k3", k), ("scorer-once", 1))]
+    path = write_manifest(tmp_path, judges, corpus={**CORPUS, "references_per_language": 12},
+                          perturbations=PERTURBATIONS[:3], scoring={"bootstrap": 200})
+    assert main(["audit", str(path)]) == 0
+    cards = {jc.judge: jc for jc in decode((tmp_path / "run" / "cards.json").read_bytes()).pointwise}
+    laws = [_rounded_score_law(mean, noise, (1, 10)) for mean in (7.0, 5.0)]  # reference, degraded
+    spreads = [_expected_spread(law, k) for law in laws]
+    equal, sd = (sum(s[i] for s in spreads) / 2 for i in (0, 1))  # every item has one of each
+    card = cards["scorer-k3"].overall
+    presentations = 2 * card.items
+    for measured, expected in ((card.self_consistency, equal), (card.sample_sd, sd)):
+        assert isinstance(measured, Interval)
+        assert abs(measured.value - expected) <= 0.06, (measured, expected)
+        assert measured.lo <= expected <= measured.hi, (measured, expected)  # the item-clustered interval
+    assert card.self_consistency.n == presentations * k * (k - 1) // 2 and card.sample_sd.n == presentations
+    assert all(isinstance(lc.card.self_consistency, Interval) for lc in cards["scorer-k3"].languages)
+    once = cards["scorer-once"].overall
+    assert once.self_consistency is msgspec.UNSET and once.sample_sd is msgspec.UNSET
+    text = json.loads((tmp_path / "run" / "cards.json").read_text())
+    assert "self_consistency" not in next(j for j in text["pointwise"] if j["judge"] == "scorer-once")["overall"]
+    print(f"equal-score share: expected {equal:.4f}, measured {card.self_consistency.value} "
+          f"[{card.self_consistency.lo}, {card.self_consistency.hi}]; sample SD: expected {sd:.4f}, "
+          f"measured {card.sample_sd.value} [{card.sample_sd.lo}, {card.sample_sd.hi}]")
