@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -61,6 +61,9 @@ class SelfFlip(msgspec.Struct, frozen=True):
     rate: Annotated[float, msgspec.Meta(ge=0, le=1)]
     lo: Annotated[float, msgspec.Meta(ge=0, le=1)]
     hi: Annotated[float, msgspec.Meta(ge=0, le=1)]
+    # Where the draws came from: "re-asks" pin made, or the "samples" the run asked (samples: k
+    # > 1: sample 0 pinned, the later ones compared with it).
+    source: Literal["re-asks", "samples"] = "re-asks"
 
     def __post_init__(self) -> None:
         if self.flips > self.asked:  # a lock's counts are data: held to what a pin can write

@@ -11,7 +11,9 @@ Judges are sampled: with ``--manifest``, ``pin`` asks each canary presentation `
 more times of the manifest's judge and records its **self-flip rate** (``SelfFlip``: the
 share of re-asks whose answer differs from the pinned one, with an item-bootstrap interval),
 the rate an unchanged judge's check flips at (a re-ask and a check's answer are both fresh
-draws compared with the same pinned draw).
+draws compared with the same pinned draw). A judge the run asked ``samples: k`` > 1 already
+holds such draws: its pinned answers are sample 0's and its later samples are the re-asks
+(``samples_self_flip``), so no call is made for it, with or without ``--manifest``.
 
 ``check`` re-asks the canary set (a few dozen calls, through the audit's own call path:
 rate limits, retries), compares each presentation's new verdict with the recorded one, and
@@ -44,6 +46,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -62,6 +65,7 @@ from ..store import compact
 from ..store.rundir import RunDir
 from . import recheck
 from .lockfile import (
+    MAX_REPEATS,
     Canary,
     LockedJudge,
     LockFile,
@@ -75,7 +79,7 @@ from .lockfile import (
 SELF_FLIP_REPLICATES = 2000  # the bootstrap of the self-flip rate's interval (canary items resampled)
 
 _COLUMNS = ["judge_id", "judge", "item_id", "kind", "lang", "ref_id", "perturbation", "severity", "order",
-            "verdict", "served_model", "fingerprint", "score"]
+            "verdict", "served_model", "fingerprint", "score", "sample"]
 
 
 def _template_name(spec: JudgeSpec) -> str:
@@ -102,7 +106,8 @@ def _labelled_accuracy(mine: pa.Table) -> Interval | None:
     return Interval(round(right / labelled.num_rows, 4), round(float(lo), 4), round(float(hi), 4), labelled.num_rows)
 
 
-def _self_flip(flips: np.ndarray, asked: np.ndarray, repeats: int, seed: int) -> SelfFlip | None:
+def _self_flip(flips: np.ndarray, asked: np.ndarray, repeats: int, seed: int,
+               source: Literal["re-asks", "samples"] = "re-asks") -> SelfFlip | None:
     """Re-asks differing from the pinned answer, per canary item, as a rate with a percentile
     bootstrap interval over items (an item's re-asks share its pinned answers)."""
     total = int(asked.sum())
@@ -114,7 +119,7 @@ def _self_flip(flips: np.ndarray, asked: np.ndarray, repeats: int, seed: int) ->
     rates = flips[draw].sum(axis=1)[n > 0] / n[n > 0]
     lo, hi = np.quantile(rates, [0.025, 0.975])
     k = int(flips.sum())
-    return SelfFlip(repeats, total, k, round(k / total, 4), round(float(lo), 4), round(float(hi), 4))
+    return SelfFlip(repeats, total, k, round(k / total, 4), round(float(lo), 4), round(float(hi), 4), source)
 
 
 def measure_self_flip(locked: LockedJudge, spec: JudgeSpec, repeats: int, seed: int) -> LockedJudge:
@@ -144,6 +149,33 @@ def measure_self_flip(locked: LockedJudge, spec: JudgeSpec, repeats: int, seed: 
         field = "repeat_scores" if pointwise else "repeats"
         canaries.append(msgspec.structs.replace(c, **{field: again}))
     return msgspec.structs.replace(locked, canary=canaries, self_flip=_self_flip(flips, asked, repeats, seed))
+
+
+def samples_self_flip(locked: LockedJudge, later: pa.Table, seed: int) -> LockedJudge:
+    """``locked`` with its self-flip rate from the run's own later samples (``later``: the
+    judge's records of sample 1 and up) of its canary presentations: each a fresh draw compared
+    with the pinned sample 0, as a re-ask is (at most ``MAX_REPEATS`` a presentation, kept as
+    its re-asks). Unchanged where the run holds none."""
+    pointwise = locked.spec.protocol == "pointwise"
+    ids = [c.item.item_id for c in locked.canary]
+    rows = later.filter(pc.is_in(later["item_id"].cast(pa.string()), pa.array(ids, pa.string())))
+    got: dict[str, dict[str, list[object]]] = {}
+    for r in rows.sort_by("sample").to_pylist():
+        if r["sample"] <= MAX_REPEATS:
+            got.setdefault(r["item_id"], {}).setdefault(r["order"], []).append(r["score" if pointwise else "verdict"])
+    flips, asked = np.zeros(len(ids), np.int64), np.zeros(len(ids), np.int64)
+    canaries = []
+    for i, c in enumerate(locked.canary):
+        pinned = c.scores if pointwise else c.verdicts
+        again = {key: answers for key, answers in got.get(c.item.item_id, {}).items() if key in pinned}
+        asked[i] = sum(len(answers) for answers in again.values())
+        flips[i] = sum(a != pinned[key] for key, answers in again.items() for a in answers)
+        canaries.append(msgspec.structs.replace(c, **{"repeat_scores" if pointwise else "repeats": again}))
+    if not asked.any():
+        return locked
+    repeats = max(len(answers) for c in got.values() for answers in c.values())
+    flip = _self_flip(flips, asked, repeats, seed, "samples")
+    return msgspec.structs.replace(locked, canary=canaries, self_flip=flip)
 
 
 def _answer(record: object, pointwise: bool) -> object:
@@ -185,6 +217,8 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
         mine = data.filter(pc.equal(data["judge_id"].cast(pa.string()), jid))
         if not mine.num_rows or spec.calls == "escalations":
             continue  # nothing recorded, or only a hard subset: no canary to compare
+        later = pc.fill_null(pc.greater(mine["sample"], 0), False)  # samples: k > 1: sample 0 is pinned
+        mine, later = mine.filter(pc.invert(later)), mine.filter(later)
         ids = _canary_ids(mine, canary, recorded.seed)
         rows = mine.filter(pc.is_in(mine["item_id"].cast(pa.string()), pa.array(ids))).to_pylist()
         items = lookup(recorded, chosen, rows)
@@ -197,15 +231,16 @@ def pin(run_dir: Path, canary: int = 24, alpha: float = 0.05, labels: Path | Non
             else:
                 verdicts[r["item_id"]][r["order"]] = r["verdict"]
         canaries = [Canary(items[i], verdicts[i], scores.get(i, {})) for i in ids if i in items]
-        locked.append(LockedJudge(
+        locked.append(samples_self_flip(LockedJudge(
             spec.name, jid, spec, _template_name(spec),
             template_sha(spec), most_common(mine["served_model"].to_pylist()),
             most_common(mine["fingerprint"].to_pylist()), _labelled_accuracy(mine),
-            agreement.get(spec.name, []), canaries))
+            agreement.get(spec.name, []), canaries), later, recorded.seed))
     if not locked:
         raise NotApplicable(f"{run_dir}: no judge with records to pin")
     if manifest is not None:
         specs = [_manifest_spec(manifest, j) for j in locked]  # every judge checked before any call
-        locked = [measure_self_flip(j, s, repeats, recorded.seed) for j, s in zip(locked, specs, strict=True)]
+        locked = [j if j.self_flip is not None else measure_self_flip(j, s, repeats, recorded.seed)
+                  for j, s in zip(locked, specs, strict=True)]
     return LockFile(__version__, timestamp(), str(Path(run_dir).resolve()), alpha, locked, tolerance,
                     seed=recorded.seed)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 from collections import Counter
 
@@ -80,6 +81,48 @@ def sampled(tmp_path_factory):
                      "--canary", str(CANARIES)]) == 0
         judge.at_pin = Counter(judge.asks.values())  # how many prompts were asked how often, so far
         yield lock, manifest, judge, server
+
+
+@pytest.fixture(scope="module")
+def from_samples(tmp_path_factory):
+    """A run of the sampled judge asked ``samples: 3``, pinned without --manifest: its later
+    samples are the re-asks. (lock, manifest, the judge, the asks pin made)."""
+    folder = tmp_path_factory.mktemp("noise-samples")
+    judge = SampledJudge()
+    with pytest.MonkeyPatch.context() as monkeypatch, FakeJudgeServer(reply=judge) as server:
+        monkeypatch.setenv(KEY_ENV, "k")
+        spec = {"name": "sampled", "backend": "openai", "model": "judge-model", "endpoint": server.url,
+                "api_key_env": KEY_ENV, "concurrency": 8, "retries": 0, "timeout_s": 5, "samples": 3}
+        langs = ["en", "es", "zh", "hi", "ar", "sw"]
+        manifest = write_manifest(folder, [spec], scoring={"bootstrap": 0}, seed=2,
+                                  corpus={"references_per_language": 11, "languages": langs},
+                                  perturbations=[{"name": "truncate", "severities": [0.5]}])
+        assert main(["audit", str(manifest)]) == 0
+        before = sum(judge.asks.values())
+        lock = folder / "judge.lock.json"
+        assert main(["pin", str(folder / "run"), "--out", str(lock), "--canary", str(CANARIES)]) == 0
+        yield lock, manifest, judge, sum(judge.asks.values()) - before
+
+
+def test_pin_from_a_sampled_run_takes_the_baseline_from_its_samples_and_check_holds_to_it(from_samples, capsys,
+                                                                                          monkeypatch):
+    """Sample 0 pinned, samples 1 and 2 the re-asks (two draws against the pinned one, as pin's
+    own re-asks are): the same self-flip rate, 0.18, with no call; 10 unchanged checks, at most
+    1 alarm; 30 % of the base verdicts changed, at least 9 of 10 exit 1."""
+    lock, manifest, judge, pin_asks = from_samples
+    (locked,) = lockfile.read(lock).judges
+    f = locked.self_flip
+    assert pin_asks == 0 and f is not None and f.source == "samples" and f.repeats == 2
+    assert f.asked == 2 * 2 * CANARIES and all(len(v) == 2 for c in locked.canary for v in c.repeats.values())
+    assert f.lo <= 0.18 <= f.hi
+    monkeypatch.setenv(KEY_ENV, "k")
+    unchanged = _checks(lock, manifest, 10, capsys)
+    assert unchanged.count(1) <= 1 and all(r.flip_test == "fisher" for r in lockfile.read(lock).checks), unchanged
+    judge.changed = 0.3
+    changed = _checks(lock, manifest, 10, capsys)
+    assert changed.count(1) >= 9, changed
+    print(f"self-flip from samples: {f.flips} of {f.asked} ({f.rate} [{f.lo}, {f.hi}]); unchanged checks "
+          f"{unchanged.count(1)} of 10 alarmed, changed {changed.count(1)} of 10", file=sys.stderr)
 
 
 def _checks(lock, manifest, times: int, capsys) -> list[int]:

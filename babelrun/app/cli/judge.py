@@ -24,7 +24,8 @@ def _pin_arguments(pn: argparse.ArgumentParser) -> None:
                     help="the verdict-flip rate check tolerates for a judge whose own was not measured (default 0.05)")
     pn.add_argument("--manifest", type=Path, metavar="MANIFEST",
                     help="the manifest whose judges pin asks each canary again, to measure their own flip rate "
-                    "(never built from the run directory); without it no self-flip rate is recorded")
+                    "(never built from the run directory); without it no self-flip rate is recorded, unless "
+                    "the run asked the judge samples: k > 1 (its later samples are the re-asks)")
     pn.add_argument("--repeats", type=int, default=2, metavar="N",
                     help="with --manifest: asks of each canary presentation (default 2, 2 to 10)")
 
@@ -34,6 +35,9 @@ def _self_flip_line(j: LockedJudge, tolerance: float) -> str:
     if f is None:
         return (f"  no self-flip rate recorded (no --manifest, or no re-ask answered): check will test flips "
                 f"against the tolerance {tolerance:g}")
+    if f.source == "samples":
+        return (f"  self-flip rate {f.rate:.3f} [{f.lo:.3f}, {f.hi:.3f}]: {f.flips} of {f.asked} later samples "
+                f"the run asked (up to {f.repeats} per presentation) differ from the pinned sample 0 (no call made)")
     return (f"  self-flip rate {f.rate:.3f} [{f.lo:.3f}, {f.hi:.3f}]: {f.flips} of {f.asked} re-asks "
             f"({f.repeats} per presentation) differ from the pinned answer")
 
@@ -163,7 +167,8 @@ PIN = Command(
     "fixed canary set of items with their recorded verdicts. With --manifest (judges are built "
     "from it, never from the run directory), each canary presentation is asked --repeats more "
     "times and the judge's own flip rate recorded: the baseline `babelrun check` holds its flips "
-    "to. Over an existing lock file, its checks are kept.",
+    "to; a judge the run asked samples: k > 1 has it from its later samples, with no call. Over "
+    "an existing lock file, its checks are kept.",
     _pin_arguments, _pin)
 CHECK = Command(
     "check", "re-ask a lock file's canary set: has the judge drifted?",
