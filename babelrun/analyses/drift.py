@@ -25,7 +25,9 @@ unchanged judge disagree on some presentations. The gates need no self-flip base
 (``tests/unit/test_drift_gate_sampled.py``): the paired bootstrap resamples items with both
 runs' draws, so the interval of B − A carries the draws' own variance, and McNemar's b and c
 are alike under no change. Runs record one draw per presentation; a verdict-flip gate like
-``check``'s, which would need each run's self-consistency, is not made from them.
+``check``'s, which would need each run's self-consistency, is not made from them. A judge asked
+``samples: k`` > 1 is compared on each presentation's sample 0 (``_load``): one draw a
+presentation, what it gives asked once (as a composite is compared with its sampled base).
 
 Pointwise judges (``score.pointwise``) are matched by (item, answer): per language, the mean
 score change B − A on the references (the same answers scored again: the scale drift between
@@ -58,6 +60,7 @@ def _load(run_dir: Path) -> tuple[pa.Table, pa.Table]:
     """A run's pairwise and pointwise records."""
     info = read_run_info(run_dir)  # a clear error for a folder that is no run directory
     data = without_escalation_judges(compact.load(run_dir, COLUMNS), info)
+    data = data.filter(pc.equal(pc.fill_null(data["sample"], 0), 0))  # (item, order) keys: one draw each
     alone = pointwise.is_pointwise(data)
     return data.filter(pc.invert(alone)), data.filter(alone)
 

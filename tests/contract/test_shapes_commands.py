@@ -32,7 +32,7 @@ from babelrun.app.cli import COMMANDS, main
 from babelrun.testing import FakeJudgeServer
 from helpers import simulated, write_manifest
 
-# 17 tiny audits and 289 command runs (about 7 minutes on a busy 2-core machine): whole audits,
+# 18 tiny audits and 342 command runs (about 7 minutes on a busy 2-core machine): whole audits,
 # so out of the fast loop (-m "not e2e") although a contract.
 pytestmark = pytest.mark.e2e
 
@@ -145,7 +145,15 @@ def _mixed() -> Shape:
     return Shape("mixed", lambda url: [*pairwise.judges(url), *pointwise], pairwise.composites, soft=True)
 
 
-SHAPES: list[Shape] = [*BASE, *(_with_composites(s) for s in BASE if s.pairwise), _mixed()]
+def _sampled() -> Shape:
+    """A judge asked ``samples: 3`` (a sample index in every key, self-consistency on its cards,
+    pin's baseline from its later samples) and the ``sampled`` composite over it (its majority)."""
+    judge = {**simulated("sampled-pairwise", default_accuracy=0.8), "samples": 3}
+    return Shape("sampled+composite", lambda url: [judge],
+                 [{"kind": "sampled", "name": "sampled-pairwise+majority", "of": "sampled-pairwise"}])
+
+
+SHAPES: list[Shape] = [*BASE, *(_with_composites(s) for s in BASE if s.pairwise), _mixed(), _sampled()]
 
 # What a command refuses, and why (one line each): any other cell must work.
 NO_FAMILY = "no judge declares a family"
