@@ -68,16 +68,18 @@ def audit(path: Path, calls: int) -> Audit:
     return Audit(wall, judge["calls_per_s"], judge.get("local") or {})
 
 
-def audit_requests(path: Path, calls: int) -> list:
-    """The first ``calls`` requests the audit sends, in its order (no stopping: plan order)."""
+def audit_requests(path: Path, calls: int, grouped: bool = True) -> list:
+    """The first ``calls`` requests the audit sends, in its order (no stopping: the engine's
+    interleaved feed, ``Plan.ordered``; ``grouped``: a reference at a time, as the engine
+    feeds a llama.cpp judge, else an item at a time, as it feeds the others)."""
     from babelrun import judges
     from babelrun.manifest import load
     from babelrun.plan import Plan
 
     m = load(path)
     judge = judges.build(m.judges[0], m.seed)
-    pending = Plan.from_manifest(m).pending(judge.judge_id, judge.protocol.keys)
-    return [judge.protocol.request(item, key) for (item, key), _ in zip(pending, range(calls), strict=False)]
+    pending = Plan.from_manifest(m).ordered(grouped=grouped).pending(judge.judge_id, judge.protocol.keys)
+    return [judge.protocol.request(item, key) for (item, key, _), _ in zip(pending, range(calls), strict=False)]
 
 
 def token_bound(reqs: list) -> tuple[int, int, int]:
@@ -112,9 +114,10 @@ def main() -> None:
         folder = Path(tmp)
         own = audit_requests(manifest(folder, 8, "probe"), args.calls)
         sets = {"the audit's calls": own, "the bench's set": requests(args.calls)}
+        apart = audit_requests(manifest(folder, 8, "probe"), args.calls, grouped=False)
         print(f"{args.calls} calls, 8 in flight, max_tokens 4, 2 threads, {args.rounds} rounds; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
-        for name, reqs in sets.items():
+        for name, reqs in {**sets, "the audit's calls fed an item at a time": apart}.items():
             total, one, eight = token_bound(reqs)
             print(f"token bound, {name}: {total} prompt tokens; one at a time evaluates {one}, batch 8 kept "
                   f"{eight}: ×{one / eight:.2f}", flush=True)

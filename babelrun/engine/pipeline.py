@@ -483,13 +483,17 @@ def _extras(runs: list[JudgeRunner], plan: Plan, writer: LogWriter, options: Run
     return [r.stopper for r in eligible if r.stopper is not None]
 
 
-def _key_order(plan: Plan, stopping: bool, options: RunOptions) -> Plan:
+def _key_order(plan: Plan, stopping: bool, options: RunOptions, judge: Judge) -> Plan:
     """Keys go round-robin over the languages and, within each, over its perturbations, each
-    cell in its seeded order (``Plan.interleaved``), always: a budget, a ``--limit`` or stopping
+    cell in its seeded order (``plan.order``), always: a budget, a ``--limit`` or stopping
     then leaves every cell equally sampled (in plan order, a budget spent itself on the first
-    language). Stopping by language takes a language's items in its own seeded order."""
+    language). Stopping by language takes a language's items in its own seeded order. A judge
+    that keeps the prompt prefix it evaluated last (``feeds_by_reference``: an in-process
+    model's KV cache) is fed a reference's items together, the languages taking turns a
+    reference at a time, so consecutive prompts share the template, the question and slot A."""
     by_language = options.stopping is not None and not options.stopping.per_perturbation
-    return plan.ordered(stratified=not (stopping and by_language))
+    return plan.ordered(stratified=not (stopping and by_language),
+                        grouped=bool(getattr(judge, "feeds_by_reference", False)))
 
 
 def _share_cache_pending(runs: list[JudgeRunner]) -> _Pending:
@@ -512,7 +516,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
     cache_pending = _share_cache_pending(runs)
-    plan = _key_order(plan, bool(stoppers), options)
+    fed = {id(r): _key_order(plan, bool(stoppers), options, r.judge) for r in runs}
     result = EngineResult([r.state for r in runs])
     feeds: list[Cancellable] = []
     judges_scope = anyio.CancelScope()
@@ -544,11 +548,11 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
                 async with send, anyio.create_task_group() as tg:
                     for r in runs:
                         if batch_of(r.judge.spec):  # one provider batch instead of calls (an HTTP backend's)
-                            tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, plan, done,
+                            tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, fed[id(r)], done,
                                           send.clone(), writer.run_dir, feeds, r.stopper, r.cache,
                                           options.stopping.min_items if options.stopping else 0, r.budget_usd)
                         else:
-                            tg.start_soon(r.run, plan, done, send.clone(), feeds, wanted)
+                            tg.start_soon(r.run, fed[id(r)], done, send.clone(), feeds, wanted)
         helpers.cancel_scope.cancel()
 
     for r in runs:

@@ -368,7 +368,8 @@ class Replayed(msgspec.Struct, frozen=True):
 
 _LOG_SCHEMA = (("judge_id", "string"), ("item_id", "string"), ("order", "string"), ("status", "string"),
                ("verdict", "string"), ("ref_len", "int64"), ("pert_len", "int64"), ("kind", "string"),
-               ("lang", "string"), ("perturbation", "string"))
+               ("lang", "string"), ("perturbation", "string"), ("ref_id", "string"),
+               ("sample", "int64"))
 
 
 def from_log(run_dir: Path, spec: StoppingSpec, seed: int, judge_ids: dict[str, str]) -> dict[str, Replayed]:
@@ -381,28 +382,29 @@ def from_log(run_dir: Path, spec: StoppingSpec, seed: int, judge_ids: dict[str, 
     ``judge_ids``: judge name → id, of the judges stopping applies to."""
     import pyarrow as pa
 
-    from ..plan import order_key
+    from ..plan.order import seeded_cell
     from ..store.log import read_table
 
     table = read_table(run_dir, pa.schema([(n, getattr(pa, t)()) for n, t in _LOG_SCHEMA]))
     columns = [table[n].to_pylist() for n, _ in _LOG_SCHEMA]
     keys: dict[str, dict[tuple[str, str], tuple[bool, str | None, int, int]]] = {}
-    cells: dict[str, dict[str, str]] = {}  # judge id → item id → cell
+    cells: dict[str, dict[str, tuple[str, str]]] = {}  # judge id → item id → (cell, reference id)
     wanted = set(judge_ids.values())
-    for jid, iid, order, status, verdict, ref_len, pert_len, kind, lang, pert in zip(*columns, strict=True):
-        if jid not in wanted or kind != "text":
+    for jid, iid, order, status, verdict, ref_len, pert_len, kind, lang, pert, ref, sample in zip(*columns,
+                                                                                                 strict=True):
+        if jid not in wanted or kind != "text" or (sample or 0) > 0:  # stopping decides on first asks
             continue
         cell = f"{lang}/{pert}" if spec.per_perturbation else lang
-        cells.setdefault(jid, {})[iid] = cell
+        cells.setdefault(jid, {})[iid] = (cell, ref or "")
         mine = keys.setdefault(jid, {})
         if not mine.get((iid, order), (False,))[0]:  # a key's first ok record is its record
             mine[(iid, order)] = (status == "ok", verdict, ref_len or 0, pert_len or 0)
     out: dict[str, Replayed] = {}
     for name, jid in judge_ids.items():
-        of_cell: dict[str, list[str]] = {}
-        for iid, cell in cells.get(jid, {}).items():
-            of_cell.setdefault(cell, []).append(iid)
-        ordered = {c: sorted(ids, key=lambda iid: order_key(seed, iid)) for c, ids in of_cell.items()}
+        of_cell: dict[str, list[tuple[str, str]]] = {}
+        for iid, (cell, ref) in cells.get(jid, {}).items():
+            of_cell.setdefault(cell, []).append((ref, iid))
+        ordered = {c: seeded_cell(seed, ids, spec.per_perturbation) for c, ids in of_cell.items()}
         stopper = Stopper(spec, ordered, name, jid)
         for cell_ids in ordered.values():
             for iid in cell_ids:

@@ -138,6 +138,11 @@ class LlamaCppOptions(LocalOptions, frozen=True):
 class LlamaCppJudge(LocalJudge):
     """A GGUF model through llama-cpp-python (see the module docstring)."""
 
+    # The model keeps the prompts it evaluated last in its KV cache (the one before, or a
+    # batch's and the batch before), so a prompt sharing a prefix with one skips those
+    # tokens: the engine feeds this judge a reference's items together (``plan.order``),
+    # whose prompts share the template, the question and slot A.
+    feeds_by_reference = True
     # Decode a batch as sequences of one llama_decode call (llamacpp_batch) where the installed
     # llama-cpp-python has the low-level API: None (the default) when batch_size > 1. Tests and
     # bench/ set it on an instance (False: the one-at-a-time path on the same judge),

@@ -22,11 +22,10 @@ walks every item (perturbing is cheap) and skips the keys of the others.
 from __future__ import annotations
 
 import copy
-import hashlib
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
-from itertools import islice, zip_longest
+from itertools import islice
 
 from .. import agentic, corpus
 from ..core import languages
@@ -50,6 +49,7 @@ from ..perturb import perturb_reference, script
 from ..spec import AgenticSpec, Manifest, ParallelSpec, PerturbationSpec
 from ..store.done import DoneSet
 from . import probes as probe_items
+from .order import Placed, interleave, seeded_cell
 from .parallel import aligned, code_switched, pair_tie_probes, tie_probe
 
 
@@ -96,17 +96,6 @@ def _text_bytes(item: Item) -> int:
     return sys.getsizeof(item.perturbed) + 200
 
 
-def order_key(seed: int, item_id: str) -> int:
-    """An item's place in the seeded random order of ``Plan.ordered`` (the same in every
-    process): what makes a stopped cell's items a random sample (``engine.stopping``)."""
-    return int.from_bytes(hashlib.blake2b(f"{seed}:{item_id}".encode(), digest_size=8).digest(), "big")
-
-
-def _round_robin(sequences: list[list[str]]) -> list[str]:
-    """The first of every sequence, then the second of every one, …; a short one drops out."""
-    return [x for rank in zip_longest(*sequences) for x in rank if x is not None]
-
-
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
@@ -142,7 +131,8 @@ class Plan:
         self.shard: Shard | None = None
         self.shuffled = False  # items in the interleaved seeded order (``ordered``: the engine's feed)
         self.stratified = True  # the feed's order within a language (``interleaved``)
-        self._interleaved: dict[bool, list[str]] = {}
+        self.grouped = False  # … and a reference's items together (``interleaved``)
+        self._interleaved: dict[tuple[bool, bool], list[str]] = {}
 
     def _survey(self, cells: AuditTally, sentences: dict[str, list[int]]) -> None:
         """The one pass over the perturbed items at construction: each cell's outcome into
@@ -314,42 +304,30 @@ class Plan:
                         continue
                     yield item, key, sample
 
-    def ordered(self, stratified: bool = True) -> Plan:
+    def ordered(self, stratified: bool = True, grouped: bool = False) -> Plan:
         """This plan with its items in the interleaved seeded order (``interleaved``): the
         engine issues keys so, and a budget, a ``--limit`` or early stopping leaves every
         (language, perturbation) cell equally sampled."""
         narrowed = copy.copy(self)
-        narrowed.shuffled, narrowed.stratified = True, stratified
+        narrowed.shuffled, narrowed.stratified, narrowed.grouped = True, stratified, grouped and stratified
         return narrowed
 
-    def interleaved(self, stratified: bool = True) -> list[str]:
-        """Every item id round-robin over the languages (a language that runs out drops
-        out), so any prefix holds every language within one item of the others. Within a
-        language, ``stratified``: round-robin over its (kind, perturbation) cells, each in
-        its seeded order (``order_key``), so a prefix also holds a language's cells within
-        one item of each other; else the language's items in their seeded order, the order
-        early stopping by language needs (its cells' items a random sample, in an order of
-        i.i.d. draws: the stratified order cost it 0.618 calls of the full run's against
-        0.569, tests/e2e/test_stopping_audit.py). Computed once per choice (one pass over
-        the items); a judge's feed is this order with its done keys left out."""
-        if stratified not in self._interleaved:
-            cells: dict[str, dict[tuple[str, str], list[str]]] = {}
-            for item in self.items():
-                cells.setdefault(item.lang, {}).setdefault((item.kind, item.perturbation), []).append(item.item_id)
-
-            def seeded(ids: Iterable[str]) -> list[str]:
-                return sorted(ids, key=lambda iid: order_key(self.seed, iid))
-
-            per_lang = [_round_robin([seeded(ids) for _, ids in sorted(by_cell.items())]) if stratified
-                        else seeded(i for ids in by_cell.values() for i in ids) for _, by_cell in sorted(cells.items())]
-            self._interleaved[stratified] = _round_robin(per_lang)
-        return self._interleaved[stratified]
+    def interleaved(self, stratified: bool = True, grouped: bool = False) -> list[str]:
+        """Every item id in the feed's seeded order (``order.interleave``): round-robin over
+        the languages and, ``stratified``, over a language's cells, ``grouped`` a reference
+        at a time. Computed once per choice (one pass over the items); a judge's feed is this
+        order with its done keys left out."""
+        choice = (stratified, grouped and stratified)
+        if choice not in self._interleaved:
+            placed = (Placed(i.item_id, i.lang, (i.kind, i.perturbation), i.ref_id) for i in self.items())
+            self._interleaved[choice] = interleave(placed, self.seed, *choice)
+        return self._interleaved[choice]
 
     # Items regenerated per window of the seeded order: memory bounded by the window.
     ORDER_WINDOW = 50_000
 
     def _shuffled_items(self) -> Iterator[Item]:
-        ranked = self.interleaved(self.stratified)
+        ranked = self.interleaved(self.stratified, self.grouped)
         place = {iid: i for i, iid in enumerate(ranked)}
         for start in range(0, len(ranked), self.ORDER_WINDOW):
             end = start + self.ORDER_WINDOW
@@ -361,13 +339,13 @@ class Plan:
         """The stopping cells (plain degradation items, by language or language/perturbation),
         each cell's item ids in the seeded order: the order the engine issues them in
         (``interleaved``, stratified only for cells per perturbation)."""
-        cells: dict[str, list[str]] = {}
+        cells: dict[str, list[tuple[str, str]]] = {}
         for item in self.items():
             if item.kind != "text":
                 continue
             name = f"{item.lang}/{item.perturbation}" if per_perturbation else item.lang
-            cells.setdefault(name, []).append(item.item_id)
-        return {c: sorted(ids, key=lambda iid: order_key(self.seed, iid)) for c, ids in cells.items()}
+            cells.setdefault(name, []).append((item.ref_id, item.item_id))
+        return {c: seeded_cell(self.seed, ids, per_perturbation) for c, ids in cells.items()}
 
     def _keys(self, judge_slot: str):
         keys = plan_keys(self.item_ids)
