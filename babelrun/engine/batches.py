@@ -22,7 +22,8 @@ in the first, every item in no cell); its records are fed to the judge's ``Stopp
 cell decided after round k gets no lines in round k + 1. The keys of stopped cells are
 counted as not needed, as on the call path. With the response cache (``cache:``) a key
 whose request is cached makes no batch line: its record is the cached reply
-(``cached: true``), and each batch result is cached as a call's would be. With
+(``cached: true``), and each batch result is cached as a call's is: only once its record is
+in the log (``records.CacheAfterLog``), never before. With
 ``audit --budget`` a batch takes only the keys whose expected cost fits in what the judge's
 budget has left (``_within_budget``); the rest wait for a later batch, priced on the
 results of this one, and the judge stops when not one more fits.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -42,7 +44,7 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..core.keys import order_bit
 from ..core.records import Record
-from ..judges import FatalJudgeError, JudgeRequest, RejectedError, RetryableError
+from ..judges import FatalJudgeError, JudgeReply, JudgeRequest, RejectedError, RetryableError
 from ..judges.batch_api import BatchApi, BatchResult, BatchStopped
 from ..judges.http import HttpJudge
 from ..judges.options import BatchApiOptions
@@ -58,6 +60,8 @@ from .state import Cancellable, JudgeState
 from .stopping import Stopper
 
 _T = TypeVar("_T")
+# Holds a fresh reply for the cache until its record is written: ``CacheAfterLog.hold``.
+_Keep = Callable[[JudgeRequest, JudgeReply, Record], Record]
 
 
 class Pending(msgspec.Struct):
@@ -111,9 +115,10 @@ def _requests(judge: HttpJudge, plan: Plan, done: DoneSet) -> dict[str, JudgeReq
 
 
 def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], requests: dict[str, JudgeRequest],
-             outcome: str, cache: ResponseCache | None = None) -> list[Record]:
+             outcome: str, keep: _Keep | None = None) -> list[Record]:
     """One record per submitted key still undone; a key without a result is a batch error.
-    With ``cache``, each reply read is cached."""
+    With ``keep`` (the cache on), each reply read waits there to be cached once its record is
+    written: a process killed before that leaves no cached reply for a key the log lacks."""
     by_id = {cid: (payload, error) for cid, payload, error in results}
     out: list[Record] = []
     for cid in pending.custom_ids:
@@ -124,10 +129,9 @@ def _records(judge: HttpJudge, pending: Pending, results: list[BatchResult], req
         if payload is not None:
             try:
                 reply = judge.reply(payload)
-                ok = build.ok_record(judge, request, reply, 1, 0.0)
-                if cache is not None:
-                    build.to_cache(cache, judge, request, reply)
-                out.append(msgspec.structs.replace(ok, latency_ms=None))  # no per-call latency
+                ok = msgspec.structs.replace(build.ok_record(judge, request, reply, 1, 0.0),
+                                             latency_ms=None)  # no per-call latency
+                out.append(ok if keep is None else keep(request, reply, ok))
                 continue
             except (RetryableError, RejectedError) as e:
                 error = str(e)
@@ -144,7 +148,7 @@ def _feed(stopper: Stopper | None, record: Record) -> None:
 
 async def _collect(api: BatchApi, judge: HttpJudge, state: JudgeState, pending: Pending,
                    requests: dict[str, JudgeRequest], records: ObjectSendStream[Record], path: Path,
-                   stopper: Stopper | None = None, cache: ResponseCache | None = None) -> None:
+                   stopper: Stopper | None = None, keep: _Keep | None = None) -> None:
     """Poll ``pending`` until it ends, hand its records to the writer, forget the batch."""
     failures = 0
     while True:
@@ -163,7 +167,7 @@ async def _collect(api: BatchApi, judge: HttpJudge, state: JudgeState, pending: 
     results = await _retrying(judge, state, lambda: api.results(batch))
     outcome = batch.get("status") or batch.get("processing_status") or "ended"
     with anyio.CancelScope(shield=True):  # all the records, then the state file goes
-        for record in _records(judge, pending, results, requests, outcome, cache):
+        for record in _records(judge, pending, results, requests, outcome, keep):
             await records.send(record)
             state.count(record)
             _feed(stopper, record)
@@ -223,8 +227,10 @@ def _round(requests: dict[str, JudgeRequest], submitted: set[str], stopper: Stop
 
 async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet,
                records: ObjectSendStream[Record], run_dir: Path, stopper: Stopper | None = None,
-               cache: ResponseCache | None = None, round_items: int = 0, budget_usd: float | None = None) -> None:
+               cache: ResponseCache | None = None, round_items: int = 0, budget_usd: float | None = None,
+               cache_after: build.CacheAfterLog | None = None) -> None:
     path = state_path(run_dir, judge.judge_id)
+    keep = None if cache is None or cache_after is None else partial(cache_after.hold, cache, judge)
     requests = _requests(judge, plan, done)
     submitted: set[str] = set()
     pending = _load(path)
@@ -241,7 +247,7 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
         if pending.provider != api.provider:
             raise BatchStopped(f"{path} holds a {pending.provider} batch, but the judge is {api.provider}")
         submitted = set(pending.custom_ids)
-        await _collect(api, judge, state, pending, requests, records, path, stopper, cache)
+        await _collect(api, judge, state, pending, requests, records, path, stopper, keep)
     while todo := _round(requests, submitted, stopper, round_items):
         submitted.update(cid for cid, _ in todo)
         if cache is not None:  # a cached request makes no line
@@ -267,7 +273,7 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
                 break
         if todo:
             created = await _submit(api, judge, state, path, todo)
-            await _collect(api, judge, state, created, requests, records, path, stopper, cache)
+            await _collect(api, judge, state, created, requests, records, path, stopper, keep)
     if stopper is not None:  # the keys of stopped cells: not needed
         for cid, request in requests.items():
             if cid not in submitted and not stopper.needed(request.item.item_id):
@@ -277,18 +283,20 @@ async def _run(api: BatchApi, judge: HttpJudge, state: JudgeState, plan: Plan, d
 async def run_judge(judge: HttpJudge, state: JudgeState, plan: Plan, done: DoneSet, records: ObjectSendStream[Record],
                     run_dir: Path, feeds: list[Cancellable], stopper: Stopper | None = None,
                     cache: ResponseCache | None = None, round_items: int = 0,
-                    budget_usd: float | None = None) -> None:
+                    budget_usd: float | None = None, cache_after: build.CacheAfterLog | None = None) -> None:
     """A ``batch: true`` judge's share of the run, in place of ``JudgeRunner.run``. The first
     Ctrl-C stops the polling (the batch stays pending; the next audit resumes it). With a
     ``stopper``, batches of ``round_items`` items per undecided cell, one after another;
-    with ``budget_usd`` (and a price), batches cut to what the budget has left."""
+    with ``budget_usd`` (and a price), batches cut to what the budget has left; with ``cache``,
+    replies cached through ``cache_after`` (the log writer's), each once its record is written."""
     api = judge.batch_api(judge, on_request=state.add_call)  # the backend's declared adapter
     scope = anyio.CancelScope()
     feeds.append(scope)  # a drain cancels it (pipeline: every judge's feed of calls)
     try:
         async with records:
             with scope:
-                await _run(api, judge, state, plan, done, records, run_dir, stopper, cache, round_items, budget_usd)
+                await _run(api, judge, state, plan, done, records, run_dir, stopper, cache, round_items, budget_usd,
+                           cache_after)
     except (FatalJudgeError, RejectedError, RetryableError, BatchStopped) as e:
         state.stopped = f"judge {state.name!r} stopped: {e}"
         state.errors[getattr(e, "kind", "batch")] += 1

@@ -97,8 +97,7 @@ class JudgeRunner:
     # The stopping, cache and spend options, off by default, each a None check on the call path:
     stopper: Stopper | None = None  # early stopping per cell (engine/stopping.py)
     cache: ResponseCache | None = None  # the response cache (store/cache.py)
-    _cache_pending: dict[tuple[str, str, str] | tuple[str, str, str, int],
-                         tuple[JudgeRunner, JudgeRequest, JudgeReply]] | None = None
+    _cache_after: build.CacheAfterLog | None = None  # its replies, each cached once its record is written
     budget_usd: float | None = None  # ``audit --budget``: stop issuing calls at this spend
     _reserved: float = 0.0  # the expected cost of the calls in flight (``_reserve``), and how many
     _reserving: int = 0
@@ -167,12 +166,9 @@ class JudgeRunner:
         return hit
 
     def _to_cache(self, request: JudgeRequest, reply: JudgeReply, record: Record) -> Record:
-        """Cache the reply once its record is in the log (``_write``): a process killed in
-        between leaves neither, so a resume pays that call again and logs it, and the ledger
-        rebuilt from the log prices it as an uninterrupted run did (no free hit for a call
-        whose record was lost)."""
-        if self._cache_pending is not None:
-            self._cache_pending[record.key] = (self, request, reply)
+        """Cache the reply once its record is in the log (``_write``; see ``CacheAfterLog``)."""
+        if self._cache_after is not None and self.cache is not None:
+            self._cache_after.hold(self.cache, self.judge, request, reply, record)
         return record
 
     def _expected(self, request: JudgeRequest) -> float:
@@ -370,11 +366,8 @@ class _Feed:
         return None
 
 
-_Pending = dict[tuple[str, str, str] | tuple[str, str, str, int], tuple[JudgeRunner, JudgeRequest, JudgeReply]]
-
-
 async def _write(records: ObjectReceiveStream[Record], writer: LogWriter,
-                 cache_pending: _Pending | None = None) -> None:
+                 cache_after: build.CacheAfterLog | None = None) -> None:
     async with records:
         async for record in records:
             batch = [record]
@@ -384,10 +377,8 @@ async def _write(records: ObjectReceiveStream[Record], writer: LogWriter,
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
             synced = writer.write_batch(batch)
-            if cache_pending:  # the replies of records now in the log: cached after, never before
-                for r in batch:
-                    if (got := cache_pending.pop(r.key, None)) is not None and got[0].cache is not None:
-                        build.to_cache(got[0].cache, got[0].judge, got[1], got[2])
+            if cache_after:  # the replies of records now in the log: cached after, never before
+                cache_after.written(batch)
             if synced:
                 await anyio.to_thread.run_sync(writer.sync)
             if writer.sealed:  # a segment was closed: its keys index, off the event loop
@@ -496,14 +487,14 @@ def _key_order(plan: Plan, stopping: bool, options: RunOptions, judge: Judge) ->
                         grouped=bool(getattr(judge, "feeds_by_reference", False)))
 
 
-def _share_cache_pending(runs: list[JudgeRunner]) -> _Pending:
+def _share_cache_after(runs: list[JudgeRunner]) -> build.CacheAfterLog:
     """One table of the replies waiting to enter the cache (each once its record is written),
-    shared by every judge's runner that has a cache and the log writer."""
-    pending: _Pending = {}
+    shared by every judge's runner that has a cache (calls and provider batches) and the log writer."""
+    after = build.CacheAfterLog()
     for r in runs:
         if r.cache is not None:
-            r._cache_pending = pending
-    return pending
+            r._cache_after = after
+    return after
 
 
 async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
@@ -515,7 +506,7 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
     runs = [runner(j, budgets[j.spec.name], _state(j, plan, done, options), limits.CallLimits.of(j.spec, plan.shard))
             for j in judges]
     stoppers = _extras(runs, plan, writer, options)
-    cache_pending = _share_cache_pending(runs)
+    cache_after = _share_cache_after(runs)
     fed = {id(r): _key_order(plan, bool(stoppers), options, r.judge) for r in runs}
     result = EngineResult([r.state for r in runs])
     feeds: list[Cancellable] = []
@@ -543,14 +534,15 @@ async def run(judges: list[Judge], plan: Plan, done: DoneSet, writer: LogWriter,
         helpers.start_soon(progress.run, result.judges)
         async with anyio.create_task_group() as pipeline:
             # The writer ends when the last record stream closes: after every judge has ended.
-            pipeline.start_soon(_write, recv, writer, cache_pending)
+            pipeline.start_soon(_write, recv, writer, cache_after)
             with judges_scope:
                 async with send, anyio.create_task_group() as tg:
                     for r in runs:
                         if batch_of(r.judge.spec):  # one provider batch instead of calls (an HTTP backend's)
                             tg.start_soon(batches.run_judge, cast("HttpJudge", r.judge), r.state, fed[id(r)], done,
                                           send.clone(), writer.run_dir, feeds, r.stopper, r.cache,
-                                          options.stopping.min_items if options.stopping else 0, r.budget_usd)
+                                          options.stopping.min_items if options.stopping else 0, r.budget_usd,
+                                          cache_after)
                         else:
                             tg.start_soon(r.run, fed[id(r)], done, send.clone(), feeds, wanted)
         helpers.cancel_scope.cancel()

@@ -9,6 +9,7 @@ is kept, the key is done (judging it again would time out again)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 import msgspec
@@ -130,3 +131,30 @@ def to_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest, reply: J
     cache.put(judge.judge_id, cache_key(judge, request), CachedReply(
         reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out, reply.probs,
         reply.tokens_cached, reply.tokens_cache_write, reply.truncated is True))
+
+
+class CacheAfterLog:
+    """The replies waiting to enter the response cache, each until its record is in the log
+    (the writer calls ``written`` after each write): a process killed in between leaves
+    neither, so a resume pays that call again and logs it, and the ledger rebuilt from the log
+    prices it as an uninterrupted run did. Never a cached reply for a key the log lacks (no
+    free hit for a call whose record was lost). Shared by the call path and provider batches."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[tuple[str, str, str] | tuple[str, str, str, int],
+                            tuple[ResponseCache, Judge, JudgeRequest, JudgeReply]] = {}
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def hold(self, cache: ResponseCache, judge: Judge, request: JudgeRequest, reply: JudgeReply,
+             made: Record) -> Record:
+        """Keep ``made``'s reply until its record is written; returns the record."""
+        self._waiting[made.key] = (cache, judge, request, reply)
+        return made
+
+    def written(self, records: Iterable[Record]) -> None:
+        """``records`` are in the log now: their replies go to the cache."""
+        for r in records:
+            if (got := self._waiting.pop(r.key, None)) is not None:
+                to_cache(*got)

@@ -21,8 +21,11 @@ when every presentation is decisive; an approximation of it otherwise: docs/stop
 The decision is a function of the log: items are fed in the cell's seeded order, a prefix at
 a time (an item finished early waits for the ones before it; an item that failed is passed
 over in this process), so a resumed run, a merged run and a rerun reach the same stop from
-the same records. Keys of a stopped cell are *not needed*: not judged, written to
-``stopping.json``; a run without ``stopping`` judges them.
+the same records. Keys of a stopped cell's items after its stop are *not needed*: not
+judged, written to ``stopping.json``; a run without ``stopping`` judges them. The items up to
+the stop are the card's, every sample of them: a judge asked ``samples: k`` decides on
+each presentation's sample 0, and the later samples of the items in the prefix are judged
+in every run, whichever were in flight when it stopped.
 """
 
 from __future__ import annotations
@@ -247,9 +250,14 @@ class Stopper:
         self.not_needed: dict[str, int] = {}
 
     def needed(self, item_id: str) -> bool:
-        """Whether the item's keys are still to judge (False: its cell has stopped)."""
+        """Whether the item's keys are still to judge: False once its cell has stopped before
+        it. An item up to the stop is the card's (its later samples, not yet asked when the
+        cell stopped, are asked still: which were in flight then depends on timing)."""
         place = self.where.get(item_id)
-        return place is None or place[0].stopped_at is None
+        if place is None:
+            return True
+        cell, rank = place
+        return cell.stop_rank is None or rank <= cell.stop_rank
 
     def skip(self, item_id: str) -> None:
         """Count one key of a stopped cell as not needed."""
@@ -264,7 +272,8 @@ class Stopper:
     def batch_round(self, item_ids: Iterable[str], size: int) -> set[str]:
         """Of these items (those with keys still to judge), the ones the next provider batch
         takes: every item in no cell, and each undecided cell's ``size`` first in its seeded
-        order. A stopped cell's items are left out (not needed)."""
+        order. A stopped cell's items after its stop are left out (not needed); those up to it
+        with keys still to judge (their later samples, after a resume) go."""
         ranks: dict[str, set[int]] = {}
         out: set[str] = set()
         for iid in item_ids:
@@ -273,6 +282,8 @@ class Stopper:
                 out.add(iid)
             elif place[0].stopped_at is None:
                 ranks.setdefault(place[0].name, set()).add(place[1])
+            elif self.needed(iid):
+                out.add(iid)
         for name, rs in ranks.items():
             order = self.cells[name].order
             out.update(order[r] for r in sorted(rs)[:size])
@@ -392,11 +403,13 @@ def from_log(run_dir: Path, spec: StoppingSpec, seed: int, judge_ids: dict[str, 
     wanted = set(judge_ids.values())
     for jid, iid, order, status, verdict, ref_len, pert_len, kind, lang, pert, ref, sample in zip(*columns,
                                                                                                  strict=True):
-        if jid not in wanted or kind != "text" or (sample or 0) > 0:  # stopping decides on first asks
+        if jid not in wanted or kind != "text":
             continue
         cell = f"{lang}/{pert}" if spec.per_perturbation else lang
         cells.setdefault(jid, {})[iid] = (cell, ref or "")
         mine = keys.setdefault(jid, {})
+        if sample:  # the engine decides on each presentation's sample 0 (``log_rows``)
+            continue
         if not mine.get((iid, order), (False,))[0]:  # a key's first ok record is its record
             mine[(iid, order)] = (status == "ok", verdict, ref_len or 0, pert_len or 0)
     out: dict[str, Replayed] = {}

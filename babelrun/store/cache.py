@@ -36,6 +36,7 @@ import re
 import secrets
 import stat
 import time
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -436,7 +437,9 @@ def prune(root: str | Path, max_mb: float | None = None, older_than_days: float 
     """Remove entries: of one judge id, older than some days, and then the least recently
     used until the cache is under ``max_mb``. Returns how many were removed. Safe while runs
     use the cache: a removed entry is a miss, and a writer's temporary file is left alone
-    unless it is older than ``TMP_STALE_S`` (a killed writer's)."""
+    unless it is older than ``TMP_STALE_S`` (a killed writer's). Its memory is 16 bytes an
+    entry kept (its time and blocks), never the entries themselves: an audit prunes as it
+    writes, beside everything else it holds."""
     for name, value in (("max_mb", max_mb), ("older_than_days", older_than_days)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number of at least 0 (got {value!r})")
@@ -444,21 +447,17 @@ def prune(root: str | Path, max_mb: float | None = None, older_than_days: float 
     if path is None:
         return 0
     tmp_files: list[tuple[int, str, float]] = []
-    found = sorted(_walk(path, tmp_files), key=lambda e: e.mtime)
-    now, removed, kept = time.time(), 0, []
-    for e in found:
+    now, removed = time.time(), 0
+    times, blocks = array("d"), array("q")  # of the entries kept
+    for e in _walk(path, tmp_files):
         if (judge_id is not None and e.judge_id == judge_id) or (
                 older_than_days is not None and now - e.mtime > older_than_days * 86400):
             removed += _unlink(e)
-        else:
-            kept.append(e)
+        elif max_mb is not None:
+            times.append(e.mtime)
+            blocks.append(e.bytes)
     if max_mb is not None:
-        total, limit = sum(e.bytes for e in kept), int(max_mb * (1 << 20))
-        for e in kept:
-            if total <= limit:
-                break
-            removed += _unlink(e)
-            total -= e.bytes
+        removed += _prune_to(path, times, blocks, int(max_mb * (1 << 20)))
     for folder, name, mtime in tmp_files:  # torn writes of killed processes
         try:
             if now - mtime > TMP_STALE_S:
@@ -467,4 +466,29 @@ def prune(root: str | Path, max_mb: float | None = None, older_than_days: float 
             pass
         finally:
             os.close(folder)
+    return removed
+
+
+def _prune_to(path: Path, times: array[float], blocks: array[int], limit: int) -> int:
+    """Remove the least recently used entries until the rest take at most ``limit`` bytes:
+    the cut-off time found from the entries' times and blocks, then a second walk removes
+    those before it (and as many at it as the cut needs). An entry used or written between
+    the walks is kept: pruning frees a little less, never a fresher entry."""
+    excess = sum(blocks) - limit
+    if excess <= 0:
+        return 0
+    oldest_first = sorted(range(len(times)), key=times.__getitem__)
+    cut = 0
+    for i in oldest_first:
+        excess -= blocks[i]
+        cut += 1
+        if excess <= 0:
+            break
+    cutoff = times[oldest_first[cut - 1]]
+    at_cutoff = sum(1 for i in oldest_first[:cut] if times[i] == cutoff)
+    removed = 0
+    for e in _walk(path):
+        if e.mtime < cutoff or (e.mtime == cutoff and at_cutoff > 0):
+            at_cutoff -= e.mtime == cutoff
+            removed += _unlink(e)
     return removed

@@ -23,6 +23,7 @@ from babelrun.engine import batches
 from babelrun.errors import ManifestError
 from babelrun.plan import Plan
 from babelrun.store import log
+from babelrun.store.cache import entries as cache_entries
 from babelrun.testing import choose
 from helpers import ROOT, LoopbackServer, files_bytes, quiet_audit, write_manifest
 
@@ -384,11 +385,32 @@ def test_stopping_between_batches_resumes_to_the_same_decisions(tmp_path, monkey
     assert key == [(c.cell, c.n, c.stopped_at, c.lo, c.hi) for c in second.judges[0].cells]
 
 
+def _log_write_fails(monkeypatch) -> None:
+    """Every log write raises, as a disk that fills (or a process killed) between a batch's
+    results and their records would leave it."""
+
+    def full(self, records):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log.LogWriter, "write_batch", full)
+
+
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
 def test_the_cache_serves_batch_judges(tmp_path, monkeypatch, small_corpus, backend):
     monkeypatch.setenv(KEY_ENV, SECRET)
     cache = {"dir": str(tmp_path / "cache")}
     with FakeBatchServer() as server:
+        # a batch whose records never reach the log caches nothing: a reply enters the cache
+        # only after its record is written, never a cached reply for a key the log lacks
+        (tmp_path / "lost").mkdir()
+        with monkeypatch.context() as failing:
+            _log_write_fails(failing)
+            with pytest.raises(BaseExceptionGroup) as failed:
+                quiet_audit(write_manifest(tmp_path / "lost", [_judge(server, backend)], corpus=small_corpus,
+                                           cache=cache))
+            assert failed.group_contains(OSError, match="No space left", depth=None)
+        assert server.created == {backend: 1}  # the batch was made and its results read
+        assert not list(log.read(tmp_path / "lost" / "run")) and cache_entries(cache["dir"]) == []
         first = write_manifest(tmp_path, [_judge(server, backend)], corpus=small_corpus, cache=cache)
         assert quiet_audit(first).exit_code == 0
         first_keys = {r.key for r in log.read(tmp_path / "run")}

@@ -61,6 +61,27 @@ def test_stats_and_prune_least_recently_used_first(tmp_path):
     assert cache.stats(tmp_path)["entries"] == 1
 
 
+def test_prune_holds_no_list_of_the_entries_and_cuts_through_equal_times(tmp_path):
+    import tracemalloc
+
+    c = ResponseCache(tmp_path)
+    keys = _fill(c, J1, 3000, size=10)
+    for i, k in enumerate(keys):  # 2,000 used at one instant, then 1,000 later
+        t = 1_000_000 if i < 2000 else 2_000_000
+        os.utime(c._path(J1, k), (t, t))
+    tracemalloc.start()
+    try:
+        assert cache.prune(tmp_path, max_mb=1024) == 0
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * len(keys)  # the entries' times and blocks, not the entries (~500 bytes each)
+    one = cache.stats(tmp_path)["bytes"] / len(keys)
+    assert cache.prune(tmp_path, max_mb=1500 * one / (1 << 20)) == 1500  # half of the tied ones go
+    left = {p.name[:-5] for p, *_ in cache.entries(tmp_path)}
+    assert len(left) == 1500 and set(keys[2000:]) <= left
+
+
 @pytest.mark.parametrize(("proto", "usage", "tokens_in", "cached"), [
     ("openai", {"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 64}}, 100, 64),
     ("openai", {"prompt_tokens": 100, "completion_tokens": 1}, 100, None),
