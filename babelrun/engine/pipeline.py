@@ -368,7 +368,15 @@ class _Feed:
 
 async def _write(records: ObjectReceiveStream[Record], writer: LogWriter,
                  cache_after: build.CacheAfterLog | None = None) -> None:
-    async with records:
+    pruning: set[int] = set()  # the caches a prune runs on now (one at a time each)
+
+    async def prune(cache: ResponseCache) -> None:
+        try:
+            await anyio.to_thread.run_sync(cache.prune)
+        finally:
+            pruning.discard(id(cache))
+
+    async with records, anyio.create_task_group() as prunes:
         async for record in records:
             batch = [record]
             while True:
@@ -377,8 +385,13 @@ async def _write(records: ObjectReceiveStream[Record], writer: LogWriter,
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
             synced = writer.write_batch(batch)
-            if cache_after:  # the replies of records now in the log: cached after, never before
-                cache_after.written(batch)
+            # The replies of records now in the log: cached after, never before. A prune that
+            # falls due walks the whole cache (seconds at 100,000 entries): in a thread, while
+            # the judges and this writer go on (a removed entry is a miss, a new one the newest).
+            for cache in cache_after.written(batch) if cache_after else ():
+                if id(cache) not in pruning:
+                    pruning.add(id(cache))
+                    prunes.start_soon(prune, cache)
             if synced:
                 await anyio.to_thread.run_sync(writer.sync)
             if writer.sealed:  # a segment was closed: its keys index, off the event loop

@@ -123,12 +123,14 @@ def from_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest) -> Rec
     return msgspec.structs.replace(out, latency_ms=None, cached=True)
 
 
-def to_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest, reply: JudgeReply) -> None:
+def to_cache(cache: ResponseCache, judge: Judge, request: JudgeRequest, reply: JudgeReply,
+             prune_now: bool = True) -> None:
     """Cache the reply, unless a code judge named its verdict itself (a slot or a score): the
-    cache keeps replies, which the judge's rule reads on every hit, never verdicts."""
+    cache keeps replies, which the judge's rule reads on every hit, never verdicts.
+    ``prune_now`` False: a prune that falls due is left to the caller (``ResponseCache.put``)."""
     if reply.slot is not None or reply.score is not None:
         return
-    cache.put(judge.judge_id, cache_key(judge, request), CachedReply(
+    cache.put(judge.judge_id, cache_key(judge, request), prune_now=prune_now, reply=CachedReply(
         reply.raw, reply.served_model, reply.fingerprint, reply.tokens_in, reply.tokens_out, reply.probs,
         reply.tokens_cached, reply.tokens_cache_write, reply.truncated is True))
 
@@ -153,8 +155,13 @@ class CacheAfterLog:
         self._waiting[made.key] = (cache, judge, request, reply)
         return made
 
-    def written(self, records: Iterable[Record]) -> None:
-        """``records`` are in the log now: their replies go to the cache."""
+    def written(self, records: Iterable[Record]) -> list[ResponseCache]:
+        """``records`` are in the log now: their replies go to the cache. Returns the caches
+        whose prune fell due (``ResponseCache.put``), for the writer to run off the loop."""
+        due: dict[int, ResponseCache] = {}
         for r in records:
             if (got := self._waiting.pop(r.key, None)) is not None:
-                to_cache(*got)
+                to_cache(*got, prune_now=False)
+                if got[0].prune_due:
+                    due[id(got[0])] = got[0]
+        return list(due.values())

@@ -187,6 +187,7 @@ class ResponseCache:
         self.hits = self.misses = self.writes = 0
         self.refused: Counter[str] = Counter()
         self._written_since_prune = 0
+        self.prune_due = False  # written past a tenth of max_mb since the last prune (``put``)
 
     def _path(self, judge_id: str, key: str) -> Path:
         return self.root / judge_id / key[:2] / (key + _SUFFIX)
@@ -278,7 +279,10 @@ class ResponseCache:
         finally:
             os.close(folder)
 
-    def put(self, judge_id: str, key: str, reply: CachedReply) -> None:
+    def put(self, judge_id: str, key: str, reply: CachedReply, prune_now: bool = True) -> None:
+        """Write one entry (atomically). Past a tenth of ``max_mb`` written since the last
+        prune, prune (``prune_now``) or mark it due (``prune_due``: the audit's log writer
+        prunes off the event loop, since a walk of a large cache takes seconds)."""
         folder = self._folder(judge_id, key, create=True)
         if folder is None:  # a link or a file where a folder should be: no write
             if self.present:
@@ -306,8 +310,14 @@ class ResponseCache:
         finally:
             os.close(folder)
         if self._written_since_prune * 10 > self.max_bytes:  # bounded during a run, not only at its end
-            self._written_since_prune = 0
-            prune(self.root, self.max_mb)
+            self.prune_due = True
+            if prune_now:
+                self.prune()
+
+    def prune(self) -> int:
+        """Prune to ``max_mb`` now (``prune``); what was written since is no longer due."""
+        self._written_since_prune, self.prune_due = 0, False
+        return prune(self.root, self.max_mb)
 
     def refused_line(self) -> str | None:
         """One line for the run's summary when entries were refused; None when none was."""

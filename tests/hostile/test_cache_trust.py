@@ -270,6 +270,18 @@ def test_max_mb_counts_blocks_and_bounds_the_cache_while_it_is_written(tmp_path)
     assert len(found) < 400
 
 
+def test_the_audits_writer_is_handed_a_due_prune_instead_of_walking_the_cache_in_put(tmp_path):
+    """The engine caches with ``prune_now=False``: a prune that falls due is returned to the
+    log writer, which runs it in a thread (a walk of a large cache takes seconds)."""
+    c = cache.ResponseCache(tmp_path / "c", max_mb=0.1)
+    jid = "0123456789ab"
+    for i in range(400):
+        c.put(jid, cache.request_key(jid, [str(i)], "ref_first"), cache.CachedReply("A" * 50), prune_now=False)
+    assert c.prune_due and len(cache.entries(tmp_path / "c")) == 400  # due, not done
+    assert c.prune() > 0 and not c.prune_due
+    assert cache.stats(tmp_path / "c")["bytes"] <= 0.1 * (1 << 20)
+
+
 @pytest.mark.parametrize("args", [["--max-mb", "nan"], ["--max-mb", "inf"], ["--older-than-days", "nan"]])
 def test_prune_refuses_a_size_or_age_that_is_not_finite(args, tmp_path, capsys):
     (tmp_path / "c").mkdir()
