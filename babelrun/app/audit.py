@@ -35,7 +35,7 @@ from ..store.done import KEYS as DONE_KEYS
 from ..store.done import DoneSet
 from ..store.rundir import RunDir, RunInfo
 from .judging import check_shardable, run_shard, shard_budget
-from .memory import return_freed_memory
+from .memory import return_freed_memory, survivors_set_aside
 from .outcome import AuditResult, result_of
 from .runfiles import check_plan, remove_stale_tmp, run_info, spend_from_log, write_run_files
 from .scoring import run_warnings, score_run
@@ -101,8 +101,9 @@ def _audit(manifest: Manifest, painter: plots.Painter | None, *, progress: Progr
                             budget_usd=shard_budget(budget, shard), stop=stop, compacts=shard is None)
         plan.release()  # the engine's passes are over: its held items go before scoring,
         del plan  # the plan's references and the engine's buffers: not the scoring's business
-        return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
-        return _finish(folder, info, items, outcome, shard, painter)
+        with survivors_set_aside():  # the collections of the end of the run walk only what is new
+            return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
+            return _finish(folder, info, items, outcome, shard, painter)
 
 
 def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineResult, shard: log.Shard | None,
