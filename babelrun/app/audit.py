@@ -125,6 +125,10 @@ def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineRes
     finally:  # this process's entry, once (stats.json accumulates entries)
         folder.add_stats(result.stats, shard, totals=lambda t: spend_from_log(run_dir, t) if shard is None else t)
     if result.cards is not None:
+        if painter is not None:  # the plots are drawn while the rest of the report is gathered
+            from ..report.data import plotted
+
+            painter.start(plotted(run_dir, result.cards))
         # The full report (report.md with the leaderboard, report.html, plots/) from the
         # log and the cards just scored.
         return_freed_memory()

@@ -31,7 +31,8 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
     """Write the report of ``run_dirs`` into ``out_dir``; returns the ReportData. ``cards``
     (run dir -> Cards) skips re-scoring runs just scored; the others are rebuilt from their logs.
     ``painter``: a ``plots.Painter`` for ``out_dir`` started earlier (its children have
-    imported matplotlib already); the caller closes it."""
+    imported matplotlib already), which may have been given the plots' data already
+    (``Painter.start`` on ``data.plotted``: the same figures); the caller closes it."""
     from . import data as report_data
 
     out_dir = Path(out_dir)
@@ -43,6 +44,9 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
         from . import html as report_html
         from . import plots
 
-        drawn = plots.render_apart(gathered, out_dir) if painter is None else painter.draw(gathered)
+        if painter is None:
+            drawn = plots.render_apart(gathered, out_dir)
+        else:  # its children may be drawing already (the caller started them on ``data.plotted``)
+            drawn = painter.collect() if painter.started else painter.draw(gathered)
         write_atomic(out_dir / REPORT_HTML, report_html.render(gathered, drawn).encode())
     return gathered

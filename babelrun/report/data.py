@@ -508,8 +508,26 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     return RunReport(
         str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
         stats.judges if stats else [], stats.elapsed_s if stats else None, found, note, _stale(run_dir),
-        {a.name: result for a in registry.ANALYSES
-         if (result := _optional(run_dir / a.output, a.result_type)) is not None}, diagnose.of_run(run_dir))
+        _analyses(run_dir), diagnose.of_run(run_dir))
+
+
+def _analyses(run_dir: Path) -> dict[str, Any]:
+    """The results of the analyses run on ``run_dir``, by registry name."""
+    return {a.name: result for a in registry.ANALYSES
+            if (result := _optional(run_dir / a.output, a.result_type)) is not None}
+
+
+def plotted(run_dir: Path, cards: Cards) -> ReportData:
+    """What the plots read of one run, its cards and its analyses' results, without what only
+    the pages show (records, examples, log statistics, recommendations): the plots of this and
+    of ``gather([run_dir], {run_dir: cards})`` are the same (tests/e2e/test_report.py), so an
+    audit hands it to its painter as soon as it has scored and gathers the rest meanwhile."""
+    from ..store.rundir import RunDir
+
+    info = RunDir(run_dir).info()
+    run = RunReport(str(run_dir), info.manifest.name, info.babelrun_version, cards, [], [], [], None, [], None,
+                    analyses=_analyses(run_dir))
+    return ReportData([run], [])
 
 
 def _stale(run_dir: Path) -> list[str]:
