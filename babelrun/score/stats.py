@@ -106,7 +106,7 @@ def percentile_intervals(samples: dict[str, np.ndarray], confidence: float) -> d
     for name, values in samples.items():
         if values.ndim == 1 and values.size and np.isfinite(values).all():
             whole.setdefault(values.size, []).append(name)
-    found = {}
+    found: dict[str, tuple[float, float]] = {}
     for names in whole.values():
         lo, hi = np.quantile(np.stack([samples[name] for name in names]), levels, axis=1)
         found.update((name, (float(a), float(b))) for name, a, b in zip(names, lo, hi, strict=True))
