@@ -28,6 +28,7 @@ from ..errors import UserError
 from ..judges import batch_of, local_of
 from ..plan import Plan
 from ..report import plots
+from ..report.data import plotted
 from ..score import Cards
 from ..spec import Manifest
 from ..store import compact, log
@@ -119,18 +120,14 @@ def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineRes
         if whole:
             return_freed_memory()  # the engine's heap, before scoring reads the records
             result.cards = score_run(run_dir, write_report=False)
-            result.warnings = run_warnings(run_dir, info, items)
-            # stats.json says what the cards left out, and why
+            result.warnings = run_warnings(run_dir, info, items)  # stats.json says what the cards left out
             result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
     finally:  # this process's entry, once (stats.json accumulates entries)
         folder.add_stats(result.stats, shard, totals=lambda t: spend_from_log(run_dir, t) if shard is None else t)
     if result.cards is not None:
         if painter is not None:  # the plots are drawn while the rest of the report is gathered
-            from ..report.data import plotted
-
             painter.start(plotted(run_dir, result.cards))
-        # The full report (report.md with the leaderboard, report.html, plots/) from the
-        # log and the cards just scored.
+        # The full report (report.md with the leaderboard, report.html, plots/) from the log and the cards.
         return_freed_memory()
         gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
         runs = getattr(gathered, "runs", None)  # (a test's stand-in for report.write returns none)
