@@ -435,6 +435,10 @@ def _examples(info, records: pq.ParquetFile, picked: list[tuple[str, str, str]])
 _STATS_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
                            ("attempts", pa.int64()), ("latency_ms", pa.float64()), ("tokens_in", pa.int64()),
                            ("tokens_out", pa.int64()), ("error_kind", pa.string())])
+# The log's columns the report reads in its one pass over the log: the statistics' and the
+# refusals' (score.diagnose.Refusals).
+_LOG_PASS_SCHEMA = pa.schema(list(_STATS_SCHEMA)
+                             + [f for f in diagnose.LOG_SCHEMA if f.name not in _STATS_SCHEMA.names])
 
 
 class _Tally:
@@ -472,19 +476,23 @@ class _Tally:
                         self.calls, self.retries, pct, self.tokens_in, self.tokens_out)
 
 
-def _log_stats(run_dir: Path) -> list[LogStats]:
+def _log_pass(run_dir: Path) -> tuple[list[LogStats], list[Diagnosis]]:
     """Per judge, over every record of the log, read a few megabytes at a time (memory holds
-    the latencies, 8 bytes a call, not the records)."""
+    the latencies, 8 bytes a call, not the records): its statistics, and the refusals
+    ``diagnose.of_run`` reports (one parse of the log for both)."""
     from ..store import log
 
     tallies: dict[str, _Tally] = {}
+    refusals = diagnose.Refusals()
     for seg in log.segments(run_dir):
-        for batch in log.stream_segment(seg, _STATS_SCHEMA):
+        for batch in log.stream_segment(seg, _LOG_PASS_SCHEMA):
+            refusals.add(batch)
             block = pa.Table.from_batches([batch])
             for jid in pc.unique(block["judge_id"]).to_pylist():
                 mine = block.filter(pc.equal(block["judge_id"], jid))
                 tallies.setdefault(jid, _Tally(mine["judge"][0].as_py())).add(mine)
-    return sorted((t.stats(jid) for jid, t in tallies.items()), key=lambda s: (s.judge, s.judge_id))
+    stats = sorted((t.stats(jid) for jid, t in tallies.items()), key=lambda s: (s.judge, s.judge_id))
+    return stats, refusals.diagnoses()
 
 
 def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
@@ -505,10 +513,11 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     found, note = _examples(info, records, picked)
     del records
     stats = RunDir(run_dir).stats()  # validated: a received run's stats.json is untrusted
+    logged, refusals = _log_pass(run_dir)
     return RunReport(
-        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
+        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, logged,
         stats.judges if stats else [], stats.elapsed_s if stats else None, found, note, _stale(run_dir),
-        _analyses(run_dir), diagnose.of_run(run_dir))
+        _analyses(run_dir), diagnose.of_run(run_dir, refusals))
 
 
 def _analyses(run_dir: Path) -> dict[str, Any]:
