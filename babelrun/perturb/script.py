@@ -253,6 +253,9 @@ def _boundaries(text: str) -> list[tuple[int, bool, int | None]]:
 _WHOLE = regex.compile(rf"(?:{_TERM}){_CLOSE}*$|[{_PHRASE_SPACED}]$", regex.V1)
 
 
+# A text's sentences are looked at again for every perturbation and severity of it (shuffle's
+# and repeat_pad's movable sentences): the answers for the last sentences are kept.
+@functools.lru_cache(maxsize=4096)
 def is_whole(text: str) -> bool:
     """Whether a sentence stays a sentence wherever it is put after another one: it ends
     with a terminator (a text's last piece may be an unterminated fragment; in a space-only
@@ -264,6 +267,7 @@ def is_whole(text: str) -> bool:
 _LINE_END = regex.compile(rf"[[{_PHRASE_SPACED}]&&[\p{{L}}\p{{M}}]]$", regex.V1)
 
 
+@functools.lru_cache(maxsize=4096)
 def ends_at_line(text: str) -> bool:
     """Whether a sentence ends only because a line break follows it (a paragraph of a
     phrase-spaced script with no mark at its end): put anywhere, it needs one after it."""
