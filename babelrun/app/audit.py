@@ -28,7 +28,7 @@ from ..errors import UserError
 from ..judges import batch_of, local_of
 from ..plan import Plan
 from ..report import plots
-from ..report.data import plotted
+from ..report.data import LogPass, plotted
 from ..score import Cards
 from ..spec import Manifest
 from ..store import compact, log
@@ -111,10 +111,10 @@ def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineRes
             painter: plots.Painter | None) -> AuditResult:
     """After judging, under the run lock: compact and score (a whole run not interrupted),
     add this process's stats entry, then the full report from the cards just scored."""
-    run_dir = folder.path
-    whole = not outcome.interrupted and shard is None
+    run_dir, whole = folder.path, not outcome.interrupted and shard is None
+    logged = LogPass()  # the report's log statistics, from the compaction's parse (and the last segment's index)
     if whole:
-        compact.write_parquet(run_dir, index=True)  # and the last segment's keys index (run_shard)
+        compact.write_parquet(run_dir, index=True, observe=logged.add)
     result = result_of(run_dir, outcome)
     try:
         if whole:
@@ -127,9 +127,9 @@ def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineRes
     if result.cards is not None:
         if painter is not None:  # the plots are drawn while the rest of the report is gathered
             painter.start(plotted(run_dir, result.cards))
-        # The full report (report.md with the leaderboard, report.html, plots/) from the log and the cards.
-        return_freed_memory()
-        gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
+        return_freed_memory()  # then the full report (report.md with the leaderboard, report.html, plots/)
+        gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, logged={run_dir: logged},
+                                painter=painter)
         runs = getattr(gathered, "runs", None)  # (a test's stand-in for report.write returns none)
         if runs:
             result.diagnoses = list(runs[0].diagnoses)  # the CLI's exit code reads them
