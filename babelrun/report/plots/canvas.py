@@ -75,6 +75,15 @@ def cell_labels(ax, cells: Iterable[tuple[float, float, str]], fontsize: float) 
                                          in_layout=False), autolim=False)
 
 
+def blank(ax) -> None:
+    """An axes drawn without its frame, ticks and labels (``axis("off")``), its x and y axes
+    hidden too: matplotlib still lays out the tick labels of an axes turned off (to place
+    its title), ~0.09 CPU-s of the radar's drawing, for nothing drawn."""
+    ax.axis("off")
+    ax.xaxis.set_visible(False)
+    ax.yaxis.set_visible(False)
+
+
 def colors(n: int) -> list:
     cmap = pyplot().get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]

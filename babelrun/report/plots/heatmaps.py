@@ -61,7 +61,7 @@ def metric_heatmap(data: ReportData):
                              squeeze=False)
     rgb = {name: to_rgb(c) for name, c in BAND_COLOURS.items()}
     for ax in axes.flat[len(judges):]:
-        ax.axis("off")
+        canvas.blank(ax)
     for ax, jc in zip(axes.flat, judges, strict=False):
         cards = canvas.by_lang(jc)
         image = np.array([[rgb[b] for b in (_heat_bands(cards[lang]) if lang in cards else ["none"] * len(METRICS))]
