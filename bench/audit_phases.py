@@ -2,7 +2,8 @@
 run in this process, against the loopback fake judge, with the bare aiohttp loop on the same
 bodies timed first. ``bench/whole_audit.py``'s manifest and corpus (65 languages, openai backend,
 concurrency 16). CPU seconds are firmer than wall time on a shared machine; the plot children's
-CPU is counted apart (they draw while the parent waits in ``plots(wait)``).
+CPU is counted apart (they draw from the end of scoring on, while the parent gathers the rest
+of the report, then it waits for them in ``plots(wait)``).
 
     python bench/audit_phases.py [--refs 10]
 """
@@ -70,7 +71,7 @@ def main() -> None:
     phases = [(audit, "write_run_files", "run files"), (audit, "run_shard", "engine"),
               (audit, "return_freed_memory", "hand-backs"), (audit.compact, "write_parquet", "compaction"),
               (audit, "score_run", "scoring"), (audit, "run_warnings", "warnings"),
-              (audit.report, "write", "report"), (painter.Painter, "draw", "plots(wait)")]
+              (audit.report, "write", "report"), (painter.Painter, "collect", "plots(wait)")]
     for owner, name, label in phases:
         timed(owner, name, label)
     with tempfile.TemporaryDirectory() as tmp, fake_judge() as server:

@@ -28,6 +28,7 @@ from ..errors import UserError
 from ..judges import batch_of, local_of
 from ..plan import Plan
 from ..report import plots
+from ..report.data import LogPass, plotted
 from ..score import Cards
 from ..spec import Manifest
 from ..store import compact, log
@@ -35,7 +36,7 @@ from ..store.done import KEYS as DONE_KEYS
 from ..store.done import DoneSet
 from ..store.rundir import RunDir, RunInfo
 from .judging import check_shardable, run_shard, shard_budget
-from .memory import return_freed_memory
+from .memory import return_freed_memory, survivors_set_aside
 from .outcome import AuditResult, result_of
 from .runfiles import check_plan, remove_stale_tmp, run_info, spend_from_log, write_run_files
 from .scoring import run_warnings, score_run
@@ -101,33 +102,34 @@ def _audit(manifest: Manifest, painter: plots.Painter | None, *, progress: Progr
                             budget_usd=shard_budget(budget, shard), stop=stop, compacts=shard is None)
         plan.release()  # the engine's passes are over: its held items go before scoring,
         del plan  # the plan's references and the engine's buffers: not the scoring's business
-        return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
-        return _finish(folder, info, items, outcome, shard, painter)
+        with survivors_set_aside():  # the collections of the end of the run walk only what is new
+            return_freed_memory()  # and their memory back to the OS (compaction and scoring use Arrow's pool)
+            return _finish(folder, info, items, outcome, shard, painter)
 
 
 def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineResult, shard: log.Shard | None,
             painter: plots.Painter | None) -> AuditResult:
     """After judging, under the run lock: compact and score (a whole run not interrupted),
     add this process's stats entry, then the full report from the cards just scored."""
-    run_dir = folder.path
-    whole = not outcome.interrupted and shard is None
+    run_dir, whole = folder.path, not outcome.interrupted and shard is None
+    logged = LogPass()  # the report's log statistics, from the compaction's parse (and the last segment's index)
     if whole:
-        compact.write_parquet(run_dir, index=True)  # and the last segment's keys index (run_shard)
+        compact.write_parquet(run_dir, index=True, observe=logged.add)
     result = result_of(run_dir, outcome)
     try:
         if whole:
             return_freed_memory()  # the engine's heap, before scoring reads the records
             result.cards = score_run(run_dir, write_report=False)
-            result.warnings = run_warnings(run_dir, info, items)
-            # stats.json says what the cards left out, and why
+            result.warnings = run_warnings(run_dir, info, items)  # stats.json says what the cards left out
             result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
     finally:  # this process's entry, once (stats.json accumulates entries)
         folder.add_stats(result.stats, shard, totals=lambda t: spend_from_log(run_dir, t) if shard is None else t)
     if result.cards is not None:
-        # The full report (report.md with the leaderboard, report.html, plots/) from the
-        # log and the cards just scored.
-        return_freed_memory()
-        gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, painter=painter)
+        if painter is not None:  # the plots are drawn while the rest of the report is gathered
+            painter.start(plotted(run_dir, result.cards))
+        return_freed_memory()  # then the full report (report.md with the leaderboard, report.html, plots/)
+        gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, logged={run_dir: logged},
+                                painter=painter)
         runs = getattr(gathered, "runs", None)  # (a test's stand-in for report.write returns none)
         if runs:
             result.diagnoses = list(runs[0].diagnoses)  # the CLI's exit code reads them

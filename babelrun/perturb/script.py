@@ -253,6 +253,9 @@ def _boundaries(text: str) -> list[tuple[int, bool, int | None]]:
 _WHOLE = regex.compile(rf"(?:{_TERM}){_CLOSE}*$|[{_PHRASE_SPACED}]$", regex.V1)
 
 
+# A text's sentences are looked at again for every perturbation and severity of it (shuffle's
+# and repeat_pad's movable sentences): the answers for the last sentences are kept.
+@functools.lru_cache(maxsize=4096)
 def is_whole(text: str) -> bool:
     """Whether a sentence stays a sentence wherever it is put after another one: it ends
     with a terminator (a text's last piece may be an unterminated fragment; in a space-only
@@ -264,6 +267,7 @@ def is_whole(text: str) -> bool:
 _LINE_END = regex.compile(rf"[[{_PHRASE_SPACED}]&&[\p{{L}}\p{{M}}]]$", regex.V1)
 
 
+@functools.lru_cache(maxsize=4096)
 def ends_at_line(text: str) -> bool:
     """Whether a sentence ends only because a line break follows it (a paragraph of a
     phrase-spaced script with no mark at its end): put anywhere, it needs one after it."""
@@ -355,38 +359,38 @@ def _place_and_language_names(lang: str) -> tuple[str, ...]:
     """Country and language names in ``lang`` itself (CLDR via language-data): the names
     langcodes' ``territory_name(lang)`` and ``language_name(lang)`` give (``_cldr_name``)."""
     import langcodes
-    from langcodes.data_dicts import TERRITORY_REPLACEMENTS
-    from language_data.language_lists import CLDR_LANGUAGES
 
     target = langcodes.Language.get(lang)
-    names: set[str | None] = set()
-    territories = {t for t in TERRITORY_REPLACEMENTS.values() if len(t) == 2 and t.isalpha()}
-    for code in territories:
-        names.add(_cldr_name(code, target))
-    for code in CLDR_LANGUAGES:
-        names.add(_cldr_name(langcodes.Language.get(code).language or "und", target))
+    tag, matchable = str(target), frozenset(target.broader_tags())
+    names = {_cldr_name(names, tag, matchable) for names in _named_codes()}
     # Codes without a name in ``lang`` (langcodes' "Unknown language [xx]"): dropped.
     real = {n for n in names if n is not None and len(n) >= 2 and "[" not in n}
     return tuple(sorted(real, key=len, reverse=True))
 
 
-def _cldr_name(code: str, target) -> str | None:
-    """The name of a language or territory ``code`` in the language ``target``, as langcodes'
-    ``Language._best_name`` picks it (the closest of the languages the name is known in, else
-    English), None where it has none: the same choice, with the closest match worked out once
-    per set of candidate languages, not once per name (a plan builds this for every language
-    of its corpus; tests/unit/test_hot_path.py compares it with langcodes)."""
+@functools.cache
+def _named_codes() -> tuple[dict[str, str], ...]:
+    """The names in every language (CLDR's, by language tag) of each two-letter territory
+    and each CLDR language: the same whatever the target language."""
+    from langcodes import Language
+    from langcodes.data_dicts import TERRITORY_REPLACEMENTS
+    from language_data.language_lists import CLDR_LANGUAGES
     from language_data.names import code_to_names
 
-    names = code_to_names(code)
-    matchable = _broader(target)
-    chosen = _closest(str(target), tuple(sorted(k for k in matchable if k in names)))
+    territories = {t for t in TERRITORY_REPLACEMENTS.values() if len(t) == 2 and t.isalpha()}
+    languages = {Language.get(code).language or "und" for code in CLDR_LANGUAGES}
+    return tuple(code_to_names(code) for code in sorted(territories) + sorted(languages))
+
+
+def _cldr_name(names: dict[str, str], target: str, matchable: frozenset[str]) -> str | None:
+    """The name (of a language or territory, ``names`` by language tag) in the language
+    ``target``, as langcodes' ``Language._best_name`` picks it (the closest of the languages
+    the name is known in, else English), None where it has none: the same choice, with the
+    closest match worked out once per set of candidate languages, not once per name (a plan
+    builds this for every language of its corpus; tests/unit/test_hot_path.py compares it
+    with langcodes). ``matchable``: the target's broader tags."""
+    chosen = _closest(target, tuple(sorted(k for k in matchable if k in names)))
     return names[chosen] if chosen in names else names.get("en")
-
-
-@functools.lru_cache(maxsize=256)
-def _broader(target) -> frozenset[str]:
-    return frozenset(target.broader_tags())
 
 
 @functools.lru_cache(maxsize=4096)

@@ -27,22 +27,27 @@ WRITTEN = (REPORT_MD, REPORT_HTML)  # the files this layer writes at a run direc
 
 
 def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None,
-          painter=None):
+          painter=None, logged: dict | None = None):
     """Write the report of ``run_dirs`` into ``out_dir``; returns the ReportData. ``cards``
     (run dir -> Cards) skips re-scoring runs just scored; the others are rebuilt from their logs.
+    ``logged`` (run dir -> ``data.LogPass`` shown its whole log) skips reading those logs again.
     ``painter``: a ``plots.Painter`` for ``out_dir`` started earlier (its children have
-    imported matplotlib already); the caller closes it."""
+    imported matplotlib already), which may have been given the plots' data already
+    (``Painter.start`` on ``data.plotted``: the same figures); the caller closes it."""
     from . import data as report_data
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_not_link(out_dir / "plots")  # refused before anything is written (plots.render_apart)
-    gathered = report_data.gather([Path(d) for d in run_dirs], cards)
+    gathered = report_data.gather([Path(d) for d in run_dirs], cards, logged=logged)
     write_atomic(out_dir / REPORT_MD, markdown_report(gathered).encode())
     if html:
         from . import html as report_html
         from . import plots
 
-        drawn = plots.render_apart(gathered, out_dir) if painter is None else painter.draw(gathered)
+        if painter is None:
+            drawn = plots.render_apart(gathered, out_dir)
+        else:  # its children may be drawing already (the caller started them on ``data.plotted``)
+            drawn = painter.collect() if painter.started else painter.draw(gathered)
         write_atomic(out_dir / REPORT_HTML, report_html.render(gathered, drawn).encode())
     return gathered

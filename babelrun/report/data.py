@@ -435,6 +435,10 @@ def _examples(info, records: pq.ParquetFile, picked: list[tuple[str, str, str]])
 _STATS_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
                            ("attempts", pa.int64()), ("latency_ms", pa.float64()), ("tokens_in", pa.int64()),
                            ("tokens_out", pa.int64()), ("error_kind", pa.string())])
+# The log's columns the report reads in its one pass over the log: the statistics' and the
+# refusals' (score.diagnose.Refusals).
+_LOG_PASS_SCHEMA = pa.schema(list(_STATS_SCHEMA)
+                             + [f for f in diagnose.LOG_SCHEMA if f.name not in _STATS_SCHEMA.names])
 
 
 class _Tally:
@@ -472,23 +476,44 @@ class _Tally:
                         self.calls, self.retries, pct, self.tokens_in, self.tokens_out)
 
 
-def _log_stats(run_dir: Path) -> list[LogStats]:
-    """Per judge, over every record of the log, read a few megabytes at a time (memory holds
-    the latencies, 8 bytes a call, not the records)."""
+class LogPass:
+    """Per judge, over every record of the log shown a block at a time (memory holds the
+    latencies, 8 bytes a call, not the records): its statistics, and the refusals
+    ``diagnose.of_run`` reports. ``add`` each block of valid records (``log.stream_segment``'s,
+    ``_LOG_PASS_SCHEMA``'s columns or more): the report's own pass, or the blocks of a parse
+    the caller makes anyway (the audit's compaction, ``compact.write_parquet(observe=...)``)."""
+
+    def __init__(self) -> None:
+        self._tallies: dict[str, _Tally] = {}
+        self._refusals = diagnose.Refusals()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._refusals.add(batch)
+        block = pa.Table.from_batches([batch])
+        for jid in pc.unique(block["judge_id"]).to_pylist():
+            mine = block.filter(pc.equal(block["judge_id"], jid))
+            self._tallies.setdefault(jid, _Tally(mine["judge"][0].as_py())).add(mine)
+
+    def result(self) -> tuple[list[LogStats], list[Diagnosis]]:
+        stats = sorted((t.stats(jid) for jid, t in self._tallies.items()), key=lambda s: (s.judge, s.judge_id))
+        return stats, self._refusals.diagnoses()
+
+
+def _log_pass(run_dir: Path) -> tuple[list[LogStats], list[Diagnosis]]:
+    """``LogPass`` over the run's log, read a few megabytes at a time."""
     from ..store import log
 
-    tallies: dict[str, _Tally] = {}
+    tally = LogPass()
     for seg in log.segments(run_dir):
-        for batch in log.stream_segment(seg, _STATS_SCHEMA):
-            block = pa.Table.from_batches([batch])
-            for jid in pc.unique(block["judge_id"]).to_pylist():
-                mine = block.filter(pc.equal(block["judge_id"], jid))
-                tallies.setdefault(jid, _Tally(mine["judge"][0].as_py())).add(mine)
-    return sorted((t.stats(jid) for jid, t in tallies.items()), key=lambda s: (s.judge, s.judge_id))
+        for batch in log.stream_segment(seg, _LOG_PASS_SCHEMA):
+            tally.add(batch)
+    return tally.result()
 
 
-def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE) -> RunReport:
-    """One run directory's part of the report; cards are rebuilt from the log when not given."""
+def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPLES_PER_MODE,
+               logged: LogPass | None = None) -> RunReport:
+    """One run directory's part of the report; cards are rebuilt from the log when not given,
+    and the log is read for its statistics unless ``logged`` was shown all of it."""
     from ..score.run import cards_of_run
     from ..store.rundir import RunDir
 
@@ -505,11 +530,30 @@ def gather_run(run_dir: Path, cards: Cards | None = None, examples: int = EXAMPL
     found, note = _examples(info, records, picked)
     del records
     stats = RunDir(run_dir).stats()  # validated: a received run's stats.json is untrusted
+    log_stats, refusals = logged.result() if logged is not None else _log_pass(run_dir)
     return RunReport(
-        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, _log_stats(run_dir),
+        str(run_dir), info.manifest.name, info.babelrun_version, cards, identities, log_stats,
         stats.judges if stats else [], stats.elapsed_s if stats else None, found, note, _stale(run_dir),
-        {a.name: result for a in registry.ANALYSES
-         if (result := _optional(run_dir / a.output, a.result_type)) is not None}, diagnose.of_run(run_dir))
+        _analyses(run_dir), diagnose.of_run(run_dir, refusals))
+
+
+def _analyses(run_dir: Path) -> dict[str, Any]:
+    """The results of the analyses run on ``run_dir``, by registry name."""
+    return {a.name: result for a in registry.ANALYSES
+            if (result := _optional(run_dir / a.output, a.result_type)) is not None}
+
+
+def plotted(run_dir: Path, cards: Cards) -> ReportData:
+    """What the plots read of one run, its cards and its analyses' results, without what only
+    the pages show (records, examples, log statistics, recommendations): the plots of this and
+    of ``gather([run_dir], {run_dir: cards})`` are the same (tests/e2e/test_report.py), so an
+    audit hands it to its painter as soon as it has scored and gathers the rest meanwhile."""
+    from ..store.rundir import RunDir
+
+    info = RunDir(run_dir).info()
+    run = RunReport(str(run_dir), info.manifest.name, info.babelrun_version, cards, [], [], [], None, [], None,
+                    analyses=_analyses(run_dir))
+    return ReportData([run], [])
 
 
 def _stale(run_dir: Path) -> list[str]:
@@ -523,9 +567,9 @@ def _stale(run_dir: Path) -> list[str]:
 
 
 def gather(run_dirs: Sequence[Path], cards: dict[Path, Cards] | None = None,
-           thresholds: Thresholds = THRESHOLDS) -> ReportData:
-    cards = cards or {}
-    runs = [gather_run(Path(d), cards.get(Path(d))) for d in run_dirs]
+           thresholds: Thresholds = THRESHOLDS, logged: dict[Path, LogPass] | None = None) -> ReportData:
+    cards, logged = cards or {}, logged or {}
+    runs = [gather_run(Path(d), cards.get(Path(d)), logged=logged.get(Path(d))) for d in run_dirs]
     data = ReportData(runs, [], thresholds)
     from . import robustness
 

@@ -40,8 +40,8 @@ EXIT_MISCONFIGURED = 3  # a judge's replies were unreadable, or it refused (docs
 EXAMPLES = 3
 EXAMPLE_CHARS = 120
 COLUMNS = ["judge_id", "judge", "lang", "verdict", "raw", "truncated"]
-_LOG_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
-                         ("error_kind", pa.string()), ("error", pa.string())])
+LOG_SCHEMA = pa.schema([("judge_id", pa.string()), ("judge", pa.string()), ("status", pa.string()),
+                        ("error_kind", pa.string()), ("error", pa.string())])  # the log columns Refusals reads
 
 
 class Diagnosis(msgspec.Struct, frozen=True):
@@ -142,34 +142,49 @@ def _one(name: str, jid: str, pattern: str, invalid: np.ndarray, raw: pa.Chunked
     return Diagnosis(name, jid, "unmatched", round(k / n, 4), k, n, code, pattern, first)
 
 
+class Refusals:
+    """Judges more than ``MISCONFIGURED`` of whose logged calls ended in a rejected error,
+    tallied a block of log records at a time (``LOG_SCHEMA``'s columns, or more)."""
+
+    def __init__(self) -> None:
+        self._tally: dict[str, list[Any]] = {}  # judge id -> [name, calls, rejected, first errors]
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        ids = batch.column("judge_id")  # column-wise: a few judges per batch
+        rejected = pc.fill_null(pc.and_(pc.equal(batch.column("status"), "error"),
+                                        pc.equal(batch.column("error_kind"), "rejected")), False)
+        for jid in pc.unique(ids).to_pylist():
+            mine = pc.equal(ids, jid)
+            t = self._tally.get(jid)
+            if t is None:
+                t = self._tally[jid] = [batch.column("judge").filter(mine)[0].as_py(), 0, 0, []]
+            t[1] += int(pc.sum(mine).as_py() or 0)
+            hits = pc.and_(mine, rejected)
+            k = int(pc.sum(hits).as_py() or 0)
+            t[2] += k
+            if k and len(t[3]) < EXAMPLES:
+                first = batch.column("error").filter(hits)[: EXAMPLES - len(t[3])].to_pylist()
+                t[3] += [neutralise((e or "")[:EXAMPLE_CHARS]) for e in first]
+
+    def diagnoses(self) -> list[Diagnosis]:
+        return [Diagnosis(name, jid, "refused", round(k / n, 4), k, n, examples=first)
+                for jid, (name, n, k, first) in sorted(self._tally.items()) if n and k / n > MISCONFIGURED]
+
+
 def refused(run_dir: Path) -> list[Diagnosis]:
     """Judges more than ``MISCONFIGURED`` of whose logged calls ended in a rejected error."""
     from ..store import log
 
-    tally: dict[str, list[Any]] = {}
+    tally = Refusals()
     for seg in log.segments(run_dir):
-        for batch in log.stream_segment(seg, _LOG_SCHEMA):  # column-wise: a few judges per batch
-            ids = batch.column("judge_id")
-            rejected = pc.fill_null(pc.and_(pc.equal(batch.column("status"), "error"),
-                                            pc.equal(batch.column("error_kind"), "rejected")), False)
-            for jid in pc.unique(ids).to_pylist():
-                mine = pc.equal(ids, jid)
-                t = tally.get(jid)
-                if t is None:
-                    t = tally[jid] = [batch.column("judge").filter(mine)[0].as_py(), 0, 0, []]
-                t[1] += int(pc.sum(mine).as_py() or 0)
-                hits = pc.and_(mine, rejected)
-                k = int(pc.sum(hits).as_py() or 0)
-                t[2] += k
-                if k and len(t[3]) < EXAMPLES:
-                    first = batch.column("error").filter(hits)[: EXAMPLES - len(t[3])].to_pylist()
-                    t[3] += [neutralise((e or "")[:EXAMPLE_CHARS]) for e in first]
-    return [Diagnosis(name, jid, "refused", round(k / n, 4), k, n, examples=first)
-            for jid, (name, n, k, first) in sorted(tally.items()) if n and k / n > MISCONFIGURED]
+        for batch in log.stream_segment(seg, LOG_SCHEMA):
+            tally.add(batch)
+    return tally.diagnoses()
 
 
-def of_run(run_dir: Path) -> list[Diagnosis]:
-    """Every diagnosis of a run directory (its counted records and its log)."""
+def of_run(run_dir: Path, refusals: list[Diagnosis] | None = None) -> list[Diagnosis]:
+    """Every diagnosis of a run directory (its counted records and its log); ``refusals``:
+    ``Refusals.diagnoses()`` of its log, where the caller read the log already."""
     from ..store import compact
     from ..store.rundir import read_run_info
 
@@ -177,4 +192,4 @@ def of_run(run_dir: Path) -> list[Diagnosis]:
     info = read_run_info(run_dir)
     specs = {info.judge_ids[j.name]: j for j in info.manifest.judges if j.name in info.judge_ids}
     data = compact.load(run_dir, COLUMNS)
-    return unmatched(data, specs) + refused(run_dir)
+    return unmatched(data, specs) + (refused(run_dir) if refusals is None else refusals)

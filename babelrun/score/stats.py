@@ -98,12 +98,27 @@ def percentile_intervals(samples: dict[str, np.ndarray], confidence: float) -> d
     its finite replicates (a replicate that drew no denominator is NaN); a name with none
     is left out."""
     tail = (1.0 - confidence) / 2.0
+    levels = [tail, 1.0 - tail]
+    # The samples whose replicates are all finite, one quantile call for all of those of a
+    # length (a card has a dozen; a call costs ~30 µs, most of a run's scoring): the same
+    # order statistics and interpolation, element by element, as a call for each.
+    whole: dict[int, list[str]] = {}
+    for name, values in samples.items():
+        if values.ndim == 1 and values.size and np.isfinite(values).all():
+            whole.setdefault(values.size, []).append(name)
+    found: dict[str, tuple[float, float]] = {}
+    for names in whole.values():
+        lo, hi = np.quantile(np.stack([samples[name] for name in names]), levels, axis=1)
+        found.update((name, (float(a), float(b))) for name, a, b in zip(names, lo, hi, strict=True))
     out = {}
     for name, values in samples.items():
+        if name in found:
+            out[name] = found[name]
+            continue
         finite = values[np.isfinite(values)]
         if finite.size:
-            lo, hi = np.quantile(finite, [tail, 1.0 - tail])
-            out[name] = (float(lo), float(hi))
+            lo_one, hi_one = np.quantile(finite, levels)
+            out[name] = (float(lo_one), float(hi_one))
     return out
 
 

@@ -131,12 +131,14 @@ def bad_lines(run_dir: Path) -> list[log.BadLine]:
     return msgspec.json.decode(metadata.get(_BAD_KEY, b"[]"), type=list[log.BadLine])
 
 
-def write_parquet(run_dir: Path, *, index: bool = False) -> Path:
+def write_parquet(run_dir: Path, *, index: bool = False,
+                  observe: Callable[[pa.RecordBatch], None] | None = None) -> Path:
     """Stream the log's counted records into judgements.parquet, block by block. Invalid log
     lines are skipped; the file's metadata names them (``bad_lines``). ``index``: also write
     the keys index (``log.index_segment``'s) of each segment that has none, from this parse:
     the audit that wrote the log, under its run lock (its writer leaves the last segment to
-    this)."""
+    this). ``observe``: shown every block of valid records this parse reads (all of them, in
+    log order), for a caller that would read the log again (the audit's report statistics)."""
     stamp = _segment_stamp(run_dir)  # before reading: a later append makes the file stale
     path = run_dir / PARQUET
     first_ok = FirstOk()
@@ -146,6 +148,8 @@ def write_parquet(run_dir: Path, *, index: bool = False) -> Path:
             before = _unindexed(seg) if index else None
             keys: dict[str, list[np.ndarray]] | None = {} if before is not None else None
             for batch in log.stream_segment(seg, SCHEMA, bad=bad):
+                if observe is not None:
+                    observe(batch)
                 rows = first_ok(pa.Table.from_batches([batch]))
                 if keys is not None:
                     for jid, bits in first_ok.ok_keys:

@@ -4,11 +4,14 @@ row, and the codes each row lists are those its command declares (``Command.exit
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from babelrun.app.cli import COMMANDS, main
 from babelrun.testing import FakeJudgeServer
-from helpers import ROOT, SHARED_DATA, quiet_audit, simulated, write_manifest
+from helpers import ROOT, SHARED_DATA, env_without, quiet_audit, simulated, write_manifest
 
 LLMBAR = SHARED_DATA / "llmbar"
 UDHR = SHARED_DATA / "udhr"
@@ -183,3 +186,27 @@ def test_exit_code(cell, runs, tmp_path, capsys):
     if cell[1] == 3:
         err = capsys.readouterr().err
         assert "misconfigured: broken: 100% of replies did not match the verdict pattern" in err
+
+
+_PROGRAM = """import atexit, sys
+from pathlib import Path
+marker = Path(sys.argv[1])
+atexit.register(lambda: marker.write_text("ran"))
+sys.argv = ["babelrun", *sys.argv[2:]]
+from babelrun.app.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("args, code", [(["languages", str(ROOT / "examples" / "quickstart.yaml")], 0),
+                                        (["validate", "no-such-manifest.yaml"], 2)])
+def test_the_program_leaves_with_the_code_the_output_and_the_exit_handlers(args, code, tmp_path, capsys):
+    """The `babelrun` program (``cli.run``) leaves without the interpreter's teardown: the
+    command's exit code, all it printed, and the exit handlers run first."""
+    marker = tmp_path / "exit-handler"
+    done = subprocess.run([sys.executable, "-c", _PROGRAM, str(marker), *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env=env_without("PYTHONUNBUFFERED"))  # output held in buffers
+    assert main(args) == code
+    here = capsys.readouterr()
+    assert (done.returncode, done.stdout, done.stderr) == (code, here.out, here.err)
+    assert marker.read_text() == "ran"

@@ -219,6 +219,23 @@ def test_report_rebuilds_everything_from_the_log_alone(two_judges, tmp_path):
     assert (run / "plots" / "radar.svg").read_bytes() == svg
 
 
+def test_an_audit_draws_the_plots_the_report_draws(two_judges, tmp_path):
+    """An audit hands its plot-drawing children the cards and the analyses' results alone, as
+    soon as it has scored (``report.data.plotted``): the plots are byte for byte those that
+    `babelrun report` draws from all it gathers, the calibration and invariance figures too."""
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(two_judges.parent, folder)  # the manifest, the corpus and the run
+    shutil.rmtree(folder / "run" / "plots")
+    assert quiet_audit(folder / "manifest.yaml").exit_code == 0  # nothing to judge: scored, reported
+    plots = folder / "run" / "plots"
+    audited = {p.name: p.read_bytes() for p in sorted(plots.iterdir())}
+    assert {f"{name}.svg" for name in PLOT_NAMES} <= set(audited)
+    assert main(["report", str(folder / "run")]) == 0
+    assert {p.name: p.read_bytes() for p in sorted(plots.iterdir())} == audited
+
+
 def test_several_runs_make_one_leaderboard(two_judges, tmp_path, capsys):
     other = tmp_path / "other"
     path = write_manifest(other.parent, [simulated("third", default_accuracy=0.7)], output_dir=str(other),

@@ -1,7 +1,7 @@
 """``diagnose.refused`` column-wise (no Python loop per logged record) says what the
 row-by-row definition says: per judge, its logged calls, those that ended ``rejected``, and
 the first rejected messages in log order (cut, terminal-safe), over several segments and
-blocks."""
+blocks; and so does the report's one pass over the log (its statistics and the refusals)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import hashlib
 import pyarrow as pa
 
 from babelrun.core.text import neutralise
+from babelrun.report import data as report_data
 from babelrun.score import diagnose
 from babelrun.store import log
 
@@ -30,7 +31,7 @@ def _record(i: int) -> log.Record:
 def _row_by_row(run_dir) -> list[diagnose.Diagnosis]:
     tally: dict = {}
     for seg in log.segments(run_dir):
-        for batch in log.stream_segment(seg, diagnose._LOG_SCHEMA):
+        for batch in log.stream_segment(seg, diagnose.LOG_SCHEMA):
             for row in pa.Table.from_batches([batch]).to_pylist():
                 t = tally.setdefault(row["judge_id"], [row["judge"], 0, 0, []])
                 t[1] += 1
@@ -54,5 +55,6 @@ def test_refused_column_wise_is_the_row_by_row_definition(tmp_path, monkeypatch)
                         lambda seg, schema, **kw: parse(seg, schema, block_bytes=8_000, **kw))
     found = diagnose.refused(tmp_path)
     assert found == _row_by_row(tmp_path)
+    assert report_data._log_pass(tmp_path)[1] == found  # the report's one pass over the log finds the same
     assert [d.judge_id for d in found] == ["ja"]  # half of ja's calls rejected; jb's a seventh; jc none
     assert len(found[0].examples) == diagnose.EXAMPLES and "\x1b" not in "".join(found[0].examples)

@@ -61,16 +61,16 @@ def metric_heatmap(data: ReportData):
                              squeeze=False)
     rgb = {name: to_rgb(c) for name, c in BAND_COLOURS.items()}
     for ax in axes.flat[len(judges):]:
-        ax.axis("off")
+        canvas.blank(ax)
     for ax, jc in zip(axes.flat, judges, strict=False):
         cards = canvas.by_lang(jc)
         image = np.array([[rgb[b] for b in (_heat_bands(cards[lang]) if lang in cards else ["none"] * len(METRICS))]
                           for lang in langs])
         ax.imshow(image, aspect="auto", interpolation="nearest")
         if numbers:
-            for i, lang in enumerate(langs):
-                for j, value in enumerate(_shown(cards[lang]) if lang in cards else [None] * len(METRICS)):
-                    ax.text(j, i, "–" if value is None else f"{value:.2f}", ha="center", va="center", fontsize=6)
+            canvas.cell_labels(ax, [(j, i, "–" if value is None else f"{value:.2f}") for i, lang in enumerate(langs)
+                                    for j, value in enumerate(_shown(cards[lang]) if lang in cards
+                                                              else [None] * len(METRICS))], fontsize=6)
         ax.set_xticks(range(len(METRICS)), METRICS, fontsize=7)
         ax.set_yticks(range(len(langs)), [label(x, 12) for x in langs], fontsize=6)
         ax.tick_params(axis="x", top=True, labeltop=True, bottom=False, labelbottom=False)
@@ -96,8 +96,7 @@ def cbc_ranks(data: ReportData):
                                 strict=True):
         m = np.array(ranks, dtype=float)
         ax.imshow(m, cmap="RdYlGn_r", vmin=1, vmax=max(2, len(c.judges)), aspect="auto")
-        for (j, li), value in np.ndenumerate(m):
-            ax.text(li, j, f"{int(value)}", ha="center", va="center", fontsize=6)
+        canvas.cell_labels(ax, [(li, j, f"{int(value)}") for (j, li), value in np.ndenumerate(m)], fontsize=6)
         ax.set_xticks(range(len(c.langs)), [label(x, 10) for x in c.langs], rotation=90, fontsize=6)
         ax.set_yticks(range(len(c.judges)), [label(x, 20) for x in c.judges])
         ax.set_title(f"rank per language, {title}")

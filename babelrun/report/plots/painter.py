@@ -24,14 +24,15 @@ class Painter:
     does not wait for those imports. With two or more CPUs the plots are shared between two
     children (``GROUPS``), drawn side by side; on Linux the second is forked by the first once
     the data is in, so matplotlib is imported once (~0.7 CPU-s, which an audit's judging
-    would otherwise share its cores with). ``draw`` once, then ``close`` (always: a Painter
-    never drawn ends its children)."""
+    would otherwise share its cores with). ``draw`` once (or ``start``, then ``collect``), then
+    ``close`` (always: a Painter never drawn ends its children)."""
 
     def __init__(self, out_dir: Path, *, parts: int | None = None):
         import subprocess
         import sys
 
         self.out_dir = Path(out_dir)
+        self.started = False  # whether the children were given their data
         if parts is None:
             parts = 2 if _cpus() >= 2 else 1
         groups = GROUPS if parts >= 2 else (tuple(name for name, _, _ in PLOTS),)
@@ -44,6 +45,13 @@ class Painter:
                        for child in children]
 
     def draw(self, data: ReportData) -> list[Plot]:
+        self.start(data)
+        return self.collect()
+
+    def start(self, data: ReportData) -> None:
+        """Hand ``data`` to the children, which draw it while the caller goes on; ``collect``
+        waits for the plots. The figures read only the cards and the analyses' results
+        (``report.data.plotted``), so an audit starts them as soon as it has scored."""
         safe_dir(self.out_dir, "plots")  # a link at plots/ refused here, in one line
         payload = msgspec.msgpack.encode(data)
         for proc in self._procs:  # every child reads all its input before it draws
@@ -54,6 +62,10 @@ class Painter:
             except BrokenPipeError:
                 pass  # it failed early: its stderr says why
             proc.stdin = None
+        self.started = True
+
+    def collect(self) -> list[Plot]:
+        """The plots of the data ``start`` was given, in report order, once every child is done."""
         drawn: dict[str, Plot] = {}
         for proc in self._procs:
             stdout, stderr = proc.communicate()

@@ -63,7 +63,7 @@ def radar(data: ReportData):
     ax.set_xlim(-0.55, cols - 0.45)
     ax.set_ylim(-(rows - 1) - 0.5, 0.62)
     ax.set_aspect("equal")
-    ax.axis("off")
+    canvas.blank(ax)
     handles = [plt.Line2D([], [], color=c, label=label(jc.judge)) for jc, c in zip(judges, colors, strict=True)]
     ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1, 1), fontsize=7, ncol=min(4, len(judges)))
     ax.set_title(f"Per language{note}, clockwise from the top: " + ", ".join(RADAR_AXES) + ";\nrings at 0.5 and 1 "

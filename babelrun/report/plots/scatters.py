@@ -74,7 +74,7 @@ def reliability_vs_accuracy(data: ReportData):
         fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 0.6, 2.3 * rows + 0.7), sharex=True,
                                  sharey=True, squeeze=False)
         for ax in axes.flat[len(judges):]:
-            ax.axis("off")
+            canvas.blank(ax)
         for ax, jc, color in zip(axes.flat, judges, colors, strict=False):
             _scatter_frame(ax)
             _scatter(ax, jc, color, errorbars)
