@@ -333,15 +333,16 @@ def _cased_runs(text: str, lang: str = "") -> list[tuple[int, int]]:
         offset = text.find(sent.text, pos)
         pos = offset + len(sent.text)
         words = list(_WORD.finditer(sent.text))
-        i = 0
-        while i < len(words):
-            if not _is_capitalised(words[i].group()):
+        caps = [_is_capitalised(w.group()) for w in words]
+        if True not in caps:  # most sentences of a caseless script, or with no name
+            continue
+        i, n = 0, len(words)
+        while i < n:
+            if not caps[i]:
                 i += 1
                 continue
             j = i
-            while j + 1 < len(words) and _is_capitalised(words[j + 1].group()) and _adjacent(
-                sent.text, words[j], words[j + 1]
-            ):
+            while j + 1 < n and caps[j + 1] and _adjacent(sent.text, words[j], words[j + 1]):
                 j += 1
             single_initial = i == j and i == 0 and not _is_acronym(words[i].group())
             if not single_initial:

@@ -1,5 +1,5 @@
 """Reports from run directories: Markdown (terminals, pull requests), a self-contained HTML
-page and plots (PNG and SVG).
+page and plots (SVG, and PNG when asked).
 
 ``write`` gathers a ``ReportData`` once (``data.gather``) and renders it: ``report.md`` always,
 ``report.html`` and ``plots/`` unless ``html=False``. It is the one writer of report.md (``audit``,
@@ -27,13 +27,14 @@ WRITTEN = (REPORT_MD, REPORT_HTML)  # the files this layer writes at a run direc
 
 
 def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: dict | None = None,
-          painter=None, logged: dict | None = None):
+          painter=None, logged: dict | None = None, png: bool = False):
     """Write the report of ``run_dirs`` into ``out_dir``; returns the ReportData. ``cards``
     (run dir -> Cards) skips re-scoring runs just scored; the others are rebuilt from their logs.
     ``logged`` (run dir -> ``data.LogPass`` shown its whole log) skips reading those logs again.
     ``painter``: a ``plots.Painter`` for ``out_dir`` started earlier (its children have
     imported matplotlib already), which may have been given the plots' data already
-    (``Painter.start`` on ``data.plotted``: the same figures); the caller closes it."""
+    (``Painter.start`` on ``data.plotted``: the same figures); the caller closes it. ``png``:
+    plots/*.png beside the SVG files (a Painter given is made with its own ``png``)."""
     from . import data as report_data
 
     out_dir = Path(out_dir)
@@ -46,7 +47,7 @@ def write(run_dirs: Sequence[Path], out_dir: Path, *, html: bool = True, cards: 
         from . import plots
 
         if painter is None:
-            drawn = plots.render_apart(gathered, out_dir)
+            drawn = plots.render_apart(gathered, out_dir, png=png)
         else:  # its children may be drawing already (the caller started them on ``data.plotted``)
             drawn = painter.collect() if painter.started else painter.draw(gathered)
         write_atomic(out_dir / REPORT_HTML, report_html.render(gathered, drawn).encode())

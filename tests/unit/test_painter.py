@@ -18,18 +18,21 @@ def _files(folder):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((folder / "plots").iterdir())}
 
 
-def test_two_children_draw_what_one_draws(tmp_path):
+@pytest.mark.parametrize("png", [False, True])
+def test_two_children_draw_what_one_draws(tmp_path, png):
     data = synthetic(judges=3, langs=12)
-    here = plots.render(data, tmp_path / "here")
+    here = plots.render(data, tmp_path / "here", png=png)
     drawn = {}
     for parts in (1, 2):
-        with plots.Painter(tmp_path / str(parts), parts=parts) as painter:
+        with plots.Painter(tmp_path / str(parts), parts=parts, png=png) as painter:
             drawn[parts] = painter.draw(data)
     assert [p.name for p in drawn[2]] == [p.name for p in here] == [n for n, _, _ in plots.PLOTS if n in
                                                                       {p.name for p in here}]
     assert drawn[1] == drawn[2] == here
     assert _files(tmp_path / "1") == _files(tmp_path / "2") == _files(tmp_path / "here")
     assert {p.name for p in here} >= {"metrics_heatmap", "radar"}  # both groups drew something
+    pngs = {p.stem for p in (tmp_path / "2" / "plots").glob("*.png")}
+    assert pngs == ({p.name for p in here} if png else set())
 
 
 def test_every_plot_is_in_one_group():

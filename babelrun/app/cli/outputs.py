@@ -30,6 +30,9 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
                    help="where to write (default: the run directory; required with several)")
     r.add_argument("--html", action=argparse.BooleanOptionalAction, default=True,
                    help="also write report.html and plots/ (default; --no-html: Markdown only)")
+    r.add_argument("--png", action="store_true",
+                   help="also write plots/*.png beside the SVG files (for slides and chat; "
+                        "report.html inlines the SVG drawings)")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -44,7 +47,7 @@ def _report(args: argparse.Namespace) -> int:
     out = args.out or args.run_dirs[0]
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file; give a folder")
-    data = report.write(args.run_dirs, out, html=args.html)
+    data = report.write(args.run_dirs, out, html=args.html, png=args.png)
     print(report.markdown_leaderboard(data), end="")
     written = [report.REPORT_MD] + ([report.REPORT_HTML, "plots/"] if args.html else [])
     print(f"\n{out}: " + ", ".join(written))
@@ -99,7 +102,7 @@ REPORT = Command(
     "re-scored, no judge calls): report.md (leaderboard, recommendations, cards, "
     "perturbation audit, analyses, run statistics, judge identities, example "
     "failures), and with --html (the default) a self-contained report.html and "
-    "plots/*.png, *.svg. Several run directories make one report over all their "
+    "plots/*.svg (--png: plots/*.png too). Several run directories make one report over all their "
     "judges. audit writes the same report at the end of every run.",
     _report_arguments, _report)
 COMPACT = Command(

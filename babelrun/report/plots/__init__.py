@@ -1,4 +1,4 @@
-"""The report's figures, drawn with matplotlib (Agg) and written as PNG and SVG under plots/.
+"""The report's figures, drawn with matplotlib and written as SVG (and PNG when asked) under plots/.
 
 Each plot is a small function ``(ReportData) -> Figure | None`` (None: nothing to draw, e.g.
 no calibration was run) in the module of its kind (``scatters``, ``heatmaps``, ``radars``,

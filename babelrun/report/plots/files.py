@@ -1,5 +1,6 @@
-"""The figures as files: each drawn, written as plots/NAME.png and plots/NAME.svg (the SVG
-without prolog, comments or metadata), and returned for the HTML page with its ids scoped."""
+"""The figures as files: each drawn, written as plots/NAME.svg (without prolog, comments or
+metadata; the HTML page inlines the same drawing) and, when asked, plots/NAME.png, and
+returned for the HTML page with its ids scoped."""
 
 from __future__ import annotations
 
@@ -40,9 +41,12 @@ def scoped(svg: str, name: str) -> str:
     return _SVG_IDS.sub(lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
 
 
-def render(data: ReportData, out_dir: Path, names: Sequence[str] | None = None) -> list[Plot]:
-    """Draw every plot that has data (of ``names``, when given); write plots/NAME.png and
-    plots/NAME.svg under ``out_dir``; remove stale files of plots that no longer apply."""
+def render(data: ReportData, out_dir: Path, names: Sequence[str] | None = None, *, png: bool = False) -> list[Plot]:
+    """Draw every plot that has data (of ``names``, when given); write plots/NAME.svg under
+    ``out_dir``, and plots/NAME.png with ``png`` (a raster copy for slides and chat: the page
+    and the SVG files do not need it, and it costs as much again as the SVG); remove stale
+    files of plots that no longer apply, and the PNG files of an earlier ``png`` report (they
+    would show older numbers beside these)."""
     plt = canvas.pyplot()
     folder = safe_dir(Path(out_dir), "plots")  # a link at plots/: refused, never written through
     out = []
@@ -54,15 +58,19 @@ def render(data: ReportData, out_dir: Path, names: Sequence[str] | None = None) 
             for ext in ("png", "svg"):
                 (folder / f"{name}.{ext}").unlink(missing_ok=True)  # a link is removed, never followed
             continue
-        try:
-            png = io.BytesIO()
-            fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
+        raster = io.BytesIO() if png else None
+        try:  # the SVG first: the same file whether a PNG follows or not
             buf = io.StringIO()
             fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+            if raster is not None:
+                fig.savefig(raster, format="png", dpi=110, metadata={"Software": None})
         finally:
             plt.close(fig)
         svg = clean_svg(buf.getvalue())
-        write_atomic(folder / f"{name}.png", png.getvalue())  # renamed over a link, never through it
+        if raster is not None:
+            write_atomic(folder / f"{name}.png", raster.getvalue())  # renamed over a link, never through it
+        else:
+            (folder / f"{name}.png").unlink(missing_ok=True)  # a link is removed, never followed
         write_atomic(folder / f"{name}.svg", ('<?xml version="1.0" encoding="utf-8"?>\n' + svg + "\n").encode())
         out.append(Plot(name, title, scoped(svg, name)))
     return out

@@ -27,7 +27,7 @@ class Painter:
     would otherwise share its cores with). ``draw`` once (or ``start``, then ``collect``), then
     ``close`` (always: a Painter never drawn ends its children)."""
 
-    def __init__(self, out_dir: Path, *, parts: int | None = None):
+    def __init__(self, out_dir: Path, *, parts: int | None = None, png: bool = False):
         import subprocess
         import sys
 
@@ -38,7 +38,8 @@ class Painter:
         groups = GROUPS if parts >= 2 else (tuple(name for name, _, _ in PLOTS),)
         # each child's argument: its groups, one argument each (names joined by commas)
         children = [groups] if len(groups) > 1 and _forks() else [(group,) for group in groups]
-        self._procs = [subprocess.Popen([sys.executable, "-m", __package__, str(self.out_dir),
+        flags = ["--png"] if png else []
+        self._procs = [subprocess.Popen([sys.executable, "-m", __package__, *flags, str(self.out_dir),
                                          *(",".join(group) for group in child)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         start_new_session=True)  # a Ctrl-C drains the audit, not them
@@ -121,7 +122,7 @@ def _forks() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
-def render_apart(data: ReportData, out_dir: Path) -> list[Plot]:
+def render_apart(data: ReportData, out_dir: Path, *, png: bool = False) -> list[Plot]:
     """``render`` in child processes, started now (``Painter``)."""
-    with Painter(out_dir) as painter:
+    with Painter(out_dir, png=png) as painter:
         return painter.draw(data)
