@@ -14,6 +14,7 @@ import functools
 import langcodes
 
 from ..errors import ManifestError
+from . import cldr_names
 
 # Scripts written right to left (ISO 15924). A property of the Unicode scripts, not a table
 # of languages: the language -> script step comes from language-data.
@@ -56,8 +57,10 @@ def checked(code: str, where: str) -> str:
 
 
 def name(code: str) -> str:
-    """English name of the language (``Hindi``, ``Swahili``)."""
-    return langcodes.Language.get(code).display_name()
+    """English name of the language (``Hindi``, ``Swahili``): langcodes' display name, from
+    the package's table where it holds it for the installed language-data (``cldr_names``)."""
+    kept = cldr_names.english(code)
+    return kept if kept is not None else langcodes.Language.get(code).display_name()
 
 
 @functools.lru_cache(maxsize=4096)

@@ -77,6 +77,7 @@ import unicodedata
 import msgspec
 import regex
 
+from ..core import cldr_names
 from . import rules
 
 # Terminators come from the Unicode data (the ``regex`` module's property tables), not a
@@ -357,8 +358,16 @@ def _adjacent(text: str, a: re.Match, b: re.Match) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _place_and_language_names(lang: str) -> tuple[str, ...]:
+    """Country and language names in ``lang`` itself: ``computed_gazetteer``'s, from the
+    package's table where it holds them for the installed language-data (``core.cldr_names``)."""
+    kept = cldr_names.gazetteer(lang)
+    return kept if kept is not None else computed_gazetteer(lang)
+
+
+def computed_gazetteer(lang: str) -> tuple[str, ...]:
     """Country and language names in ``lang`` itself (CLDR via language-data): the names
-    langcodes' ``territory_name(lang)`` and ``language_name(lang)`` give (``_cldr_name``)."""
+    langcodes' ``territory_name(lang)`` and ``language_name(lang)`` give (``_cldr_name``),
+    longest first."""
     import langcodes
 
     target = langcodes.Language.get(lang)
@@ -366,7 +375,7 @@ def _place_and_language_names(lang: str) -> tuple[str, ...]:
     names = {_cldr_name(names, tag, matchable) for names in _named_codes()}
     # Codes without a name in ``lang`` (langcodes' "Unknown language [xx]"): dropped.
     real = {n for n in names if n is not None and len(n) >= 2 and "[" not in n}
-    return tuple(sorted(real, key=len, reverse=True))
+    return tuple(sorted(real, key=lambda n: (-len(n), n)))  # one order in every process
 
 
 @functools.cache
