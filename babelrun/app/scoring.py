@@ -47,16 +47,18 @@ def run_warnings(run_dir: Path, info: RunInfo | None = None, planned_items: int 
     info = info if info is not None else RunDir(run_dir).info()
     out += _earlier_judge_ids(run_dir, info)
     items = planned_items if planned_items is not None else RunDir(run_dir).plan().items
-    every_key = [info.judge_ids[j.name] for j in info.manifest.judges if j.calls == "all"]
-    if items and every_key:
+    # each judge called on every key: its planned keys (both orders of every item, each
+    # asked ``samples`` times), less those its stopped cells did not need
+    planned = {info.judge_ids[j.name]: 2 * items * j.samples for j in info.manifest.judges if j.calls == "all"}
+    if items and planned:
         counted = compact.load(run_dir, ["judge_id"])["judge_id"].cast("string")
-        counts = {jid: 0 for jid in every_key}
+        counts = dict.fromkeys(planned, 0)
         for jid, n in zip(*_value_counts(counted), strict=True):
             if jid in counts:
                 counts[jid] = n
-        missing = sum(2 * items - min(n, 2 * items) for n in counts.values()) - _not_needed(run_dir, info, every_key)
+        missing = sum(planned[jid] - min(n, planned[jid]) for jid, n in counts.items()) - _not_needed(run_dir, info)
         if missing > 0:
-            out.append(f"{missing} of {2 * items * len(every_key)} planned key(s) have no verdict: the cards "
+            out.append(f"{missing} of {sum(planned.values())} planned key(s) have no verdict: the cards "
                        "leave them out; `babelrun audit MANIFEST` judges them")
     return out
 
@@ -78,20 +80,22 @@ def _value_counts(column: Any) -> tuple[list[str], list[int]]:
     return counts.field("values").to_pylist(), counts.field("counts").to_pylist()
 
 
-def _not_needed(run_dir: Path, info: RunInfo, judge_ids: list[str]) -> int:
+def _not_needed(run_dir: Path, info: RunInfo) -> int:
     """Keys with no record because their cell stopped (``stopping:``): not needed, so no
-    missing verdict. Decided from the log as the cards decide it (``stopping.from_log``)."""
+    missing verdict (each of an item's samples). Decided from the log as the cards decide it
+    (``stopping.from_log``)."""
     how = info.manifest.stopping
     if how is None:
         return 0
     from ..engine.stopping import from_log
 
     judges = {j.name: info.judge_ids[j.name] for j in info.manifest.judges
-              if j.protocol == "pairwise" and info.judge_ids.get(j.name) in judge_ids}
+              if j.protocol == "pairwise" and j.calls == "all" and j.name in info.judge_ids}
+    samples = {info.judge_ids[j.name]: j.samples for j in info.manifest.judges if j.name in info.judge_ids}
     planned: dict[str, int] = {}
     for a in RunDir(run_dir).plan().perturbation_audit:
         for name in (a.lang, f"{a.lang}/{a.perturbation}"):
             planned[name] = planned.get(name, 0) + a.emitted
-    return sum(2 * max(0, planned.get(c.cell, c.items) - c.items)
-               for replayed in from_log(run_dir, how, info.manifest.seed, judges).values()
+    return sum(2 * samples[jid] * max(0, planned.get(c.cell, c.items) - c.items)
+               for jid, replayed in from_log(run_dir, how, info.manifest.seed, judges).items()
                for c in replayed.cells.values())

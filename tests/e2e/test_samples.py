@@ -158,3 +158,14 @@ def test_a_pointwise_judge_asked_three_times_shows_its_score_noise(tmp_path):
     print(f"equal-score share: expected {equal:.4f}, measured {card.self_consistency.value} "
           f"[{card.self_consistency.lo}, {card.self_consistency.hi}]; sample SD: expected {sd:.4f}, "
           f"measured {card.sample_sd.value} [{card.sample_sd.lo}, {card.sample_sd.hi}]")
+
+
+def test_a_sampled_judge_s_missing_samples_are_counted_as_missing_keys(tmp_path, capsys):
+    """Every sample of a presentation is a planned key: a run stopped short (``--limit``) says
+    how many of them have no verdict, samples included."""
+    with FakeJudgeServer(sample_flip=FLIP) as server:
+        path = _manifest(tmp_path, server)
+        planned = len(_planned(path))
+        assert main(["audit", str(path), "--limit", "30", "--progress-every", "3600"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert f"{planned - 30} of {planned} planned key(s) have no verdict" in err, err
