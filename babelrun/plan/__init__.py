@@ -205,6 +205,7 @@ class Plan:
             held.clear()
         for i in range(len(self._packed)):
             self._packed[i] = None
+        script.forget()  # the perturbations' text caches (their entries pin heap blocks)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Plan:

@@ -221,15 +221,23 @@ class RunMeta(msgspec.Struct, frozen=True):
 
 def encode(cards: Cards, run: RunMeta | None = None) -> bytes:
     """cards.json: ``schema_version`` and the run's metadata first, then the cards."""
+    return b"".join(encoded(cards, run))
+
+
+def encoded(cards: Cards, run: RunMeta | None = None) -> list[bytes | memoryview]:
+    """``encode``'s bytes in pieces, to be written one after another: the head (schema
+    version, run metadata) and the cards formatted apart, the head's members spliced before
+    the cards' (the bytes of one indented object with the head first), with neither a
+    builtins copy of every card nor a copy of the whole document (the cards of a 500-language
+    run with probes are ~25 MB indented: one copy more was that much more peak memory)."""
     head = {"schema_version": SCHEMA_VERSION, "run": run} if run is not None else {"schema_version": SCHEMA_VERSION}
-    # the head's members spliced before the cards' (the bytes of one object with the head
-    # first), without a builtins copy of every card (tens of MB for a 500-language run)
+    top = msgspec.json.format(msgspec.json.encode(head), indent=2)  # b'{\n  ...\n}'
     body = msgspec.json.encode(cards)
-    doc = msgspec.json.encode(head)[:-1] + (b"," + body[1:] if body != b"{}" else b"}")
+    if body == b"{}":
+        return [top, b"\n"]
+    formatted = msgspec.json.format(body, indent=2)  # b'{\n  "judges": ...\n}'
     del body
-    out = msgspec.json.format(doc, indent=2)
-    del doc
-    return out + b"\n"
+    return [memoryview(top)[:-2], b",\n", memoryview(formatted)[2:], b"\n"]
 
 
 def decode(data: bytes) -> Cards:

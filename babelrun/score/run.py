@@ -18,7 +18,7 @@ from ..store.files import write_atomic
 from ..store.rundir import RunDir
 from . import composite, probes, replylang
 from .agentic import AgenticJudgeCards
-from .cards import Cards, JudgeCards, RunMeta, encode
+from .cards import Cards, JudgeCards, RunMeta, encoded
 from .columnar import SCORING_COLUMNS, cells, score
 
 CARDS_JSON = "cards.json"
@@ -63,8 +63,7 @@ def cards_of_run(run_dir: Path) -> Cards:
                   segmentation=summary.segmentation, removed=summary.removed_by_filters)
     del data, tables
     if apart:
-        gc.collect()
-        pa.default_memory_pool().release_unused()  # the freed records' pages, before the probes'
+        _release()  # the freed records' pages and the card pass's arrays, before the probes'
         rows = own(compact.load(run_dir, SCORING_COLUMNS, where=probes.is_probe))
         if rows.num_rows:
             cards = msgspec.structs.replace(cards, probes=probes.cards(
@@ -75,10 +74,24 @@ def cards_of_run(run_dir: Path) -> Cards:
     cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, stops, summary.perturbation_audit))
     cards = _reply_languages(cards, run_dir)
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
-    write_atomic(run_dir / CARDS_JSON, encode(cards, meta))
-    gc.collect()
-    pa.default_memory_pool().release_unused()  # scoring's pages, before the report's reads
+    _release()  # the probe pass's arrays, before the cards' encoding
+    write_atomic(run_dir / CARDS_JSON, encoded(cards, meta))
+    _release()  # scoring's pages, before the report's reads
     return cards
+
+
+def _release() -> None:
+    """Hand back what a scoring pass freed: Arrow's pages, and the C heap's (numpy's working
+    arrays are malloc's, and glibc keeps freed pages resident until trimmed: the degradation
+    pass left ~100 MB of them under the next pass and the cards' encoding)."""
+    import ctypes
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to ask
+        pass
+    pa.default_memory_pool().release_unused()
 
 
 def _reply_languages(cards: Cards, run_dir: Path) -> Cards:

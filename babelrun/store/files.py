@@ -25,7 +25,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -113,8 +113,9 @@ def atomic_file(path: Path, *, fsync: bool = False) -> Iterator[BinaryIO]:
         raise
 
 
-def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
+def write_atomic(path: Path, data: bytes | Sequence[bytes | memoryview], *, fsync: bool = False) -> None:
     """Replace ``path`` with ``data`` in one step: readers see the old file or the new one.
+    ``data``: the bytes, or pieces written one after another (no joined copy of a large file).
 
     The temporary file is named by the writing process, so processes that write the same
     file side by side (shards writing run.yaml and plan.json) never share one. ``fsync``:
@@ -122,7 +123,8 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     (a submitted provider batch's id)."""
     try:
         with atomic_file(path, fsync=fsync) as f:
-            f.write(data)
+            for piece in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+                f.write(piece)
     except OSError as e:  # a full disk: leave no temporary file, and name the file meant
         raise OSError(e.errno, e.strerror, str(path)) from None
 
