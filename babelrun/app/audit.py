@@ -22,6 +22,7 @@ import msgspec
 import pyarrow.compute as pc
 
 from .. import engine, report
+from ..core.memory import return_freed_memory, survivors_set_aside
 from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
@@ -36,7 +37,6 @@ from ..store.done import KEYS as DONE_KEYS
 from ..store.done import DoneSet
 from ..store.rundir import RunDir, RunInfo
 from .judging import check_shardable, run_shard, shard_budget
-from .memory import return_freed_memory, survivors_set_aside
 from .outcome import AuditResult, result_of
 from .runfiles import check_plan, remove_stale_tmp, run_info, spend_from_log, write_run_files
 from .scoring import run_warnings, score_run

@@ -5,7 +5,6 @@ perturbation (``score``). Reads run.yaml (scoring settings, seed, composites) an
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -13,6 +12,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.memory import return_freed_memory
 from ..store import compact
 from ..store.files import write_atomic
 from ..store.rundir import RunDir
@@ -63,7 +63,7 @@ def cards_of_run(run_dir: Path) -> Cards:
                   segmentation=summary.segmentation, removed=summary.removed_by_filters)
     del data, tables
     if apart:
-        _release()  # the freed records' pages and the card pass's arrays, before the probes'
+        return_freed_memory()  # the freed records' pages and the card pass's arrays, before the probes'
         rows = own(compact.load(run_dir, SCORING_COLUMNS, where=probes.is_probe))
         if rows.num_rows:
             cards = msgspec.structs.replace(cards, probes=probes.cards(
@@ -74,24 +74,10 @@ def cards_of_run(run_dir: Path) -> Cards:
     cards = msgspec.structs.replace(cards, judges=_stopped(cards.judges, stops, summary.perturbation_audit))
     cards = _reply_languages(cards, run_dir)
     meta = RunMeta(info.manifest.name, info.babelrun_version, seed, dict(info.judge_ids), summary.items)
-    _release()  # the probe pass's arrays, before the cards' encoding
+    return_freed_memory()  # the probe pass's arrays, before the cards' encoding
     write_atomic(run_dir / CARDS_JSON, encoded(cards, meta))
-    _release()  # scoring's pages, before the report's reads
+    return_freed_memory()  # scoring's pages, before the report's reads
     return cards
-
-
-def _release() -> None:
-    """Hand back what a scoring pass freed: Arrow's pages, and the C heap's (numpy's working
-    arrays are malloc's, and glibc keeps freed pages resident until trimmed: the degradation
-    pass left ~100 MB of them under the next pass and the cards' encoding)."""
-    import ctypes
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to ask
-        pass
-    pa.default_memory_pool().release_unused()
 
 
 def _reply_languages(cards: Cards, run_dir: Path) -> Cards:

@@ -1,4 +1,4 @@
-"""The memory hand-backs between an audit's phases (``app.memory``): inside
+"""The memory hand-backs between an audit's phases (``core.memory``): inside
 ``survivors_set_aside`` each hand-back sets aside what its collection left, so the next
 collections walk only what is new, and garbage made after it is still collected; the block's
 end gives every object back to the collector."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from babelrun.app.memory import return_freed_memory, survivors_set_aside
+from babelrun.core.memory import return_freed_memory, survivors_set_aside
 
 
 class _Node:
