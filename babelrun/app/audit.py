@@ -27,6 +27,7 @@ from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
 from ..judges import batch_of, local_of
+from ..judges.local import warm_up
 from ..plan import Plan
 from ..report import plots
 from ..report.data import LogPass, plotted
@@ -36,7 +37,7 @@ from ..store import compact, log
 from ..store.done import KEYS as DONE_KEYS
 from ..store.done import DoneSet
 from ..store.rundir import RunDir, RunInfo
-from .judging import check_shardable, run_shard, shard_budget
+from .judging import called_judges, check_shardable, run_shard, shard_budget
 from .outcome import AuditResult, result_of
 from .runfiles import check_plan, remove_stale_tmp, run_info, spend_from_log, write_run_files
 from .scoring import run_warnings, score_run
@@ -86,7 +87,10 @@ def _audit(manifest: Manifest, painter: plots.Painter | None, *, progress: Progr
            handle_signals: bool, shard: log.Shard | None, only: frozenset[str] | None, limit: int | None,
            budget: float | None, stop: threading.Event | None) -> AuditResult:
     """Plan, write the run files, judge, then ``_finish``: each step is given what it needs
-    (the run directory, run.yaml's content, the plan's item count), none reads them back."""
+    (the run directory, run.yaml's content, the plan's item count), none reads them back.
+    The in-process judges load their models while the plan is made (``warm_up``)."""
+    backends = called_judges(manifest, only=only)
+    warm_up(backends)
     plan = Plan.from_manifest(manifest).sharded(shard)
     check_plan(plan)
     folder, info, items = RunDir(manifest.run_dir), run_info(manifest), plan.n_items
@@ -99,7 +103,8 @@ def _audit(manifest: Manifest, painter: plots.Painter | None, *, progress: Progr
         accounts = limits.accounts(manifest.judges, 1 / shard.count) if shard is not None else None
         outcome = run_shard(manifest, plan, info.judge_ids, accounts=accounts, progress=progress,
                             handle_signals=handle_signals, only=only, limit=limit,
-                            budget_usd=shard_budget(budget, shard), stop=stop, compacts=shard is None)
+                            budget_usd=shard_budget(budget, shard), stop=stop, compacts=shard is None,
+                            backends=backends)
         plan.release()  # the engine's passes are over: its held items go before scoring,
         del plan  # the plan's references and the engine's buffers: not the scoring's business
         with survivors_set_aside():  # the collections of the end of the run walk only what is new

@@ -45,7 +45,7 @@ def run_shard(manifest: Manifest, plan: Plan, judge_ids: dict[str, str], *,
               phases: tuple[str, ...] = PHASES, wanted: DoneSet | None = None,
               only: frozenset[str] | None = None, limit: int | None = None,
               budget_usd: float | None = None, stop: threading.Event | None = None,
-              compacts: bool = False) -> engine.EngineResult:
+              compacts: bool = False, backends: list[judges.Judge] | None = None) -> engine.EngineResult:
     """Judge the plan's undone keys (its shard's, when ``plan.shard`` is set) into this
     process's own segments, in the given ``phases``. The caller holds the run lock in the
     matching mode. ``judge_ids``: run.yaml's (judge name -> id); ``build`` makes each judge's
@@ -54,12 +54,13 @@ def run_shard(manifest: Manifest, plan: Plan, judge_ids: dict[str, str], *,
     --judge``; None: all); ``limit``: new presentations per judge (``audit --limit``);
     ``compacts``: the caller compacts the log with ``compact.write_parquet(index=True)`` after
     a run that was not interrupted, and that parse writes the last segment's keys index (not
-    the writer's close: one parse, not two)."""
+    the writer's close: one parse, not two); ``backends``: the judges ``called_judges`` built
+    (the caller's, warming up), instead of building them here."""
     run_dir, shard = manifest.run_dir, plan.shard
     log.repair(run_dir, shard)
     done = DoneSet.from_log(run_dir)
-    called = [spec for spec in manifest.judges if spec.calls in phases and (only is None or spec.name in only)]
-    backends = [build(spec, manifest.seed) for spec in called]
+    if backends is None:
+        backends = called_judges(manifest, phases, only, build)
     cfg = manifest.log
     writer = log.LogWriter(run_dir, fsync=cfg.fsync, fsync_interval=cfg.fsync_interval_s,
                            segment_bytes=int(cfg.segment_mb * (1 << 20)), shard=shard)
@@ -83,6 +84,13 @@ def run_shard(manifest: Manifest, plan: Plan, judge_ids: dict[str, str], *,
             prune(cache.root, manifest.cache.max_mb)
         if cache is not None and (refused := cache.refused_line()) is not None:
             (progress or Progress()).note(refused)  # entries not believed: misses, their calls made
+
+
+def called_judges(manifest: Manifest, phases: tuple[str, ...] = PHASES, only: frozenset[str] | None = None,
+                  build: Callable[[JudgeSpec, int], judges.Judge] = judges.build) -> list[judges.Judge]:
+    """The backends of the judges a shard calls in ``phases`` (``only``: of these names)."""
+    return [build(spec, manifest.seed) for spec in manifest.judges
+            if spec.calls in phases and (only is None or spec.name in only)]
 
 
 def shard_budget(budget: float | None, shard: log.Shard | None) -> float | None:

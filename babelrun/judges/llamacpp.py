@@ -170,6 +170,15 @@ class LlamaCppJudge(LocalJudge):
                                       "the llamacpp backend needs `pip install babelrun[local]`") from None
         return self._model
 
+    def _warm(self) -> None:
+        """Load the model and evaluate one token, which reads every weight once (the file is
+        mapped: its pages come in on first use), then empty the context: the first batch finds
+        the model resident and no kept prefix, as without the warm-up."""
+        llm = self._llm()
+        llm.reset()
+        llm.eval([llm.token_bos()])
+        llm.reset()
+
     def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
         llm = self._llm()
         prompts = [prompt_tokens(llm, r) for r in requests]

@@ -8,10 +8,17 @@ request its reply. Requests left over (more arrived than a batch holds) are not 
 first of them is woken to lead the next batch. There is no background task: a leader does the
 work inside its own call, so every task still has an owner. A subclass gives
 ``_run_batch(requests) -> replies``, which runs in the model thread.
+
+Warm-up: ``warm_up(judges)`` loads the models in a thread of its own while the audit plans, so
+that neither the command nor the judge's timed window waits for a load the plan could hide
+(a subclass gives ``_warm``). A first batch that arrives before the warm-up has finished
+waits for it; one that runs first makes the warm-up a no-op.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
@@ -46,6 +53,7 @@ class LocalJudge:
         self._pending: list[_Pending] = []
         self._full = anyio.Event()
         self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
+        self._ready = threading.Lock()  # held by the warm-up: a batch waits for the model it loads
         self.batches: list[int] = []  # the size of every batch run (for tests and benches)
         # Prompt tokens read by the model thread: evaluated, or taken from a prompt evaluated
         # before (a kept prefix), and the prompts that took one; a backend counts them.
@@ -53,6 +61,25 @@ class LocalJudge:
 
     def _run_batch(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
         raise NotImplementedError
+
+    def _warm(self) -> None:
+        """Load the model ahead of the first batch, leaving no state a batch would read (a
+        backend's own; none by default)."""
+
+    def _warm_held(self) -> None:
+        """The warm-up, ``_ready`` held by ``warm_up``; skipped once a batch has started (it
+        must not change the state that batch reads). A failure is the first batch's to raise,
+        where the run reports it: here it only means no warm-up."""
+        if self.batches:
+            return
+        try:
+            self._warm()
+        except Exception:  # the first batch loads again and raises it (FatalJudgeError, …)
+            pass
+
+    def _run_ready(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
+        with self._ready:
+            return self._run_batch(requests)
 
     def _count_prompt(self, tokens: int, reused: int) -> None:
         """One prompt read by the model: ``reused`` of its ``tokens`` from a kept prefix."""
@@ -105,7 +132,7 @@ class LocalJudge:
                 self._pending[0].wake.set()
             self.batches.append(len(batch))
             try:
-                replies = await anyio.to_thread.run_sync(self._run_batch, [p.request for p in batch],
+                replies = await anyio.to_thread.run_sync(self._run_ready, [p.request for p in batch],
                                                          limiter=self._thread)
                 for p, reply in zip(batch, replies, strict=True):
                     p.reply = reply
@@ -118,3 +145,26 @@ class LocalJudge:
 
     async def aclose(self) -> None:
         self._model = None  # cached weights stay loaded for the process's other judges
+
+
+def warm_up(backends: Iterable[object]) -> threading.Thread | None:
+    """Start the in-process judges' warm-up (their backend's ``_warm``) in a daemon thread, one
+    judge after the other (they may share a model); None when none has one. Nothing waits for
+    the thread: a judge's first batch waits for its own warm-up, and a process that ends first
+    (a bad plan, an interrupt) leaves it unfinished."""
+    local = [b for b in backends if isinstance(b, LocalJudge) and type(b)._warm is not LocalJudge._warm]
+    for b in local:  # taken here, before the engine can start a batch (``_warm_held``)
+        b._ready.acquire()
+
+    def work() -> None:
+        for b in local:
+            try:
+                b._warm_held()
+            finally:
+                b._ready.release()
+
+    if not local:
+        return None
+    thread = threading.Thread(target=work, name="babelrun-warm-up", daemon=True)
+    thread.start()
+    return thread

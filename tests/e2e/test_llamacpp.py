@@ -61,15 +61,26 @@ def test_micro_batcher_collects_concurrent_requests():
     assert judge.batches == [4]  # four concurrent requests, one batch, one thread hop
 
 
-def test_soft_verdicts_in_one_forward_pass(tmp_path):
+def test_soft_verdicts_in_one_forward_pass(tmp_path, monkeypatch):
     import math
 
-    judge = {"name": "gemma-soft", "backend": "llamacpp", "model": "gemma3-270m", "soft": True, "threads": 2}
+    from babelrun.judges.llamacpp import LlamaCppJudge
+
+    warmed, warm = [], LlamaCppJudge._warm
+    monkeypatch.setattr(LlamaCppJudge, "_warm", lambda self: (warmed.append(list(self.batches)), warm(self)))
+    judge = {"name": "gemma-soft", "backend": "llamacpp", "model": "gemma3-270m", "soft": True, "threads": 2,
+             "batch_size": 1}
     corpus = {"languages": ["en"], "references_per_language": 1}
     path = write_manifest(tmp_path, [judge], corpus=corpus, perturbations=[{"name": "truncate", "severities": [0.6]}])
     result = quiet_audit(path)
     records = list(log.read(tmp_path / "run"))
     assert result.exit_code == 0 and len(records) == 2
+    # The model was loaded and its weights read before the first batch (while the audit
+    # planned), and the warm-up left nothing in the context: the first prompt found no kept
+    # prefix, the second the one it shares with the first (one at a time: batch_size 1).
+    assert warmed == [[]]
+    counted = result.stats.judges[0].local
+    assert counted.batches == 2 and counted.prefix_hits == 1
     for r in records:
         assert r.tokens_out == 0  # nothing generated
         assert r.p_a is not None and math.isclose(r.p_a + r.p_b + r.p_tie, 1.0, abs_tol=1e-5)

@@ -94,3 +94,60 @@ def test_batching_counters_of_several_processes_add_up():
     assert total == LocalBatching(8, 3, 20, 1400, 800, 600, 16)
     assert total.fill() == pytest.approx(20 / 24)
     assert _local_total([None, None]) is None
+
+
+class Warmed(Echo):
+    """An echo whose warm-up waits for ``go`` and whose calls and warm-up say in which order they ran."""
+
+    def __init__(self, *args, fails=False):
+        super().__init__(*args)
+        self.order, self.fails = [], fails
+        self.go = __import__("threading").Event()
+
+    def _warm(self):
+        assert self.go.wait(60)  # set by the test once a batch is waiting for the warm-up
+        self.order.append("warm")
+        if self.fails:
+            raise RuntimeError("no model")  # the first batch's to raise, not the warm-up's
+
+    def _run_batch(self, requests):
+        self.order.append("batch")
+        return super()._run_batch(requests)
+
+
+def _warmed(fails=False):
+    return Warmed(judge_spec(name="w", backend="simulated", batch_size=2, max_wait_ms=0), "id", fails=fails)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_first_batch_waits_for_the_warm_up_and_a_failed_warm_up_only_means_none(fails):
+    from babelrun.judges.local import warm_up
+
+    judge, requests = _warmed(fails), _requests(1)
+    thread = warm_up([judge, Echo(judge_spec(name="e", backend="simulated"), "id")])  # Echo: nothing to warm
+    got = []
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            async def one(r):
+                got.append((await judge.judge(r)).raw)
+            for r in requests:
+                tg.start_soon(one, r)
+            while not judge.batches:  # the batch is cut and handed to the model thread …
+                await anyio.sleep(0)
+            judge.go.set()  # … which is waiting for the warm-up that this lets finish
+
+    anyio.run(go)
+    thread.join(60)
+    assert judge.order == ["warm", "batch"] and len(got) == 2
+
+
+def test_no_warm_up_thread_without_a_judge_to_warm_and_none_once_a_batch_has_run():
+    from babelrun.judges.local import warm_up
+
+    assert warm_up([_judge(2), object()]) is None  # nothing overrides _warm
+    judge = _warmed()
+    judge.go.set()
+    anyio.run(judge.judge, _requests(1)[0])
+    warm_up([judge]).join(60)
+    assert judge.order == ["batch"]  # the warm-up would have changed the state later batches read
