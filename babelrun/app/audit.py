@@ -26,8 +26,7 @@ from ..core.memory import return_freed_memory, survivors_set_aside
 from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
-from ..judges import batch_of, local_of
-from ..judges.local import warm_up
+from ..judges import batch_of
 from ..plan import Plan
 from ..report import plots
 from ..report.data import LogPass, plotted
@@ -37,7 +36,7 @@ from ..store import compact, log
 from ..store.done import KEYS as DONE_KEYS
 from ..store.done import DoneSet
 from ..store.rundir import RunDir, RunInfo
-from .judging import called_judges, check_shardable, run_shard, shard_budget
+from .judging import check_runs_here, run_shard, shard_budget, warmed_judges
 from .outcome import AuditResult, result_of
 from .runfiles import check_plan, remove_stale_tmp, run_info, spend_from_log, write_run_files
 from .scoring import run_warnings, score_run
@@ -67,12 +66,7 @@ def audit(manifest: Manifest | str | Path, *, progress: Progress | None = None,
         from . import cluster
 
         return cluster.audit(manifest, progress=progress, budget=budget)
-    if shard is not None:
-        check_shardable(manifest)
-    for i, spec in enumerate(manifest.judges):
-        if local_of(spec).replicas > 1:
-            raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
-                            "(or --executor ray)")
+    check_runs_here(manifest, shard)
     # The report's plot-drawing children import matplotlib while this process plans and judges.
     painter = plots.Painter(manifest.run_dir) if shard is None else None
     try:
@@ -89,8 +83,7 @@ def _audit(manifest: Manifest, painter: plots.Painter | None, *, progress: Progr
     """Plan, write the run files, judge, then ``_finish``: each step is given what it needs
     (the run directory, run.yaml's content, the plan's item count), none reads them back.
     The in-process judges load their models while the plan is made (``warm_up``)."""
-    backends = called_judges(manifest, only=only)
-    warm_up(backends)
+    backends = warmed_judges(manifest, only)
     plan = Plan.from_manifest(manifest).sharded(shard)
     check_plan(plan)
     folder, info, items = RunDir(manifest.run_dir), run_info(manifest), plan.n_items

@@ -39,6 +39,17 @@ def check_shardable(manifest: Manifest, *, escalation_round: bool = False) -> No
                             "whole run's cheap-judge records; audit it without --shard")
 
 
+def check_runs_here(manifest: Manifest, shard: log.Shard | None) -> None:
+    """What an audit in this process (one shard of it, with ``shard``) cannot run: replicas
+    are Ray actors, and a lone shard runs only the judges ``check_shardable`` lets through."""
+    if shard is not None:
+        check_shardable(manifest)
+    for i, spec in enumerate(manifest.judges):
+        if judges.local_of(spec).replicas > 1:
+            raise UserError(f"judges[{i}].replicas: replicas are Ray actors; use executor: ray "
+                            "(or --executor ray)")
+
+
 def run_shard(manifest: Manifest, plan: Plan, judge_ids: dict[str, str], *,
               accounts: dict[str, limits.Budget] | None = None, progress: Progress | None = None,
               handle_signals: bool = True, build: Callable[[JudgeSpec, int], judges.Judge] = judges.build,
@@ -91,6 +102,16 @@ def called_judges(manifest: Manifest, phases: tuple[str, ...] = PHASES, only: fr
     """The backends of the judges a shard calls in ``phases`` (``only``: of these names)."""
     return [build(spec, manifest.seed) for spec in manifest.judges
             if spec.calls in phases and (only is None or spec.name in only)]
+
+
+def warmed_judges(manifest: Manifest, only: frozenset[str] | None) -> list[judges.Judge]:
+    """``called_judges``, the in-process ones among them already loading their models in a
+    thread (``warm_up``), so that the load overlaps the plan; their first batch waits for it."""
+    from ..judges.local import warm_up
+
+    backends = called_judges(manifest, only=only)
+    warm_up(backends)
+    return backends
 
 
 def shard_budget(budget: float | None, shard: log.Shard | None) -> float | None:
