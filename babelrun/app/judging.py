@@ -15,6 +15,7 @@ from .. import engine, judges
 from ..engine import limits
 from ..engine.progress import Progress
 from ..errors import UserError
+from ..judges.local import warm_up
 from ..plan import Plan
 from ..score import composite
 from ..spec import JudgeSpec, Manifest
@@ -107,8 +108,6 @@ def called_judges(manifest: Manifest, phases: tuple[str, ...] = PHASES, only: fr
 def warmed_judges(manifest: Manifest, only: frozenset[str] | None) -> list[judges.Judge]:
     """``called_judges``, the in-process ones among them already loading their models in a
     thread (``warm_up``), so that the load overlaps the plan; their first batch waits for it."""
-    from ..judges.local import warm_up
-
     backends = called_judges(manifest, only=only)
     warm_up(backends)
     return backends
