@@ -106,8 +106,8 @@ def called_judges(manifest: Manifest, phases: tuple[str, ...] = PHASES, only: fr
 
 
 def warmed_judges(manifest: Manifest, only: frozenset[str] | None) -> list[judges.Judge]:
-    """``called_judges``, the in-process ones among them already loading their models in a
-    thread (``warm_up``), so that the load overlaps the plan; their first batch waits for it."""
+    """``called_judges``, the in-process ones among them already loading their models on their
+    model threads (``warm_up``), so that the load overlaps the plan; their first batch waits for it."""
     backends = called_judges(manifest, only=only)
     warm_up(backends)
     return backends

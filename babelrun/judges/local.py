@@ -9,16 +9,25 @@ first of them is woken to lead the next batch. There is no background task: a le
 work inside its own call, so every task still has an owner. A subclass gives
 ``_run_batch(requests) -> replies``, which runs in the model thread.
 
-Warm-up: ``warm_up(judges)`` loads the models in a thread of its own while the audit plans, so
-that neither the command nor the judge's timed window waits for a load the plan could hide
-(a subclass gives ``_warm``). A first batch that arrives before the warm-up has finished
-waits for it; one that runs first makes the warm-up a no-op.
+The model thread is one OS thread for the judge's whole life (``ModelThread``), not whichever
+of anyio's worker threads is free: llama.cpp's CPU backend runs each decode as an OpenMP
+parallel region, and OpenMP keeps a team of threads per calling thread, so batches handed to
+alternating callers left each one waiting on the other's team (~3,000 voluntary context
+switches a batch, 10–20 % of a batch-8 audit's decode time spent off the CPU; one thread: none).
+
+Warm-up: ``warm_up(judges)`` loads the models while the audit plans, so that neither the
+command nor the judge's timed window waits for a load the plan could hide (a subclass gives
+``_warm``). It is the first job on each judge's model thread, so a first batch that arrives
+before it has finished waits for it; a judge that has already cut a batch is not warmed.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import Any
 
 import anyio
@@ -43,6 +52,47 @@ class _Pending(msgspec.Struct):
     lead: bool = False
 
 
+class ModelThread:
+    """One daemon thread that runs the jobs it is given, one at a time, in the order given
+    (started on the first). It ends when ``close`` is called or the owner it was made for is
+    garbage-collected; a daemon, so a process that exits mid-batch does not wait for it."""
+
+    def __init__(self, owner: object, name: str):
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
+        self._name = name
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+        weakref.finalize(owner, self._jobs.put, None)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._start:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, args=(self._jobs,), name=self._name, daemon=True)
+                self._thread.start()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on this thread, waited for (from another thread)."""
+        return self.submit(fn, *args).result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+    @staticmethod
+    def _work(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None]) -> None:
+        # Holds the queue only, never the owner: a judge dropped unclosed is still collected.
+        while (job := jobs.get()) is not None:
+            future, fn, args = job
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # the caller's to raise
+                future.set_exception(e)
+            del job, future, fn, args  # nothing of the last job kept alive while idle
+
+
 class LocalJudge:
     def __init__(self, spec: JudgeSpec, judge_id: str, seed: int = 0):
         self.spec = spec
@@ -53,7 +103,7 @@ class LocalJudge:
         self._pending: list[_Pending] = []
         self._full = anyio.Event()
         self._thread = anyio.CapacityLimiter(1)  # the model runs one batch at a time
-        self._ready = threading.Lock()  # held by the warm-up: a batch waits for the model it loads
+        self._model_thread = ModelThread(self, f"babelrun-model {spec.name}")  # the warm-up's and every batch's
         self.batches: list[int] = []  # the size of every batch run (for tests and benches)
         # Prompt tokens read by the model thread: evaluated, or taken from a prompt evaluated
         # before (a kept prefix), and the prompts that took one; a backend counts them.
@@ -66,20 +116,13 @@ class LocalJudge:
         """Load the model ahead of the first batch, leaving no state a batch would read (a
         backend's own; none by default)."""
 
-    def _warm_held(self) -> None:
-        """The warm-up, ``_ready`` held by ``warm_up``; skipped once a batch has started (it
-        must not change the state that batch reads). A failure is the first batch's to raise,
-        where the run reports it: here it only means no warm-up."""
-        if self.batches:
-            return
+    def _warm_first(self) -> None:
+        """The warm-up, on the model thread ahead of any batch. A failure is the first batch's
+        to raise, where the run reports it: here it only means no warm-up."""
         try:
             self._warm()
         except Exception:  # the first batch loads again and raises it (FatalJudgeError, …)
             pass
-
-    def _run_ready(self, requests: list[JudgeRequest]) -> list[JudgeReply]:
-        with self._ready:
-            return self._run_batch(requests)
 
     def _count_prompt(self, tokens: int, reused: int) -> None:
         """One prompt read by the model: ``reused`` of its ``tokens`` from a kept prefix."""
@@ -132,8 +175,9 @@ class LocalJudge:
                 self._pending[0].wake.set()
             self.batches.append(len(batch))
             try:
-                replies = await anyio.to_thread.run_sync(self._run_ready, [p.request for p in batch],
-                                                         limiter=self._thread)
+                # an anyio worker waits on the model thread, so the event loop never blocks
+                replies = await anyio.to_thread.run_sync(self._model_thread.call, self._run_batch,
+                                                         [p.request for p in batch], limiter=self._thread)
                 for p, reply in zip(batch, replies, strict=True):
                     p.reply = reply
             except BaseException as e:  # the whole batch shares the failure (a fatal load error)
@@ -145,26 +189,26 @@ class LocalJudge:
 
     async def aclose(self) -> None:
         self._model = None  # cached weights stay loaded for the process's other judges
+        self._model_thread.close()  # a judge is not used after it is closed
 
 
-def warm_up(backends: Iterable[object]) -> threading.Thread | None:
-    """Start the in-process judges' warm-up (their backend's ``_warm``) in a daemon thread, one
-    judge after the other (they may share a model); None when none has one. Nothing waits for
-    the thread: a judge's first batch waits for its own warm-up, and a process that ends first
-    (a bad plan, an interrupt) leaves it unfinished."""
-    local = [b for b in backends if isinstance(b, LocalJudge) and type(b)._warm is not LocalJudge._warm]
-    for b in local:  # taken here, before the engine can start a batch (``_warm_held``)
-        b._ready.acquire()
+def warm_up(backends: Iterable[object]) -> Future[None] | None:
+    """Start the in-process judges' warm-up (their backend's ``_warm``): the first job on each
+    judge's model thread, one judge after the other (they may share a model), for those that
+    have not cut a batch yet; None when none is warmed, else the last one's future. Nothing
+    waits for it: a judge's first batch waits for its own warm-up, and a process that ends
+    first (a bad plan, an interrupt) leaves it unfinished."""
+    # A judge that has cut a batch is not warmed: that batch may already have read the model's
+    # state (a kept prefix), which the warm-up would change under the next.
+    local = [b for b in backends if isinstance(b, LocalJudge) and type(b)._warm is not LocalJudge._warm
+             and not b.batches]
+    before: Future[None] | None = None
+    for b in local:  # queued here, before the engine can cut a batch
+        before = b._model_thread.submit(_after, before, b._warm_first)
+    return before
 
-    def work() -> None:
-        for b in local:
-            try:
-                b._warm_held()
-            finally:
-                b._ready.release()
 
-    if not local:
-        return None
-    thread = threading.Thread(target=work, name="babelrun-warm-up", daemon=True)
-    thread.start()
-    return thread
+def _after(before: Future[None] | None, warm: Callable[[], None]) -> None:
+    if before is not None:
+        before.exception()  # waits; a warm-up's failure is its judge's first batch's to raise
+    warm()

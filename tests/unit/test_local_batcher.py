@@ -124,7 +124,7 @@ def test_a_first_batch_waits_for_the_warm_up_and_a_failed_warm_up_only_means_non
     from babelrun.judges.local import warm_up
 
     judge, requests = _warmed(fails), _requests(1)
-    thread = warm_up([judge, Echo(judge_spec(name="e", backend="simulated"), "id")])  # Echo: nothing to warm
+    warmed = warm_up([judge, Echo(judge_spec(name="e", backend="simulated"), "id")])  # Echo: nothing to warm
     got = []
 
     async def go():
@@ -138,16 +138,56 @@ def test_a_first_batch_waits_for_the_warm_up_and_a_failed_warm_up_only_means_non
             judge.go.set()  # … which is waiting for the warm-up that this lets finish
 
     anyio.run(go)
-    thread.join(60)
+    warmed.result(60)
     assert judge.order == ["warm", "batch"] and len(got) == 2
 
 
-def test_no_warm_up_thread_without_a_judge_to_warm_and_none_once_a_batch_has_run():
+def test_no_warm_up_without_a_judge_to_warm_and_none_once_a_batch_has_run():
     from babelrun.judges.local import warm_up
 
     assert warm_up([_judge(2), object()]) is None  # nothing overrides _warm
     judge = _warmed()
     judge.go.set()
     anyio.run(judge.judge, _requests(1)[0])
-    warm_up([judge]).join(60)
-    assert judge.order == ["batch"]  # the warm-up would have changed the state later batches read
+    assert warm_up([judge]) is None  # the warm-up would have changed the state later batches read
+    assert judge.order == ["batch"]
+
+
+class Threads(Warmed):
+    """A warmed echo that notes the OS thread each warm-up and batch ran on."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.threads = set()
+        self.go.set()
+
+    def _warm(self):
+        self.threads.add(__import__("threading").get_ident())
+        super()._warm()
+
+    def _run_batch(self, requests):
+        self.threads.add(__import__("threading").get_ident())
+        return super()._run_batch(requests)
+
+
+def test_the_warm_up_and_every_batch_run_on_one_thread_whatever_else_uses_the_worker_threads():
+    # llama.cpp's CPU decode is an OpenMP region, whose thread team belongs to the calling
+    # thread: a model handed from caller to caller waits on the last caller's team.
+    from babelrun.judges.local import warm_up
+
+    judge = Threads(judge_spec(name="t", backend="simulated", batch_size=2, max_wait_ms=0), "id")
+    requests = _requests(8)
+
+    async def go():
+        warm_up([judge]).result(60)
+        async with anyio.create_task_group() as tg:
+            for r in requests:  # every batch beside other work on anyio's worker threads
+                tg.start_soon(judge.judge, r)
+                for _ in range(3):
+                    tg.start_soon(anyio.to_thread.run_sync, __import__("time").sleep, 0.001)
+            await anyio.sleep(0)
+
+    anyio.run(go)
+    assert len(judge.batches) >= 4 and judge.order[0] == "warm"
+    assert len(judge.threads) == 1 and __import__("threading").get_ident() not in judge.threads
+    anyio.run(judge.aclose)
