@@ -13,7 +13,7 @@ The model thread is one OS thread for the judge's whole life (``ModelThread``), 
 of anyio's worker threads is free: llama.cpp's CPU backend runs each decode as an OpenMP
 parallel region, and OpenMP keeps a team of threads per calling thread, so batches handed to
 alternating callers left each one waiting on the other's team (~3,000 voluntary context
-switches a batch, 10–20 % of a batch-8 audit's decode time spent off the CPU; one thread: none).
+switches a batch, 7–21 % of a batch-8 audit's decode time spent off the CPU; one thread: none).
 
 Warm-up: ``warm_up(judges)`` loads the models while the audit plans, so that neither the
 command nor the judge's timed window waits for a load the plan could hide (a subclass gives
