@@ -52,18 +52,22 @@ class _Pending(msgspec.Struct):
     lead: bool = False
 
 
+_Jobs = queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None]
+
+
 class ModelThread:
     """One daemon thread that runs the jobs it is given, one at a time, in the order given
     (started on the first). It ends when ``close`` is called or the owner it was made for is
-    garbage-collected; a daemon, so a process that exits mid-batch does not wait for it."""
+    garbage-collected; a daemon, so a process that exits mid-batch does not wait for it.
+    Each thread has a queue of its own, so a job given after ``close`` never waits on a
+    thread that is ending."""
 
     def __init__(self, owner: object, name: str):
-        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
-            queue.SimpleQueue()
+        self._jobs: _Jobs = queue.SimpleQueue()
         self._name = name
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
-        weakref.finalize(owner, self._jobs.put, None)
+        weakref.finalize(owner, self.close)  # holds this object, never the owner
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -71,7 +75,7 @@ class ModelThread:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, args=(self._jobs,), name=self._name, daemon=True)
                 self._thread.start()
-        self._jobs.put((future, fn, args))
+            self._jobs.put((future, fn, args))
         return future
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -79,10 +83,14 @@ class ModelThread:
         return self.submit(fn, *args).result()
 
     def close(self) -> None:
-        self._jobs.put(None)
+        """End the thread once its queued jobs are done; a later job starts a new one."""
+        with self._start:
+            if self._thread is not None:
+                self._jobs.put(None)
+                self._jobs, self._thread = queue.SimpleQueue(), None
 
     @staticmethod
-    def _work(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None]) -> None:
+    def _work(jobs: _Jobs) -> None:
         # Holds the queue only, never the owner: a judge dropped unclosed is still collected.
         while (job := jobs.get()) is not None:
             future, fn, args = job
@@ -189,7 +197,7 @@ class LocalJudge:
 
     async def aclose(self) -> None:
         self._model = None  # cached weights stay loaded for the process's other judges
-        self._model_thread.close()  # a judge is not used after it is closed
+        self._model_thread.close()  # a judge used again gets a new one
 
 
 def warm_up(backends: Iterable[object]) -> Future[None] | None:

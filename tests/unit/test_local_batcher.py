@@ -191,3 +191,20 @@ def test_the_warm_up_and_every_batch_run_on_one_thread_whatever_else_uses_the_wo
     assert len(judge.batches) >= 4 and judge.order[0] == "warm"
     assert len(judge.threads) == 1 and __import__("threading").get_ident() not in judge.threads
     anyio.run(judge.aclose)
+
+
+def test_a_model_thread_closed_and_given_a_job_again_runs_it_on_a_new_thread():
+    import threading
+
+    from babelrun.judges.local import ModelThread
+
+    owner = Echo(judge_spec(name="e", backend="simulated"), "id")
+    jobs = ModelThread(owner, "test")
+    first = jobs.call(threading.current_thread)
+    jobs.close()  # a judge closed and then used again (its aclose, then another call)
+    second = jobs.submit(threading.current_thread).result(30)  # never queued behind the ending thread
+    assert first is not second and first.name == second.name == "test"
+    jobs.close()
+    first.join(30)
+    second.join(30)
+    assert not first.is_alive() and not second.is_alive()
