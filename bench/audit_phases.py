@@ -3,9 +3,11 @@ run in this process, against the loopback fake judge, with the bare aiohttp loop
 bodies timed first. ``bench/whole_audit.py``'s manifest and corpus (65 languages, openai backend,
 concurrency 16). CPU seconds are firmer than wall time on a shared machine; the plot children's
 CPU is counted apart (they draw from the end of scoring on, while the parent gathers the rest
-of the report, then it waits for them in ``plots(wait)``).
+of the report, then it waits for them in ``plots(wait)``). The process is set up as the
+``babelrun`` program sets up its own (Arrow's allocator, pyarrow's pandas probe answered: see
+``app.cli``); ``--library`` leaves both as a program that calls ``babelrun.audit()`` has them.
 
-    python bench/audit_phases.py [--refs 10]
+    python bench/audit_phases.py [--refs 10] [--library]
 """
 
 from __future__ import annotations
@@ -54,7 +56,14 @@ def timed(owner, name: str, label: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--refs", type=int, default=10, help="references per language (65 languages)")
+    p.add_argument("--library", action="store_true",
+                   help="no program set-up: pyarrow as a caller's process has it")
     args = p.parse_args()
+    if not args.library:
+        from babelrun.app import cli
+
+        cli._lean_arrow()
+        cli._arrow_without_pandas_probe()
     import babelrun.app.audit as audit
     from babelrun.plan import Plan
     from babelrun.report.plots import painter
@@ -88,6 +97,7 @@ def main() -> None:
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     plots = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    print(f"{'library' if args.library else 'program'} set-up: pandas imported {'pandas' in sys.modules}")
     print(f"calls={len(sent)} bare={bare:.2f}s audit (in process, no start-up)={wall:.2f}s "
           f"ratio={bare / wall:.3f}; load average {os.getloadavg()[0]:.1f}")
     print("wall s:", "  ".join(f"{k} {v:.2f}" for k, v in WALL.items()))
