@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The llama.cpp backend on a GPU: build llama-cpp-python with CUDA, then run
-# bench/gpu/driver.py (the batching bench and a bench-judge sweep, calls/s and tokens/s per
-# batch size). For a machine with an NVIDIA GPU and the CUDA toolkit; not a test.
+# bench/gpu/driver.py (the batching bench, a bench-judge sweep, calls/s and tokens/s per
+# batch size, and audits at batch_size 8 ÷ 1 through babelrun.audit). For a machine with an
+# NVIDIA GPU and the CUDA toolkit; not a test.
 #
 # What must travel (the device reaches no registry; 64 MiB a call, carried paths):
 #   .whl/            wheels for python3.12 of what the device image lacks (msgspec, aiolimiter,
