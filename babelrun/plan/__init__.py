@@ -27,6 +27,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+import numpy as np
+
 from .. import agentic, corpus
 from ..core import languages
 from ..core.items import (
@@ -41,7 +43,7 @@ from ..core.items import (
     pair_item,
     replay,
 )
-from ..core.keys import Shard, plan_keys, slot
+from ..core.keys import ItemIds, Shard, item_bits, plan_keys, slot
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..manifest import agentic_perturbations, text_perturbations
@@ -96,6 +98,37 @@ def _text_bytes(item: Item) -> int:
     return sys.getsizeof(item.perturbed) + 200
 
 
+class _Ranks:
+    """Each item's place in an order of item ids, looked up by its key bits (``item_bits``)
+    in sorted arrays, a chunk of items at a time: no dict of a str and an int for every
+    item alive through judging. Ids that share their bits (the same id twice) take the last
+    place, as a dict built over the order would give them."""
+
+    CHUNK = 4096
+
+    def __init__(self, order: ItemIds):
+        bits = order.bits()
+        self._by_bits = np.argsort(bits, kind="stable")
+        self._sorted = bits[self._by_bits]
+        self._n = len(order)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def of(self, items: Iterable[Item]) -> Iterator[tuple[int, Item]]:
+        """(place, item) of each item, in the items' order; an item not in the order has none."""
+        it = iter(items)
+        while chunk := list(islice(it, self.CHUNK)):
+            bits = np.fromiter((item_bits(item.item_id) for item in chunk), dtype=np.uint64, count=len(chunk))
+            at = np.searchsorted(self._sorted, bits, side="right") - 1
+            found = (at >= 0) & (self._sorted[np.maximum(at, 0)] == bits)
+            places = np.where(found, self._by_bits[np.maximum(at, 0)], -1)
+            for place, item in zip(places.tolist(), chunk, strict=True):
+                if place < 0:
+                    raise KeyError(item.item_id)
+                yield place, item
+
+
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
@@ -116,7 +149,7 @@ class Plan:
         if parallel and parallel.tie_probes:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = AuditTally()
-        self.item_ids: list[str] = []
+        self.item_ids = ItemIds()  # packed: a str for each held the survey's pools (``ItemIds``)
         sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         self._survey(cells, sentences)
         for cell, item, outcome in self._regenerated():
@@ -132,7 +165,7 @@ class Plan:
         self.shuffled = False  # items in the interleaved seeded order (``ordered``: the engine's feed)
         self.stratified = True  # the feed's order within a language (``interleaved``)
         self.grouped = False  # … and a reference's items together (``interleaved``)
-        self._interleaved: dict[tuple[bool, bool], list[str]] = {}
+        self._interleaved: dict[tuple[bool, bool], ItemIds] = {}
 
     def _survey(self, cells: AuditTally, sentences: dict[str, list[int]]) -> None:
         """The one pass over the perturbed items at construction: each cell's outcome into
@@ -313,28 +346,27 @@ class Plan:
         narrowed.shuffled, narrowed.stratified, narrowed.grouped = True, stratified, grouped and stratified
         return narrowed
 
-    def interleaved(self, stratified: bool = True, grouped: bool = False) -> list[str]:
+    def interleaved(self, stratified: bool = True, grouped: bool = False) -> ItemIds:
         """Every item id in the feed's seeded order (``order.interleave``): round-robin over
         the languages and, ``stratified``, over a language's cells, ``grouped`` a reference
-        at a time. Computed once per choice (one pass over the items); a judge's feed is this
-        order with its done keys left out."""
+        at a time. Computed once per choice (one pass over the items), kept packed as
+        ``item_ids`` is; a judge's feed is this order with its done keys left out."""
         choice = (stratified, grouped and stratified)
         if choice not in self._interleaved:
             placed = (Placed(i.item_id, i.lang, (i.kind, i.perturbation), i.ref_id) for i in self.items())
-            self._interleaved[choice] = interleave(placed, self.seed, *choice)
+            self._interleaved[choice] = ItemIds(interleave(placed, self.seed, *choice))
         return self._interleaved[choice]
 
     # Items regenerated per window of the seeded order: memory bounded by the window.
     ORDER_WINDOW = 50_000
 
     def _shuffled_items(self) -> Iterator[Item]:
-        ranked = self.interleaved(self.stratified, self.grouped)
-        place = {iid: i for i, iid in enumerate(ranked)}
-        for start in range(0, len(ranked), self.ORDER_WINDOW):
+        ranks = _Ranks(self.interleaved(self.stratified, self.grouped))
+        for start in range(0, len(ranks), self.ORDER_WINDOW):
             end = start + self.ORDER_WINDOW
-            window = [item for item in self.items() if start <= place[item.item_id] < end]
-            window.sort(key=lambda item: place[item.item_id])
-            yield from window
+            window = [(rank, item) for rank, item in ranks.of(self.items()) if start <= rank < end]
+            window.sort(key=lambda placed: placed[0])
+            yield from (item for _, item in window)
 
     def stopping_cells(self, per_perturbation: bool = False) -> dict[str, list[str]]:
         """The stopping cells (plain degradation items, by language or language/perturbation),
