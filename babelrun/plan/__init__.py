@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -43,7 +44,7 @@ from ..core.items import (
     pair_item,
     replay,
 )
-from ..core.keys import ItemIds, Shard, item_bits, plan_keys, slot
+from ..core.keys import ItemIds, Shard, plan_keys, slot
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..manifest import agentic_perturbations, text_perturbations
@@ -98,35 +99,20 @@ def _text_bytes(item: Item) -> int:
     return sys.getsizeof(item.perturbed) + 200
 
 
-class _Ranks:
-    """Each item's place in an order of item ids, looked up by its key bits (``item_bits``)
-    in sorted arrays, a chunk of items at a time: no dict of a str and an int for every
-    item alive through judging. Ids that share their bits (the same id twice) take the last
-    place, as a dict built over the order would give them."""
-
-    CHUNK = 4096
-
-    def __init__(self, order: ItemIds):
-        bits = order.bits()
-        self._by_bits = np.argsort(bits, kind="stable")
-        self._sorted = bits[self._by_bits]
-        self._n = len(order)
-
-    def __len__(self) -> int:
-        return self._n
-
-    def of(self, items: Iterable[Item]) -> Iterator[tuple[int, Item]]:
-        """(place, item) of each item, in the items' order; an item not in the order has none."""
-        it = iter(items)
-        while chunk := list(islice(it, self.CHUNK)):
-            bits = np.fromiter((item_bits(item.item_id) for item in chunk), dtype=np.uint64, count=len(chunk))
-            at = np.searchsorted(self._sorted, bits, side="right") - 1
-            found = (at >= 0) & (self._sorted[np.maximum(at, 0)] == bits)
-            places = np.where(found, self._by_bits[np.maximum(at, 0)], -1)
-            for place, item in zip(places.tolist(), chunk, strict=True):
-                if place < 0:
-                    raise KeyError(item.item_id)
-                yield place, item
+def _places(plan_ids: ItemIds, order: ItemIds) -> np.ndarray:
+    """For each item of the plan, in plan order, its place in ``order`` (the same ids in
+    another order), matched by key bits (``item_bits``) in sorted arrays: no dict of a str and
+    an int for every item alive through judging. Ids that share their bits (the same id twice)
+    take the last place, as a dict built over the order would give them."""
+    bits = order.bits()
+    by_bits = np.argsort(bits, kind="stable")
+    ranked = bits[by_bits]
+    wanted = plan_ids.bits()
+    at = np.maximum(np.searchsorted(ranked, wanted, side="right") - 1, 0)
+    if len(wanted) and not (ranked[at] == wanted).all():
+        raise KeyError("an item of the plan is not in the feed's order")
+    places: np.ndarray = by_bits[at]
+    return places
 
 
 class Plan:
@@ -361,12 +347,17 @@ class Plan:
     ORDER_WINDOW = 50_000
 
     def _shuffled_items(self) -> Iterator[Item]:
-        ranks = _Ranks(self.interleaved(self.stratified, self.grouped))
-        for start in range(0, len(ranks), self.ORDER_WINDOW):
+        """The items in the feed's order, a window of ``ORDER_WINDOW`` places per pass over
+        ``items`` (whose order is ``item_ids``'): memory holds one window's items."""
+        places = _places(self.item_ids, self.interleaved(self.stratified, self.grouped))
+        for start in range(0, len(places), self.ORDER_WINDOW):
             end = start + self.ORDER_WINDOW
-            window = [(rank, item) for rank, item in ranks.of(self.items()) if start <= rank < end]
-            window.sort(key=lambda placed: placed[0])
-            yield from (item for _, item in window)
+            window, at = [], array("q")
+            for item, place in zip(self.items(), places, strict=True):
+                if start <= place < end:
+                    window.append(item)
+                    at.append(place)
+            yield from (window[k] for k in np.argsort(np.frombuffer(at, dtype=np.int64), kind="stable"))
 
     def stopping_cells(self, per_perturbation: bool = False) -> dict[str, list[str]]:
         """The stopping cells (plain degradation items, by language or language/perturbation),
