@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
 
 import msgspec
 import numpy as np
@@ -220,9 +222,80 @@ class Shard(msgspec.Struct, frozen=True):
         return inside
 
 
-def plan_keys(item_ids: list[str]) -> np.ndarray:
+class ItemIds(Sequence[str]):
+    """A plan's item ids, in plan order, packed: the 20 hex digits of each (``item_id``'s
+    10-byte blake2b) as 10 bytes of one bytearray. A list held a 69-byte str for each (~9 MB
+    for a 127,000-item plan), made among the survey's short-lived strings of the same size
+    and alive all through judging, so the allocator's pools they shared stayed in use after
+    the rest was freed. An id of another form is kept as it is, apart. Reads make the strs
+    anew (equal, not the same objects)."""
+
+    _WIDTH = 10  # bytes a packed id takes
+
+    def __init__(self, ids: Iterable[str] = ()):
+        self._packed = bytearray()
+        self._other: dict[int, str] = {}  # position -> an id that is not 20 lowercase hex digits
+        for iid in ids:
+            self.append(iid)
+
+    def append(self, iid: str) -> None:
+        raw = None
+        if len(iid) == 2 * self._WIDTH:
+            try:
+                raw = bytes.fromhex(iid)
+            except ValueError:
+                pass
+        if raw is None or raw.hex() != iid:  # not hex, or not as ``hexdigest`` writes it
+            self._other[len(self)] = iid
+            raw = bytes(self._WIDTH)
+        self._packed += raw
+
+    def __len__(self) -> int:
+        return len(self._packed) // self._WIDTH
+
+    def _at(self, i: int) -> str:
+        other = self._other.get(i) if self._other else None
+        return other if other is not None else self._packed[i * self._WIDTH:(i + 1) * self._WIDTH].hex()
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self._at(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("item id index out of range")
+        return self._at(i % n)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._at(k) for k in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ItemIds):
+            return self._packed == other._packed and self._other == other._other
+        return isinstance(other, Sequence) and not isinstance(other, str) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return f"ItemIds({len(self)} ids)"
+
+    def bits(self) -> np.ndarray:
+        """``item_bits`` of every id, in order: the 60 high bits of each packed id's first 8
+        bytes (its first 15 hex digits), without making a str."""
+        words = np.frombuffer(bytes(self._packed), dtype=np.uint8).reshape(-1, self._WIDTH)[:, :8]
+        bits: np.ndarray = words.copy().view(">u8").ravel().astype(np.uint64) >> np.uint64(4)
+        for i, iid in self._other.items():
+            bits[i] = item_bits(iid)
+        return bits
+
+
+def plan_keys(item_ids: Sequence[str]) -> np.ndarray:
     """The 61-bit keys of these items in both orders (ref_first, then pert_first)."""
-    items = np.array([item_bits(i) for i in item_ids], dtype=np.uint64)
+    items = item_ids.bits() if isinstance(item_ids, ItemIds) else \
+        np.array([item_bits(i) for i in item_ids], dtype=np.uint64)
     return np.concatenate([key_bits(items, np.zeros(len(items), bool)),
                            key_bits(items, np.ones(len(items), bool))])
 

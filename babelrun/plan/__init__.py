@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import copy
 import sys
+from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice
+
+import numpy as np
 
 from .. import agentic, corpus
 from ..core import languages
@@ -41,7 +44,7 @@ from ..core.items import (
     pair_item,
     replay,
 )
-from ..core.keys import Shard, plan_keys, slot
+from ..core.keys import ItemIds, Shard, plan_keys, slot
 from ..core.records import ORDERS
 from ..errors import ManifestError
 from ..manifest import agentic_perturbations, text_perturbations
@@ -96,6 +99,22 @@ def _text_bytes(item: Item) -> int:
     return sys.getsizeof(item.perturbed) + 200
 
 
+def _places(plan_ids: ItemIds, order: ItemIds) -> np.ndarray:
+    """For each item of the plan, in plan order, its place in ``order`` (the same ids in
+    another order), matched by key bits (``item_bits``) in sorted arrays: no dict of a str and
+    an int for every item alive through judging. Ids that share their bits (the same id twice)
+    take the last place, as a dict built over the order would give them."""
+    bits = order.bits()
+    by_bits = np.argsort(bits, kind="stable")
+    ranked = bits[by_bits]
+    wanted = plan_ids.bits()
+    at = np.maximum(np.searchsorted(ranked, wanted, side="right") - 1, 0)
+    if len(wanted) and not (ranked[at] == wanted).all():
+        raise KeyError("an item of the plan is not in the feed's order")
+    places: np.ndarray = by_bits[at]
+    return places
+
+
 class Plan:
     def __init__(self, references: list[corpus.Reference], perturbations: list[tuple[str, list[float]]],
                  seed: int, pairs: list[corpus.LabelledPair] = (), removed: list[corpus.Removed] = (),
@@ -116,7 +135,7 @@ class Plan:
         if parallel and parallel.tie_probes:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = AuditTally()
-        self.item_ids: list[str] = []
+        self.item_ids = ItemIds()  # packed: a str for each held the survey's pools (``ItemIds``)
         sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         self._survey(cells, sentences)
         for cell, item, outcome in self._regenerated():
@@ -132,7 +151,7 @@ class Plan:
         self.shuffled = False  # items in the interleaved seeded order (``ordered``: the engine's feed)
         self.stratified = True  # the feed's order within a language (``interleaved``)
         self.grouped = False  # … and a reference's items together (``interleaved``)
-        self._interleaved: dict[tuple[bool, bool], list[str]] = {}
+        self._interleaved: dict[tuple[bool, bool], ItemIds] = {}
 
     def _survey(self, cells: AuditTally, sentences: dict[str, list[int]]) -> None:
         """The one pass over the perturbed items at construction: each cell's outcome into
@@ -313,28 +332,32 @@ class Plan:
         narrowed.shuffled, narrowed.stratified, narrowed.grouped = True, stratified, grouped and stratified
         return narrowed
 
-    def interleaved(self, stratified: bool = True, grouped: bool = False) -> list[str]:
+    def interleaved(self, stratified: bool = True, grouped: bool = False) -> ItemIds:
         """Every item id in the feed's seeded order (``order.interleave``): round-robin over
         the languages and, ``stratified``, over a language's cells, ``grouped`` a reference
-        at a time. Computed once per choice (one pass over the items); a judge's feed is this
-        order with its done keys left out."""
+        at a time. Computed once per choice (one pass over the items), kept packed as
+        ``item_ids`` is; a judge's feed is this order with its done keys left out."""
         choice = (stratified, grouped and stratified)
         if choice not in self._interleaved:
             placed = (Placed(i.item_id, i.lang, (i.kind, i.perturbation), i.ref_id) for i in self.items())
-            self._interleaved[choice] = interleave(placed, self.seed, *choice)
+            self._interleaved[choice] = ItemIds(interleave(placed, self.seed, *choice))
         return self._interleaved[choice]
 
     # Items regenerated per window of the seeded order: memory bounded by the window.
     ORDER_WINDOW = 50_000
 
     def _shuffled_items(self) -> Iterator[Item]:
-        ranked = self.interleaved(self.stratified, self.grouped)
-        place = {iid: i for i, iid in enumerate(ranked)}
-        for start in range(0, len(ranked), self.ORDER_WINDOW):
+        """The items in the feed's order, a window of ``ORDER_WINDOW`` places per pass over
+        ``items`` (whose order is ``item_ids``'): memory holds one window's items."""
+        places = _places(self.item_ids, self.interleaved(self.stratified, self.grouped))
+        for start in range(0, len(places), self.ORDER_WINDOW):
             end = start + self.ORDER_WINDOW
-            window = [item for item in self.items() if start <= place[item.item_id] < end]
-            window.sort(key=lambda item: place[item.item_id])
-            yield from window
+            window, at = [], array("q")
+            for item, place in zip(self.items(), places, strict=True):
+                if start <= place < end:
+                    window.append(item)
+                    at.append(place)
+            yield from (window[k] for k in np.argsort(np.frombuffer(at, dtype=np.int64), kind="stable"))
 
     def stopping_cells(self, per_perturbation: bool = False) -> dict[str, list[str]]:
         """The stopping cells (plain degradation items, by language or language/perturbation),

@@ -7,7 +7,7 @@ Errors are never done: a resume retries them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,7 +69,7 @@ class DoneSet:
         i = int(np.searchsorted(keys, np.uint64(bits)))
         return i < len(keys) and int(keys[i]) == bits
 
-    def count(self, judge_id: str, item_ids: list[str], samples: int = 1) -> int:
+    def count(self, judge_id: str, item_ids: Sequence[str], samples: int = 1) -> int:
         """How many of (item, order, sample) for these items, both orders and the first
         ``samples`` sample indices, are done for this judge."""
         if not item_ids:

@@ -28,7 +28,7 @@ def test_shards_partition_every_judges_keys(tmp_path, small_corpus):
         assert [plan.sharded(log.Shard(i, 4)).calls_for(jid) for i in range(4)] == [int(x.sum()) for x in masks]
         # The scalar test the engine uses agrees with the vectorised one.
         orders = ["ref_first"] * len(plan.item_ids) + ["pert_first"] * len(plan.item_ids)
-        scalar = [log.Shard(2, 4).contains(jid, i, o) for i, o in zip(plan.item_ids * 2, orders, strict=True)]
+        scalar = [log.Shard(2, 4).contains(jid, i, o) for i, o in zip(list(plan.item_ids) * 2, orders, strict=True)]
         assert scalar == masks[2].tolist()
     # The two judges' keys split differently (the judge id is in the hash).
     a, b = (log.Shard(0, 4).mask(judge_id(j), keys) for j in m.judges)
