@@ -82,3 +82,42 @@ def test_every_cell_takes_the_references_in_one_order(plan):
         for a in orders:  # the references two cells share, in one order (a no-op leaves one out)
             for b in orders:
                 assert [r for r in a if r in b] == [r for r in b if r in a], lang
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("window", [50_000, 37])
+def test_the_engine_s_items_come_in_the_feed_s_order_whatever_the_window(plan, grouped, window, monkeypatch):
+    """``ordered`` yields the plan's items in ``interleaved`` order, a window of places per pass."""
+    monkeypatch.setattr(Plan, "ORDER_WINDOW", window)
+    fed = [item.item_id for item in plan.ordered(grouped=grouped)._shuffled_items()]
+    assert fed == list(plan.interleaved(stratified=True, grouped=grouped))
+
+
+def test_item_ids_packed_read_back_as_written_and_key_as_strs_do():
+    import hashlib
+
+    import numpy as np
+
+    from babelrun.core.keys import ItemIds, item_bits, plan_keys
+
+    ids = [hashlib.blake2b(str(i).encode(), digest_size=10).hexdigest() for i in range(300)]
+    ids += ["pairs-not-hex-id", "ABCDEF0123456789ABCD", "0" * 20]  # the first two kept apart, not hexdigest-like
+    packed = ItemIds(ids)
+    assert len(packed) == len(ids) and list(packed) == ids and packed == ids and ids == packed
+    assert packed[3] == ids[3] and packed[-2] == ids[-2] and packed[10:20] == ids[10:20]
+    assert (packed.bits() == np.array([item_bits(i) for i in ids], dtype=np.uint64)).all()
+    assert (plan_keys(packed) == plan_keys(ids)).all()
+    with pytest.raises(IndexError):
+        packed[len(ids)]
+
+
+def test_an_id_twice_in_the_order_takes_its_last_place():
+    """The feed's places match the plan's items to the order by key bits; an id that stands
+    twice takes the last of its places (as a dict built over the order gave it)."""
+    from babelrun.core.keys import ItemIds
+    from babelrun.plan import _places
+
+    a, b, c = "a" * 20, "b" * 20, "c" * 20
+    assert _places(ItemIds([a, b, c, a]), ItemIds([c, a, b, a])).tolist() == [3, 2, 0, 3]
+    with pytest.raises(KeyError):
+        _places(ItemIds([a, "d" * 20]), ItemIds([a, b]))
