@@ -135,7 +135,7 @@ class Plan:
         if parallel and parallel.tie_probes:
             self.tie_probes += pair_tie_probes(self.pairs, _condition(parallel.pivot), seed)
         cells = AuditTally()
-        self.item_ids = ItemIds()  # packed: a str for each held the survey's pools (``ItemIds``)
+        self.item_ids = ItemIds()  # packed: a str for each kept the survey's allocator pools in use
         sentences: dict[str, list[int]] = {}  # the text references' sentence counts (``segmentation``)
         self._survey(cells, sentences)
         for cell, item, outcome in self._regenerated():
