@@ -32,15 +32,17 @@ UNSCORED_KINDS = ("tie_probe",)  # no better answer, no gold label: see analyses
 SEPARATE_KINDS = ("agentic",)  # scored into their own cards (Cards.agentic), never the text ones
 
 
-def _card(pattern_counts: np.ndarray, rows: np.ndarray, sums: np.ndarray, point: dict[str, float],
-          replicates: int, confidence: float, seed_key: str) -> Card:
+def _rng(seed_key: str) -> np.random.Generator:
+    """A card's bootstrap draws, seeded from the manifest seed and the card (``_layout``'s key)."""
+    return np.random.default_rng(int.from_bytes(hashlib.blake2b(seed_key.encode(), digest_size=8).digest()))
+
+
+def _card(ci: dict[str, tuple[float, float]], items: int, sums: np.ndarray, point: dict[str, float],
+          confidence: float) -> Card:
     """One card: its point values (computed for every card at once), the bootstrap interval
-    over its items (given as counts of each distinct item row) for the metrics built from
-    pairs, and Wilson intervals for the plain rates."""
-    digest = hashlib.blake2b(seed_key.encode(), digest_size=8).digest()
-    ci = metrics.bootstrap(pattern_counts, rows, replicates, confidence,
-                           np.random.default_rng(int.from_bytes(digest)))
-    items = int(pattern_counts.sum())
+    over its items for the metrics built from pairs (``ci``, ``metrics.bootstraps``), and
+    Wilson intervals for the plain rates."""
+    ci = dict(ci)
     n = metrics.interval_n(sums, items)
     # Plain rates (share of presentations with a tie / an invalid reply) get Wilson intervals;
     # a judge's several samples of a presentation are not independent: its card keeps the
@@ -284,13 +286,27 @@ def _card_maker(table: np.ndarray, spans: list[tuple[int, int, str]], margins: n
     sums = cumulative[stops] - cumulative[starts]
     points = metrics.from_sums(sums)
     rows, pattern_of = metrics.patterns(table) if replicates else (np.zeros((1, table.shape[1])), None)
+    block = metrics.bootstrap_block(replicates, rows)
+    drawn: dict[int, list[dict[str, tuple[float, float]]]] = {}  # the block of spans last bootstrapped
+
+    def intervals(i: int) -> dict[str, tuple[float, float]]:
+        """Span ``i``'s bootstrap intervals, drawn with those of its block of spans (the
+        cards are asked for in span order)."""
+        assert pattern_of is not None  # (asked only where there are replicates)
+        b = i // block
+        if b not in drawn:
+            at = range(b * block, min(len(spans), (b + 1) * block))
+            counts = [np.bincount(pattern_of[spans[j][0]:spans[j][1]], minlength=len(rows)) for j in at]
+            drawn.clear()
+            drawn[b] = metrics.bootstraps(counts, rows, replicates, confidence,
+                                          [_rng(f"{seed}\x1f{spans[j][2]}") for j in at])
+        return drawn[b][i - b * block]
 
     def card(i: int) -> Card:
-        start, stop, key = spans[i]
+        start, stop, _ = spans[i]
         point = {name: float(values[i]) for name, values in points.items()}
-        counts = (np.bincount(pattern_of[start:stop], minlength=len(rows)) if pattern_of is not None
-                  else np.array([stop - start]))
-        result = _card(counts, rows, sums[i], point, replicates, confidence, f"{seed}\x1f{key}")
+        ci = intervals(i) if pattern_of is not None else {}
+        result = _card(ci, stop - start, sums[i], point, confidence)
         result = msgspec.structs.replace(
             result, verdict=verdict.verdict(result.reliability, result.items, invalid=result.invalid_rate),
             below_chance=not verdict.unreadable(result.invalid_rate) and verdict.below_chance(result.accuracy))

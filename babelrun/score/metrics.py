@@ -38,11 +38,12 @@ A judge whose every reply is invalid has acc = 0 and κ_ord = 0, hence R = 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from .stats import percentile_intervals
+from .stats import percentile_rows
 
 # Columns of the per-item table.
 STATS = (
@@ -267,8 +268,29 @@ def bootstrap(counts: np.ndarray, rows: np.ndarray, replicates: int, confidence:
     with probabilities ``counts / n``: the same distribution as resampling items, at a cost
     of replicates × distinct rows instead of replicates × items.
     """
-    n = int(counts.sum())
-    if replicates == 0 or n == 0:
-        return {}
-    weights = rng.multinomial(n, counts / n, size=replicates).astype(np.float64)
-    return percentile_intervals(from_sums(weights @ rows), confidence)
+    return bootstraps([counts], rows, replicates, confidence, [rng])[0]
+
+
+def bootstraps(counts: Sequence[np.ndarray], rows: np.ndarray, replicates: int, confidence: float,
+               rngs: Sequence[np.random.Generator]) -> list[dict[str, tuple[float, float]]]:
+    """``bootstrap`` of several cards over the same distinct ``rows``, card c drawn from
+    ``rngs[c]``: the same intervals as one call per card, with the metrics and percentiles of
+    all of them computed in one pass (per card, those dozens of small array operations were
+    most of a run's scoring). ``bootstrap_block`` says how many cards to give at a time."""
+    out: list[dict[str, tuple[float, float]]] = [{} for _ in counts]
+    drawn = [c for c, k in enumerate(counts) if replicates and int(k.sum())]
+    if not drawn:
+        return out
+    weights = np.empty((len(drawn), replicates, len(rows)))
+    for at, c in enumerate(drawn):
+        n = int(counts[c].sum())
+        weights[at] = rngs[c].multinomial(n, counts[c] / n, size=replicates)
+    for c, intervals in zip(drawn, percentile_rows(from_sums(weights @ rows), confidence), strict=True):
+        out[c] = intervals
+    return out
+
+
+def bootstrap_block(replicates: int, rows: np.ndarray) -> int:
+    """How many cards ``bootstraps`` takes at a time: its arrays (cards × replicates × the
+    wider of the distinct rows and the stats) stay near 16 MB of float64."""
+    return max(1, (2 << 20) // max(1, replicates * max(len(rows), len(STATS))))

@@ -122,6 +122,28 @@ def percentile_intervals(samples: dict[str, np.ndarray], confidence: float) -> d
     return out
 
 
+def percentile_rows(samples: dict[str, np.ndarray], confidence: float) -> list[dict[str, tuple[float, float]]]:
+    """``percentile_intervals`` of many bootstraps at once: ``samples[name]`` holds one row of
+    replicates per bootstrap, and row c's intervals are ``percentile_intervals`` of row c alone
+    (the same order statistics and interpolation, element by element), from one quantile call
+    per name for the rows whose replicates are all finite."""
+    tail = (1.0 - confidence) / 2.0
+    levels = [tail, 1.0 - tail]
+    rows = len(next(iter(samples.values()))) if samples else 0
+    out: list[dict[str, tuple[float, float]]] = [{} for _ in range(rows)]
+    for name, values in samples.items():
+        finite = np.isfinite(values)
+        whole = finite.all(axis=1)
+        if whole.any():
+            lo, hi = np.quantile(values[whole], levels, axis=1)
+            for c, a, b in zip(np.flatnonzero(whole).tolist(), lo.tolist(), hi.tolist(), strict=True):
+                out[c][name] = (a, b)
+        for c in np.flatnonzero(~whole & finite.any(axis=1)).tolist():
+            lo_one, hi_one = np.quantile(values[c][finite[c]], levels)
+            out[c][name] = (float(lo_one), float(hi_one))
+    return out
+
+
 def wilson(k: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval for k successes out of n (arrays broadcast). n = 0 gives NaN."""
     k = np.asarray(k, dtype=np.float64)

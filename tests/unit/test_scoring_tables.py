@@ -51,3 +51,54 @@ def test_record_order_never_changes_a_card():
 def test_empty_table():
     cards = score(pa.table({"judge_id": pa.array([], pa.string())}), [], replicates=10)
     assert cards.judges == []
+
+
+def _reference_bootstrap(counts, rows, replicates, confidence, rng):
+    """One card's bootstrap as its definition reads: multinomial weights over the distinct
+    rows, the metrics of each replicate, then each metric's percentile interval."""
+    import numpy as np
+
+    from babelrun.score import metrics
+    from babelrun.score.stats import percentile_intervals
+
+    n = int(counts.sum())
+    if n == 0:
+        return {}
+    weights = rng.multinomial(n, counts / n, size=replicates).astype(np.float64)
+    return percentile_intervals(metrics.from_sums(weights @ rows), confidence)
+
+
+def test_many_cards_bootstrapped_at_once_are_each_cards_own():
+    """``bootstraps`` draws several cards in one pass: each card's intervals are exactly its own
+    bootstrap's, including metrics undefined in some replicates (few items) and a card with none."""
+    import numpy as np
+
+    from babelrun.score import metrics
+
+    gen = np.random.default_rng(7)
+    table = gen.integers(0, 3, size=(400, len(metrics.STATS)))
+    rows, pattern_of = metrics.patterns(table)
+    spans = [(0, 400), (0, 3), (10, 12), (5, 5), (100, 260), (7, 8)]
+    counts = [np.bincount(pattern_of[a:b], minlength=len(rows)) for a, b in spans]
+    got = metrics.bootstraps(counts, rows, 50, 0.9, [np.random.default_rng(s) for s in range(len(spans))])
+    want = [_reference_bootstrap(c, rows, 50, 0.9, np.random.default_rng(s)) for s, c in enumerate(counts)]
+    assert got == want
+    assert got[3] == {} and any(len(w) < len(want[0]) for w in want if w)  # none drawn; some metrics undefined
+
+
+@pytest.mark.parametrize("block", [1, 4])
+def test_a_runs_cards_do_not_depend_on_how_many_are_bootstrapped_at_once(monkeypatch, block):
+    import msgspec
+
+    from babelrun.score import metrics
+
+    data = compact.table([
+        Record(judge_id="j", item_id=f"i{k}", order=o, status="ok", judge="J", kind="text",
+               lang=("en", "de", "sw")[k % 3], ref_id=f"r{k}", perturbation=("p", "q")[k % 2], severity=0.3,
+               ref_len=100, pert_len=40 + k % 90, verdict=("reference", "perturbed", "tie")[(k * 7 + len(o)) % 3])
+        for k in range(90) for o in ("ref_first", "pert_first")])
+    cards = score(data, [], replicates=80)
+    assert sum(1 + len(lc.perturbations) for lc in cards.judges[0].languages) == 9  # 10 cards with the judge's
+    whole = msgspec.json.encode(score(data, [], replicates=80))
+    monkeypatch.setattr(metrics, "bootstrap_block", lambda replicates, rows: block)
+    assert msgspec.json.encode(score(data, [], replicates=80)) == whole
