@@ -68,3 +68,15 @@ def test_the_second_group_is_forked_by_one_child_where_fork_is_safe(tmp_path):
     here = plots.render(data, tmp_path / "here")
     assert forked == here
     assert _files(tmp_path / "forked") == _files(tmp_path / "here")
+
+
+def test_each_figure_is_drawn_once_per_file_it_writes(tmp_path, monkeypatch):
+    """A figure laid out (``canvas.tight``) keeps no layout engine: savefig would otherwise draw
+    it once for the engine before the time it writes, twice the drawing for the same file."""
+    from matplotlib.figure import Figure
+
+    drawn = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (drawn.append(self), draw(self, renderer))[1])
+    written = plots.render(synthetic(judges=3, langs=12), tmp_path, png=True)
+    assert len(written) >= 4 and len(drawn) == 2 * len(written)  # an SVG and a PNG each, one draw each

@@ -39,6 +39,10 @@ def tight(fig, **kwargs) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout(**kwargs)
+    # tight_layout leaves a placeholder layout engine on the figure, and savefig draws a
+    # figure that has one a first time (for the engine) before the time it writes: each
+    # figure was drawn twice per file. The layout is done; the figure keeps none.
+    fig.set_layout_engine(None)
 
 
 def suptitle(fig, text: str) -> None:
