@@ -118,13 +118,13 @@ def _finish(folder: RunDir, info: RunInfo, items: int, outcome: engine.EngineRes
         if whole:
             return_freed_memory()  # the engine's heap, before scoring reads the records
             result.cards = score_run(run_dir, write_report=False)
+            if painter is not None:  # the plots (the report's last step) are drawn while the rest is done
+                painter.start(plotted(run_dir, result.cards))
             result.warnings = run_warnings(run_dir, info, items)  # stats.json says what the cards left out
             result.stats = msgspec.structs.replace(result.stats, warnings=result.warnings)
     finally:  # this process's entry, once (stats.json accumulates entries)
         folder.add_stats(result.stats, shard, totals=lambda t: spend_from_log(run_dir, t) if shard is None else t)
     if result.cards is not None:
-        if painter is not None:  # the plots are drawn while the rest of the report is gathered
-            painter.start(plotted(run_dir, result.cards))
         return_freed_memory()  # then the full report (report.md with the leaderboard, report.html, plots/)
         gathered = report.write([run_dir], run_dir, cards={run_dir: result.cards}, logged={run_dir: logged},
                                 painter=painter)
