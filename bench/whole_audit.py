@@ -8,7 +8,8 @@ request bodies to the same server. Rounds alternate; prints medians and ranges
 
 ``--base TREE`` also times, in the same alternating rounds, the audit of another checkout
 (``git worktree add TREE <commit>``; its ``babelrun`` first on PYTHONPATH): before and
-after in one process, on the same server and bodies.
+after in one process, on the same server and bodies, and the two audits' ratio round by
+round (firmer than either median when the machine's speed drifts between rounds).
 
 The corpus is full_plan.py's: the bundled references cycled over 65 languages. The audits
 run with Python's bytecode cache on (compiled before the rounds, under the temporary
@@ -135,6 +136,9 @@ def main() -> None:
               f"whole_audit_ratio={b / statistics.median(base):.3f} (per round "
               f"{min(x / y for x, y in zip(bare, base, strict=True)):.3f}-"
               f"{max(x / y for x, y in zip(bare, base, strict=True)):.3f})")
+        paired = [x / y for x, y in zip(whole, base, strict=True)]  # one round's two audits, minutes apart at most
+        print(f"this tree's audit ÷ the base's, round by round: median {statistics.median(paired):.3f} "
+              f"({min(paired):.3f}-{max(paired):.3f}; below 1: this tree is faster)")
 
 
 if __name__ == "__main__":
