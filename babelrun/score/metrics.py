@@ -292,7 +292,7 @@ def bootstraps(counts: Sequence[np.ndarray], rows: np.ndarray, replicates: int, 
 
 def bootstrap_block(replicates: int, rows: np.ndarray) -> int:
     """How many cards ``bootstraps`` takes at a time: its arrays (cards × replicates × the
-    wider of the distinct rows and the stats) stay near 8 MB of float64 (at 11,818 calls,
-    0.11 s for the cards against 0.13 s at 4 MB and 0.20 s one card at a time; 16 MB saved
-    little more and raised the scoring's peak by ~7 MB)."""
-    return max(1, (1 << 20) // max(1, replicates * max(len(rows), len(STATS))))
+    wider of the distinct rows and the stats) stay near 4 MB of float64. At 11,818 calls the
+    cards took 0.13 s so (0.20 s one card at a time) and 0.11 s with 8 MB blocks, but those
+    raised the whole audit's peak by 10 MB (165 against 155 MiB, ``bench/full_plan.py``)."""
+    return max(1, (1 << 19) // max(1, replicates * max(len(rows), len(STATS))))
