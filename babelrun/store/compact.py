@@ -110,7 +110,8 @@ def _segment_stamp(run_dir: Path) -> bytes:
     for p in log.segments(run_dir):
         try:
             st = p.stat()
-            stamp.append([p.name, st.st_size, _digest(p.absolute(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)])
+            digest = _digest(p.absolute(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            stamp.append([p.name, st.st_size, digest])
         except OSError:  # unreadable: the reader skips it, and names it
             stamp.append([p.name, -1, ""])
     return msgspec.json.encode(stamp)
