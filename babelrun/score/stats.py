@@ -97,50 +97,36 @@ def percentile_intervals(samples: dict[str, np.ndarray], confidence: float) -> d
     """Each named bootstrap sample's two-sided percentile interval at ``confidence``, over
     its finite replicates (a replicate that drew no denominator is NaN); a name with none
     is left out."""
-    tail = (1.0 - confidence) / 2.0
-    levels = [tail, 1.0 - tail]
-    # The samples whose replicates are all finite, one quantile call for all of those of a
-    # length (a card has a dozen; a call costs ~30 µs, most of a run's scoring): the same
-    # order statistics and interpolation, element by element, as a call for each.
-    whole: dict[int, list[str]] = {}
-    for name, values in samples.items():
-        if values.ndim == 1 and values.size and np.isfinite(values).all():
-            whole.setdefault(values.size, []).append(name)
-    found: dict[str, tuple[float, float]] = {}
-    for names in whole.values():
-        lo, hi = np.quantile(np.stack([samples[name] for name in names]), levels, axis=1)
-        found.update((name, (float(a), float(b))) for name, a, b in zip(names, lo, hi, strict=True))
-    out = {}
-    for name, values in samples.items():
-        if name in found:
-            out[name] = found[name]
-            continue
-        finite = values[np.isfinite(values)]
-        if finite.size:
-            lo_one, hi_one = np.quantile(finite, levels)
-            out[name] = (float(lo_one), float(hi_one))
-    return out
+    return percentile_rows({name: np.asarray(values).reshape(1, -1) for name, values in samples.items()},
+                           confidence)[0]
 
 
 def percentile_rows(samples: dict[str, np.ndarray], confidence: float) -> list[dict[str, tuple[float, float]]]:
     """``percentile_intervals`` of many bootstraps at once: ``samples[name]`` holds one row of
-    replicates per bootstrap, and row c's intervals are ``percentile_intervals`` of row c alone
-    (the same order statistics and interpolation, element by element), from one quantile call
-    per name for the rows whose replicates are all finite."""
+    replicates per bootstrap, and row c's intervals are those of row c alone."""
     tail = (1.0 - confidence) / 2.0
     levels = [tail, 1.0 - tail]
     rows = len(next(iter(samples.values()))) if samples else 0
     out: list[dict[str, tuple[float, float]]] = [{} for _ in range(rows)]
+    # The rows whose replicates are all finite, every name's, in one quantile call per number
+    # of replicates (a call costs ~30 µs; a card has a dozen names): the same order statistics
+    # and interpolation, element by element, as a call for each.
+    whole: dict[int, list[tuple[str, np.ndarray, np.ndarray]]] = {}
     for name, values in samples.items():
         finite = np.isfinite(values)
-        whole = finite.all(axis=1)
-        if whole.any():
-            lo, hi = np.quantile(values[whole], levels, axis=1)
-            for c, a, b in zip(np.flatnonzero(whole).tolist(), lo.tolist(), hi.tolist(), strict=True):
-                out[c][name] = (a, b)
-        for c in np.flatnonzero(~whole & finite.any(axis=1)).tolist():
+        full = finite.all(axis=1) & (values.shape[1] > 0)
+        if full.any():
+            whole.setdefault(values.shape[1], []).append((name, np.flatnonzero(full), values[full]))
+        for c in np.flatnonzero(~full & finite.any(axis=1)).tolist():
             lo_one, hi_one = np.quantile(values[c][finite[c]], levels)
             out[c][name] = (float(lo_one), float(hi_one))
+    for group in whole.values():
+        lo, hi = (bound.tolist() for bound in np.quantile(np.concatenate([v for _, _, v in group]), levels, axis=1))
+        at = 0
+        for name, cards, _ in group:
+            for c in cards.tolist():
+                out[c][name] = (lo[at], hi[at])
+                at += 1
     return out
 
 
